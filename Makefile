@@ -1,0 +1,147 @@
+# arcoll: one Makefile for the library, tools, benchmark and tests.
+#   make            library (shared + static), bench and test programs
+#   make check      unit tests (cmocka) and mpirun integration tests
+#   make run        the main job: a short PAP-vs-Direct skew benchmark on 4 local ranks
+#   make asan       everything under AddressSanitizer + UBSan, then its check
+#   make install PREFIX=/usr/local
+#   make deps       install missing Debian packages (as root)
+#   make format / format-check
+
+PREFIX ?= /usr/local
+BUILD ?= build
+CC ?= gcc
+PKGS := pmix hwloc
+VERSION := 0.1.0
+SOMAJOR := 0
+
+OPT ?= -O2 -g
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden \
+	-I. -Iinclude -Isrc
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread $(EXTRA_LDFLAGS)
+
+LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/zcopy/*.c src/verbs/*.c) \
+	$(wildcard bootstrap/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
+
+SONAME := libarcoll.so.$(SOMAJOR)
+SHLIB := $(BUILD)/lib/libarcoll.so.$(VERSION)
+STLIB := $(BUILD)/lib/libarcoll.a
+FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/tests/coll_test \
+	$(BUILD)/tests/coll_test_fault
+
+.PHONY: all check unit integ run asan install uninstall deps format format-check clean
+
+all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN)
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# The same sources with test-only fault injection (ARCOLL_FAULT=...).
+$(BUILD)/fault/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DARCOLL_FAULTS -c $< -o $@
+
+$(SHLIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/lib/libarcoll.so: $(SHLIB)
+	ln -sf libarcoll.so.$(VERSION) $(BUILD)/lib/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(STLIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(FAULTLIB): $(FAULT_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/arcoll.pc: arcoll.pc.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# Programs link the shared library with an rpath to the build tree.
+LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
+
+$(BUILD)/bin/arcoll-bench: bench/arcoll_bench.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fvisibility=default $< -o $@ $(LINK_SHARED) -lm
+
+$(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+
+$(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+
+$(BUILD)/tests/coll_test_fault: tests/integ/coll_test.c $(FAULTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
+
+# Unit tests see the internals: they link the static library.
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \
+		$(shell pkg-config --libs cmocka) $(LDLIBS_ALL)
+
+check: all
+	@tests/run-unit.sh $(BUILD)
+	@tests/integ/run.sh $(BUILD)
+
+unit: all
+	@tests/run-unit.sh $(BUILD)
+
+integ: all
+	@tests/integ/run.sh $(BUILD)
+
+run: all
+	@bench/run-main.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" all
+	ASAN_OPTIONS=detect_leaks=1 ARCOLL_SANITIZED=1 $(MAKE) BUILD=build-asan \
+		OPT="-O1 -g -fno-omit-frame-pointer" \
+		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" check
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/arcoll.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libarcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarcoll.so
+	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/arcoll.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/lib/libarcoll.* \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
+		$(DESTDIR)$(PREFIX)/bin/arcoll_info
+
+deps:
+	@scripts/install-deps.sh
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf build build-asan

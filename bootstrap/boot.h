@@ -1,0 +1,45 @@
+/* Out-of-band bootstrap: who am I, who is on my node, allgather a blob,
+ * barrier. Used only at setup/teardown, never on the data path. */
+#ifndef ARCOLL_BOOT_H
+#define ARCOLL_BOOT_H
+
+#include <stddef.h>
+
+#include "arcoll.h"
+
+#define BOOT_HOSTNAME_MAX 64
+
+typedef struct boot boot_t;
+
+struct boot {
+    int rank;
+    int size;
+    int local_rank; /* index among ranks on my node */
+    int local_size; /* ranks on my node */
+    int nnodes;
+    int *node_of;   /* [size]: node index of every rank, nodes numbered by first rank */
+    char hostname[BOOT_HOSTNAME_MAX];
+    /* Blocking, collective: rbuf gets size*len bytes in rank order. */
+    int (*allgather)(boot_t *b, const void *sbuf, void *rbuf, size_t len);
+    int (*barrier)(boot_t *b);
+    void (*fini)(boot_t *b);
+    void *impl;
+};
+
+/* PMIx client; a process without a launcher is a singleton (size 1). */
+int boot_pmix_create(boot_t **b);
+/* Caller-supplied callbacks (copied). */
+int boot_oob_create(const arcoll_oob_t *oob, boot_t **b);
+/* Fill node_of/nnodes/local_rank/local_size from everyone's hostname
+ * (one allgather); shared by both implementations. */
+int boot_nodes_compute(boot_t *b);
+void boot_destroy(boot_t *b);
+
+/* Topology (hwloc): processing units available on this node. */
+typedef struct boot_topo {
+    int ncores;
+    int npus;
+} boot_topo_t;
+int boot_topo_query(boot_topo_t *t);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * arcoll: process-arrival-pattern aware alltoall/allgather over one-sided
+ * (RDMA WRITE semantics) channels.
+ *
+ * Lifecycle: arcoll_init() -> teams -> collectives -> arcoll_finalize().
+ * Every collective is called by all members of a team in the same order
+ * (MPI semantics). A team runs at most one collective at a time.
+ *
+ * Thread safety: none of these calls is thread safe on the same context;
+ * distinct contexts may be used from distinct threads. The library starts
+ * no threads: nonblocking calls progress inside arcoll_test/arcoll_wait/
+ * arcoll_progress.
+ */
+#ifndef ARCOLL_H
+#define ARCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+#define ARCOLL_VERSION_MAJOR 0
+#define ARCOLL_VERSION_MINOR 1
+#define ARCOLL_VERSION_PATCH 0
+#define ARCOLL_VERSION_STRING "0.1.0"
+
+/* Status codes: 0 is success, 1 "in progress", negatives are errors. */
+typedef enum {
+    ARCOLL_OK = 0,
+    ARCOLL_INPROGRESS = 1,
+    ARCOLL_ERR_INVALID = -1,     /* bad argument (NULL, overlap, overflow) */
+    ARCOLL_ERR_NOMEM = -2,       /* out of memory or shared memory */
+    ARCOLL_ERR_TIMEOUT = -3,     /* a peer did not arrive within ARCOLL_TIMEOUT_MS */
+    ARCOLL_ERR_PEER = -4,        /* a peer process is gone */
+    ARCOLL_ERR_MISMATCH = -5,    /* message sizes differ across ranks */
+    ARCOLL_ERR_UNSUPPORTED = -6, /* not possible with this channel/job shape */
+    ARCOLL_ERR_BOOTSTRAP = -7,   /* PMIx or out-of-band callback failed */
+    ARCOLL_ERR_CHANNEL = -8,     /* transport operation failed */
+    ARCOLL_ERR_STATE = -9,       /* not initialized, finalized, busy or failed */
+    ARCOLL_ERR_CONFIG = -10,     /* invalid configuration value */
+} arcoll_status_t;
+
+typedef struct arcoll_context *arcoll_context_t;
+typedef struct arcoll_team *arcoll_team_t;
+typedef struct arcoll_request *arcoll_request_t;
+
+/*
+ * Out-of-band bootstrap supplied by an embedding runtime (e.g. an MPI
+ * channel). allgather: every rank contributes len bytes, rbuf receives
+ * size*len bytes ordered by rank; it is blocking and collective. barrier:
+ * blocking and collective. Both return 0 on success. Called only inside
+ * arcoll_init, arcoll_team_create, arcoll_team_destroy and arcoll_finalize.
+ */
+typedef struct arcoll_oob {
+    int (*allgather)(const void *sbuf, void *rbuf, size_t len, void *user);
+    int (*barrier)(void *user);
+    void *user;
+    int rank;
+    int size;
+} arcoll_oob_t;
+
+/* Create a context. oob == NULL bootstraps through PMIx (a process started
+ * without a launcher is a singleton of size 1). Collective over all ranks. */
+int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *ctx);
+
+/* Collective over all ranks of the context; frees every team of it.
+ * Any handle of the context is invalid afterwards (calls report
+ * ARCOLL_ERR_STATE). */
+int arcoll_finalize(arcoll_context_t ctx);
+
+int arcoll_context_rank(arcoll_context_t ctx);
+int arcoll_context_size(arcoll_context_t ctx);
+
+/* The team of all ranks of the context, in rank order. */
+arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
+
+/* Collective over ALL ranks of the context (like MPI_Comm_split): each rank
+ * passes the ordered member list of the team it joins (it must be a member),
+ * or nranks == 0 to join none (*team is then NULL). */
+int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks,
+                       arcoll_team_t *team);
+/* Collective over the context, like create. The world team is not destroyed. */
+int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
+int arcoll_team_rank(arcoll_team_t team);
+int arcoll_team_size(arcoll_team_t team);
+
+/* alltoall: block i of sbuf (bytes each) goes to team rank i, block j of
+ * rbuf comes from team rank j. allgather: sbuf (bytes) is sent to all,
+ * rbuf holds size*bytes. bytes == 0 is a local no-op. Buffers must not
+ * overlap. Returns only once all outgoing writes are complete and all
+ * incoming data has landed. */
+int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf,
+                    size_t bytes);
+int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf,
+                     size_t bytes);
+
+/* Nonblocking forms: buffers belong to the library until completion. */
+int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf,
+                     size_t bytes, arcoll_request_t *req);
+int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf,
+                      size_t bytes, arcoll_request_t *req);
+/* ARCOLL_INPROGRESS, or the final status (the request is then freed and
+ * *req set to NULL). */
+int arcoll_test(arcoll_request_t *req);
+int arcoll_wait(arcoll_request_t *req);
+/* Progress every outstanding request of the context. */
+int arcoll_progress(arcoll_context_t ctx);
+
+/* Set a configuration variable at run time, with the names and values of
+ * the ARCOLL_* environment variables (e.g. "ARCOLL_ALLTOALL_ALG", "pap").
+ * Every rank must set the same value between the same collectives. */
+int arcoll_config_set(arcoll_context_t ctx, const char *name,
+                      const char *value);
+/* Current value as a string (valid until the next config_set). */
+const char *arcoll_config_get(arcoll_context_t ctx, const char *name);
+
+/* Human-readable description of a status code. */
+const char *arcoll_strerror(int status);
+/* The message of the last error detected on this context (never NULL). */
+const char *arcoll_last_error(arcoll_context_t ctx);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ARCOLL_H */

@@ -1,0 +1,87 @@
+/*
+ * Channel interface: the few one-sided operations the algorithms need.
+ * Semantics are those of RDMA WRITE on a reliable connection:
+ *   - put() writes bytes into a peer's remotely accessible memory with no
+ *     action by the peer;
+ *   - put_u64() writes one aligned 64-bit word that the peer may poll; it
+ *     becomes visible only after every earlier put() to the same peer
+ *     (docs/protocol.md, "Ordering");
+ *   - a put's source may be reused once chan_progress() reports no
+ *     outstanding operations (local completion).
+ * Algorithms never see which channel they run on.
+ */
+#ifndef ARCOLL_CORE_CHAN_H
+#define ARCOLL_CORE_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/boot.h"
+
+/* A key a peer needs to write into our memory: plain data, fixed size, so it
+ * can travel through the bootstrap or inside a control slot. */
+typedef struct chan_rkey {
+    uint64_t addr;  /* channel-defined address (offset or virtual address) */
+    uint64_t len;
+    uint64_t key;   /* channel-defined key (segment id, rkey, pid) */
+    uint32_t kind;  /* channel-defined kind of memory */
+    uint32_t owner; /* context rank that owns the memory */
+} chan_rkey_t;
+
+/* Local memory known to the channel. */
+typedef struct chan_mem {
+    void *addr;
+    size_t len;
+    chan_rkey_t rkey;
+    void *priv;
+} chan_mem_t;
+
+/* A peer's memory, imported from its rkey (caller-owned storage). */
+typedef struct chan_rmem {
+    chan_rkey_t rkey;
+    void *map; /* channel-private: local mapping, if any */
+} chan_rmem_t;
+
+typedef struct chan chan_t;
+
+struct chan_ops {
+    const char *name;
+    /* Allocate zeroed memory peers can write into (bounce/control regions). */
+    int (*mem_alloc)(chan_t *c, size_t len, chan_mem_t *mem);
+    void (*mem_free)(chan_t *c, chan_mem_t *mem);
+    /* Every peer has imported mem: names used to find it may go (optional). */
+    void (*mem_seal)(chan_t *c, chan_mem_t *mem);
+    /* Make a user buffer a target (zero-copy); may fail with
+     * ARCOLL_ERR_UNSUPPORTED, and the caller then uses the copy path. */
+    int (*mem_reg)(chan_t *c, void *addr, size_t len, chan_mem_t *mem);
+    void (*mem_dereg)(chan_t *c, chan_mem_t *mem);
+    int (*rmem_import)(chan_t *c, int peer, const chan_rkey_t *rkey, chan_rmem_t *rm);
+    void (*rmem_release)(chan_t *c, chan_rmem_t *rm);
+    /* lmem: src's registration, or NULL (the channel stages the bytes). */
+    int (*put)(chan_t *c, int peer, const void *src, size_t len, const chan_mem_t *lmem,
+               const chan_rmem_t *dst, uint64_t off);
+    int (*put_u64)(chan_t *c, int peer, uint64_t val, const chan_rmem_t *dst, uint64_t off);
+    /* Returns the number of locally incomplete operations (>= 0) or an error. */
+    int (*progress)(chan_t *c);
+    /* Is the peer still alive? (slow path, called while waiting on it) */
+    int (*peer_check)(chan_t *c, int peer);
+    void (*destroy)(chan_t *c);
+};
+
+struct chan {
+    const struct chan_ops *ops;
+    boot_t *boot;
+    int zcopy; /* 1 if mem_reg works for every peer pair (agreed at init) */
+};
+
+/* Channel constructors (collective over the bootstrap). */
+struct core_config;
+int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **c);
+int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **c);
+
+static inline uint64_t *chan_mem_u64(const chan_mem_t *m, uint64_t off)
+{
+    return (uint64_t *)((char *)m->addr + off);
+}
+
+#endif

@@ -1,0 +1,345 @@
+/* The collective engine: validation, the per-call state machine that the
+ * blocking and nonblocking calls share, completion and failure rules
+ * (docs/protocol.md, "Completion"). Protocols and algorithms plug in
+ * through coll_proto_t and coll_alg_t. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+#define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
+
+uint64_t core_time_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static const char *coll_name(coll_type_t type)
+{
+    return type == COLL_ALLTOALL ? "alltoall" : "allgather";
+}
+
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank);
+    wire_ctrl_t adv;
+    int rc;
+
+    memset(&adv, 0, sizeof(adv));
+    adv.size = r->bytes;
+    if (rkey != NULL)
+        adv.rkey = *rkey;
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        int cr = t->ranks[peer];
+        rc = c->ops->put(c, cr, &adv.size, sizeof(adv) - sizeof(adv.flag), NULL,
+                         &t->peer_region[peer], off + sizeof(adv.flag));
+        if (rc != ARCOLL_OK)
+            return rc;
+        rc = c->ops->put_u64(c, cr, r->epoch, &t->peer_region[peer], off);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
+{
+    struct arcoll_team *t = r->team;
+    uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
+
+    if (wire_load(&t->region, off) != r->epoch)
+        return 0;
+    memcpy(out, (char *)t->region.addr + off, sizeof(*out));
+    return 1;
+}
+
+int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size)
+{
+    if (their_size == UINT64_MAX)
+        log_err("%s (epoch %llu): team rank %u rejected our message: it expects a "
+                "different size than our %zu bytes per rank",
+                coll_name(r->type), (unsigned long long)r->epoch, peer, r->bytes);
+    else
+        log_err("%s (epoch %llu): team rank %u uses %llu bytes per rank, this rank %zu: "
+                "message sizes must agree",
+                coll_name(r->type), (unsigned long long)r->epoch, peer,
+                (unsigned long long)their_size, r->bytes);
+    return ARCOLL_ERR_MISMATCH;
+}
+
+static int coll_tx_step(coll_req_t *r, uint32_t peer)
+{
+    coll_peer_t *p = &r->team->peers[peer];
+    int rc = r->proto->tx(r, peer);
+
+    if (rc == ARCOLL_ERR_MISMATCH) {
+        /* Finish the call with the others so that they see it too, then fail. */
+        r->deferred = rc;
+        rc = 1;
+    }
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        p->tx_state = COLL_TX_DONE;
+        r->tx_left--;
+    } else {
+        p->tx_state = COLL_TX_ACTIVE;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_tx(coll_req_t *r, uint32_t peer)
+{
+    return coll_tx_step(r, peer);
+}
+
+/* Continue peers whose message needs more fragments (copy path). */
+int coll_tx_continue(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    int rc;
+
+    if (r->nfrags <= 1)
+        return ARCOLL_OK;
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        if (t->peers[peer].tx_state != COLL_TX_ACTIVE)
+            continue;
+        rc = coll_tx_step(r, peer);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+static void coll_list_peers(coll_req_t *r, int want_rx, char *buf, size_t len)
+{
+    struct arcoll_team *t = r->team;
+    size_t used = 0;
+    int n = 0;
+
+    buf[0] = '\0';
+    for (uint32_t peer = 0; peer < t->size && used + 16 < len; peer++) {
+        coll_peer_t *p = &t->peers[peer];
+        int waiting = want_rx ? !p->rx_done : p->tx_state != COLL_TX_DONE;
+        if (!waiting)
+            continue;
+        if (n++ == 8) {
+            used += (size_t)snprintf(buf + used, len - used, ",...");
+            break;
+        }
+        used += (size_t)snprintf(buf + used, len - used, "%s%u", used ? "," : "", peer);
+    }
+    if (n == 0)
+        snprintf(buf, len, "none");
+}
+
+static int coll_slow_path(coll_req_t *r, uint64_t now)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    char rx[96], tx[96];
+
+    r->next_check_ns = now + COLL_CHECK_NS;
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        coll_peer_t *p = &t->peers[peer];
+        if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
+            continue;
+        int rc = c->ops->peer_check(c, t->ranks[peer]);
+        if (rc != ARCOLL_OK)
+            return rc; /* logged by the channel */
+    }
+    if (now < r->deadline_ns)
+        return ARCOLL_INPROGRESS;
+    coll_list_peers(r, 1, rx, sizeof(rx));
+    coll_list_peers(r, 0, tx, sizeof(tx));
+    log_err("%s (epoch %llu, %s/%s, %zu bytes) timed out after %ld ms (ARCOLL_TIMEOUT_MS): "
+            "no data yet from team ranks %s; could not finish sending to team ranks %s",
+            coll_name(r->type), (unsigned long long)r->epoch, r->alg->name, r->proto->name,
+            r->bytes, t->ctx->cfg.timeout_ms, rx, tx);
+    return ARCOLL_ERR_TIMEOUT;
+}
+
+static int coll_fail(coll_req_t *r, int rc)
+{
+    r->proto->finish(r);
+    r->team->failed = rc;
+    r->status = rc;
+    r->active = 0;
+    return rc;
+}
+
+/* One pass of the state machine: receive what landed, write what may be
+ * written, then check completion. Never blocks. */
+int coll_progress(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    int outstanding, rc;
+    uint64_t now;
+
+    if (!r->active)
+        return r->status;
+    outstanding = c->ops->progress(c);
+    if (outstanding < 0)
+        return coll_fail(r, outstanding);
+    for (uint32_t peer = 0; r->rx_left && peer < t->size; peer++) {
+        coll_peer_t *p = &t->peers[peer];
+        if (p->rx_done)
+            continue;
+        rc = r->proto->rx(r, peer);
+        if (rc == ARCOLL_ERR_MISMATCH) {
+            r->deferred = rc; /* nothing was copied; keep serving the others */
+            rc = 1;
+        }
+        if (rc < 0)
+            return coll_fail(r, rc);
+        if (rc == 1) {
+            p->rx_done = 1;
+            r->rx_left--;
+        }
+    }
+    if (r->tx_left) {
+        rc = r->alg->tx_progress(r);
+        if (rc < 0)
+            return coll_fail(r, rc);
+    }
+    if (!r->tx_left && !r->rx_left) {
+        if (outstanding == 0)
+            outstanding = c->ops->progress(c);
+        if (outstanding == 0 && r->deferred)
+            return coll_fail(r, r->deferred);
+        if (outstanding == 0) {
+            r->proto->finish(r);
+            r->active = 0;
+            r->status = ARCOLL_OK;
+            return ARCOLL_OK;
+        }
+        if (outstanding < 0)
+            return coll_fail(r, outstanding);
+    }
+    now = core_time_ns();
+    if (now >= r->next_check_ns) {
+        rc = coll_slow_path(r, now);
+        if (rc != ARCOLL_INPROGRESS)
+            return coll_fail(r, rc);
+    }
+    return ARCOLL_INPROGRESS;
+}
+
+static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+    return alen && blen && x < y + blen && y < x + alen;
+}
+
+int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
+               size_t bytes, coll_req_t **out)
+{
+    struct arcoll_context *ctx = t->ctx;
+    coll_req_t *r = &t->req;
+    size_t slen, rlen;
+    int path, alg, rc;
+
+    *out = NULL;
+    if (t->failed) {
+        log_err("%s: this team failed earlier (%s); its epochs may disagree across "
+                "ranks, so it accepts no further collectives",
+                coll_name(type), arcoll_strerror(t->failed));
+        return ARCOLL_ERR_STATE;
+    }
+    if (r->active) {
+        log_err("%s: the team already has a collective in progress (one at a time)",
+                coll_name(type));
+        return ARCOLL_ERR_STATE;
+    }
+    if (bytes == 0)
+        return ARCOLL_OK; /* a valid no-op on every rank: no epoch is consumed */
+    if (sbuf == NULL || rbuf == NULL) {
+        log_err("%s: %s buffer is NULL with %zu bytes per rank", coll_name(type),
+                sbuf == NULL ? "send" : "receive", bytes);
+        return ARCOLL_ERR_INVALID;
+    }
+    if (bytes > SIZE_MAX / t->size || bytes > INT64_MAX / t->size) {
+        log_err("%s: %zu bytes per rank times %u ranks overflows", coll_name(type), bytes,
+                t->size);
+        return ARCOLL_ERR_INVALID;
+    }
+    rlen = bytes * t->size;
+    slen = type == COLL_ALLTOALL ? rlen : bytes;
+    if (coll_overlap(sbuf, slen, rbuf, rlen)) {
+        log_err("%s: send buffer [%p,+%zu) and receive buffer [%p,+%zu) overlap",
+                coll_name(type), sbuf, slen, rbuf, rlen);
+        return ARCOLL_ERR_INVALID;
+    }
+
+    memset(r, 0, sizeof(*r));
+    memset(t->peers, 0, sizeof(*t->peers) * t->size);
+    r->team = t;
+    r->type = type;
+    r->sbuf = sbuf;
+    r->rbuf = rbuf;
+    r->bytes = bytes;
+    alg = type == COLL_ALLTOALL ? ctx->cfg.alltoall_alg : ctx->cfg.allgather_alg;
+    r->alg = alg == CORE_ALG_DIRECT ? &coll_alg_direct : &coll_alg_pap;
+    r->is_direct = alg == CORE_ALG_DIRECT;
+    path = ctx->cfg.path;
+    if (path == CORE_PATH_AUTO)
+        path = bytes >= ctx->cfg.zcopy_threshold ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
+    if (path == CORE_PATH_ZCOPY && !ctx->chan->zcopy)
+        path = CORE_PATH_COPY; /* the channel said so once, at init; all ranks agree */
+    r->proto = path == CORE_PATH_ZCOPY ? &coll_proto_zcopy : &coll_proto_bounce;
+    if ((bytes + t->layout.bounce - 1) / t->layout.bounce >= WIRE_FRAG_REJECT) {
+        log_err("%s: %zu bytes per rank needs too many %llu-byte fragments on the copy path",
+                coll_name(type), bytes, (unsigned long long)t->layout.bounce);
+        return ARCOLL_ERR_INVALID;
+    }
+    r->nfrags = (uint32_t)((bytes + t->layout.bounce - 1) / t->layout.bounce);
+    r->epoch = ++t->seq;
+    r->bank = wire_bank(r->epoch);
+    r->tx_left = r->rx_left = t->size - 1;
+    r->step = 1;
+    r->start_ns = core_time_ns();
+    r->deadline_ns = r->start_ns + (uint64_t)ctx->cfg.timeout_ms * 1000000ULL;
+    r->next_check_ns = r->start_ns + COLL_CHECK_NS;
+    r->active = 1;
+    r->status = ARCOLL_INPROGRESS;
+
+    memcpy(r->rbuf + (size_t)t->rank * bytes, coll_src(r, t->rank), bytes);
+    t->peers[t->rank].tx_state = COLL_TX_DONE;
+    t->peers[t->rank].rx_done = 1;
+
+    rc = r->proto->start(r);
+    if (rc != ARCOLL_OK)
+        return coll_fail(r, rc);
+    *out = r;
+    return coll_progress(r);
+}
+
+int coll_wait(coll_req_t *r)
+{
+    const core_config_t *cfg = &r->team->ctx->cfg;
+    /* Oversubscribed: the peer we wait for may need our core, so yield soon. */
+    long spin = r->team->ctx->oversubscribed ? (cfg->spin_count < 32 ? cfg->spin_count : 32)
+                                             : cfg->spin_count;
+    long polls = 0;
+    int rc;
+
+    while ((rc = coll_progress(r)) == ARCOLL_INPROGRESS) {
+        if (++polls > spin)
+            sched_yield();
+        else
+            __asm__ __volatile__("" ::: "memory");
+    }
+    return rc;
+}

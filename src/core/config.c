@@ -1,0 +1,245 @@
+#include "core/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arcoll.h"
+#include "core/log.h"
+
+typedef enum { CFG_ENUM, CFG_SIZE, CFG_LONG } cfg_type_t;
+
+typedef struct cfg_var {
+    const char *name;
+    cfg_type_t type;
+    size_t offset;
+    const char *const *values; /* CFG_ENUM: NULL-terminated, index = stored value */
+    const char *dflt;
+    long min, max; /* CFG_SIZE/CFG_LONG bounds */
+    int agreed;    /* must be equal on every rank (part of the digest) */
+    const char *desc;
+} cfg_var_t;
+
+static const char *const cfg_channels[] = {"smp", "verbs", NULL};
+static const char *const cfg_algs[] = {"direct", "pap", NULL};
+static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
+static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
+static const char *const cfg_cma[] = {"auto", "off", NULL};
+
+#define CFG_OFF(f) offsetof(core_config_t, f)
+
+static const cfg_var_t cfg_vars[] = {
+    {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
+     "transport: smp (shared memory, one node) or verbs (InfiniBand/RoCE)"},
+    {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "pap", 0, 0, 1,
+     "alltoall algorithm: direct (arrival-oblivious baseline) or pap (PAP_Direct)"},
+    {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
+     "allgather algorithm: direct or pap"},
+    {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
+     "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
+    {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "16k", 0,
+     (long)1 << 40, 1, "auto path: messages of at least this size per peer use zcopy"},
+    {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
+     "payload bytes of one bounce slot (2 per peer per team); larger messages fragment"},
+    {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
+     "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
+    {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0,
+     "log level on stderr"},
+    {"ARCOLL_SPIN_COUNT", CFG_LONG, CFG_OFF(spin_count), NULL, "2000", 0, 1L << 30, 0,
+     "busy polls before yielding the core (fewer when ranks outnumber cores)"},
+    {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
+     "smp zero-copy through process_vm_writev: auto (probe) or off (copy path)"},
+};
+
+#define CFG_NVARS (sizeof(cfg_vars) / sizeof(cfg_vars[0]))
+
+int core_config_parse_size(const char *s, size_t *out)
+{
+    unsigned long long v, mult = 1;
+    char *end;
+
+    if (s == NULL || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    switch (tolower((unsigned char)*end)) {
+    case '\0': break;
+    case 'k': mult = 1ULL << 10; end++; break;
+    case 'm': mult = 1ULL << 20; end++; break;
+    case 'g': mult = 1ULL << 30; end++; break;
+    default: return -1;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mult)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+static const cfg_var_t *cfg_var_find(const char *name)
+{
+    for (size_t i = 0; i < CFG_NVARS; i++)
+        if (strcmp(cfg_vars[i].name, name) == 0)
+            return &cfg_vars[i];
+    return NULL;
+}
+
+static void cfg_values_join(const cfg_var_t *v, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; v->values[i] != NULL && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "", v->values[i]);
+}
+
+static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value)
+{
+    char *field = (char *)cfg + v->offset;
+    char allowed[128];
+
+    if (value == NULL)
+        goto err_value;
+    switch (v->type) {
+    case CFG_ENUM:
+        for (int i = 0; v->values[i] != NULL; i++) {
+            if (strcasecmp(value, v->values[i]) == 0) {
+                *(int *)field = i;
+                return ARCOLL_OK;
+            }
+        }
+        goto err_value;
+    case CFG_SIZE: {
+        size_t sz;
+        if (core_config_parse_size(value, &sz) != 0 || sz < (size_t)v->min ||
+            sz > (size_t)v->max)
+            goto err_value;
+        *(size_t *)field = sz;
+        return ARCOLL_OK;
+    }
+    case CFG_LONG: {
+        char *end;
+        long l;
+        errno = 0;
+        l = strtol(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || l < v->min || l > v->max)
+            goto err_value;
+        *(long *)field = l;
+        return ARCOLL_OK;
+    }
+    }
+err_value:
+    if (v->type == CFG_ENUM) {
+        cfg_values_join(v, allowed, sizeof(allowed));
+        log_err("%s=%s is not valid; allowed values: %s", v->name, value ? value : "(null)",
+                allowed);
+    } else {
+        log_err("%s=%s is not valid; expected %s from %ld to %ld", v->name,
+                value ? value : "(null)",
+                v->type == CFG_SIZE ? "a size in bytes (suffix k, m or g allowed)"
+                                    : "an integer",
+                v->min, v->max);
+    }
+    return ARCOLL_ERR_CONFIG;
+}
+
+int core_config_set(core_config_t *cfg, const char *name, const char *value)
+{
+    const cfg_var_t *v;
+    int rc;
+
+    if (cfg == NULL || name == NULL) {
+        log_err("arcoll_config_set: NULL argument");
+        return ARCOLL_ERR_INVALID;
+    }
+    v = cfg_var_find(name);
+    if (v == NULL) {
+        log_err("unknown configuration variable %s (see docs/configuration.md)", name);
+        return ARCOLL_ERR_CONFIG;
+    }
+    rc = cfg_var_set(cfg, v, value);
+    if (rc == ARCOLL_OK && v->offset == CFG_OFF(log_level))
+        core_log_level = cfg->log_level;
+    return rc;
+}
+
+int core_config_init(core_config_t *cfg)
+{
+    extern char **environ;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < CFG_NVARS; i++)
+        if (cfg_var_set(cfg, &cfg_vars[i], cfg_vars[i].dflt) != ARCOLL_OK)
+            return ARCOLL_ERR_CONFIG; /* a bad default is a bug: caught by the unit tests */
+    for (size_t i = 0; i < CFG_NVARS; i++) {
+        const char *env = getenv(cfg_vars[i].name);
+        if (env != NULL && core_config_set(cfg, cfg_vars[i].name, env) != ARCOLL_OK)
+            return ARCOLL_ERR_CONFIG;
+    }
+    /* A misspelt variable would otherwise be silently ignored. */
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        char name[64];
+        size_t n = strcspn(*e, "=");
+        if (strncmp(*e, "ARCOLL_", 7) != 0 || n >= sizeof(name))
+            continue;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        if (cfg_var_find(name) == NULL && strcmp(name, "ARCOLL_NODE_SIZE") != 0 &&
+            strcmp(name, "ARCOLL_FAULT") != 0)
+            log_warn("ignoring unknown environment variable %s", name);
+    }
+    return ARCOLL_OK;
+}
+
+const char *core_config_get(const core_config_t *cfg, const char *name, char *buf, size_t len)
+{
+    const cfg_var_t *v = name ? cfg_var_find(name) : NULL;
+    const char *field;
+
+    if (v == NULL || cfg == NULL)
+        return NULL;
+    field = (const char *)cfg + v->offset;
+    switch (v->type) {
+    case CFG_ENUM: snprintf(buf, len, "%s", v->values[*(const int *)field]); break;
+    case CFG_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
+    case CFG_LONG: snprintf(buf, len, "%ld", *(const long *)field); break;
+    }
+    return buf;
+}
+
+uint64_t core_config_digest(const core_config_t *cfg)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the agreed values */
+    char buf[64];
+
+    for (size_t i = 0; i < CFG_NVARS; i++) {
+        if (!cfg_vars[i].agreed)
+            continue;
+        core_config_get(cfg, cfg_vars[i].name, buf, sizeof(buf));
+        for (const char *p = buf; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = (h ^ 0xff) * 1099511628211ULL;
+    }
+    return h;
+}
+
+void core_config_print(const core_config_t *cfg, void *file)
+{
+    FILE *f = file;
+    char buf[64], allowed[128];
+
+    for (size_t i = 0; i < CFG_NVARS; i++) {
+        const cfg_var_t *v = &cfg_vars[i];
+        if (v->type == CFG_ENUM)
+            cfg_values_join(v, allowed, sizeof(allowed));
+        else
+            snprintf(allowed, sizeof(allowed), "%ld..%ld", v->min, v->max);
+        fprintf(f, "%-24s %-8s %-28s %s\n", v->name, core_config_get(cfg, v->name, buf, sizeof(buf)),
+                allowed, v->desc);
+    }
+}

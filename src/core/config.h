@@ -1,0 +1,41 @@
+/* ARCOLL_* configuration: one table, parsed and validated once; an unknown
+ * value is an error naming the variable and the allowed values. */
+#ifndef ARCOLL_CORE_CONFIG_H
+#define ARCOLL_CORE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
+enum { CORE_ALG_DIRECT, CORE_ALG_PAP };
+enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
+enum { CORE_CMA_AUTO, CORE_CMA_OFF };
+
+typedef struct core_config {
+    int channel;
+    int alltoall_alg;
+    int allgather_alg;
+    int path;
+    size_t zcopy_threshold; /* auto: messages of at least this many bytes go zero-copy */
+    size_t bounce_size;     /* payload bytes of one bounce slot */
+    long timeout_ms;
+    int log_level;
+    long spin_count; /* busy polls before yielding the core */
+    int smp_cma;
+} core_config_t;
+
+/* Defaults, then every ARCOLL_* variable of the environment. */
+int core_config_init(core_config_t *cfg);
+/* Validate and set one variable by its ARCOLL_* name. */
+int core_config_set(core_config_t *cfg, const char *name, const char *value);
+/* Render a variable's current value; NULL if the name is unknown. */
+const char *core_config_get(const core_config_t *cfg, const char *name, char *buf,
+                            size_t len);
+/* Digest of the settings that must agree across ranks. */
+uint64_t core_config_digest(const core_config_t *cfg);
+/* Print the table of variables (name, value, allowed, description). */
+void core_config_print(const core_config_t *cfg, void *file);
+/* Parse "64k", "1M", "4096" (bytes); 0 on success. */
+int core_config_parse_size(const char *s, size_t *out);
+
+#endif

@@ -1,0 +1,580 @@
+/* Contexts and teams: setup ladders and the public entry points. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+#define CORE_CTX_MAGIC 0x6172636f6c6c4358ULL
+#define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
+
+#ifdef ARCOLL_FAULTS
+int wire_fault_one_bank;
+int wire_fault_no_epoch;
+#endif
+
+/* Live contexts: handles are checked against this list so that a call after
+ * arcoll_finalize is an error, not a use after free. */
+static struct arcoll_context *core_live;
+
+static int core_ctx_check(arcoll_context_t ctx, const char *what)
+{
+    for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
+        if (c == ctx)
+            return ARCOLL_OK;
+    if (core_live == NULL)
+        log_err("%s: arcoll is not initialized (no live context; was arcoll_finalize "
+                "called?)", what);
+    else
+        log_err("%s: invalid or finalized context handle %p", what, (void *)ctx);
+    return ARCOLL_ERR_STATE;
+}
+
+static int core_team_check(arcoll_team_t team, const char *what)
+{
+    for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
+        for (struct arcoll_team *t = c->teams; t != NULL; t = t->next)
+            if (t == team)
+                return ARCOLL_OK;
+    if (core_live == NULL)
+        log_err("%s: arcoll is not initialized (no live context; was arcoll_finalize "
+                "called?)", what);
+    else if (team == NULL)
+        log_err("%s: team is NULL", what);
+    else
+        log_err("%s: invalid or destroyed team handle %p", what, (void *)team);
+    return ARCOLL_ERR_STATE;
+}
+
+static uint64_t core_ranks_hash(const int *ranks, int n)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (int i = 0; i < n; i++)
+        h = (h ^ (uint64_t)(unsigned)ranks[i]) * 1099511628211ULL;
+    return h ^ (uint64_t)n;
+}
+
+/* What every rank tells the others when a team is created. */
+typedef struct core_team_rec {
+    uint32_t member;
+    uint32_t nranks;
+    uint64_t hash;
+    chan_rkey_t rkey;
+} core_team_rec_t;
+
+void core_team_free(struct arcoll_team *t)
+{
+    chan_t *c;
+
+    if (t == NULL)
+        return;
+    c = t->ctx->chan;
+    for (uint32_t j = 0; t->peer_region != NULL && j < t->size; j++)
+        if (j != t->rank && t->peer_region[j].rkey.kind != 0)
+            c->ops->rmem_release(c, &t->peer_region[j]);
+    if (t->region.addr != NULL)
+        c->ops->mem_free(c, &t->region);
+    free(t->peers);
+    free(t->peer_region);
+    free(t->ranks);
+    free(t);
+}
+
+static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int n, int *me)
+{
+    int size = ctx->boot->size;
+
+    *me = -1;
+    if (n < 0 || n > size || (n > 0 && ranks == NULL)) {
+        log_err("arcoll_team_create: %d ranks (context has %d) with list %p", n, size,
+                (const void *)ranks);
+        return ARCOLL_ERR_INVALID;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= size) {
+            log_err("arcoll_team_create: rank %d out of range [0,%d)", ranks[i], size);
+            return ARCOLL_ERR_INVALID;
+        }
+        for (int j = 0; j < i; j++) {
+            if (ranks[j] == ranks[i]) {
+                log_err("arcoll_team_create: rank %d listed twice", ranks[i]);
+                return ARCOLL_ERR_INVALID;
+            }
+        }
+        if (ranks[i] == ctx->boot->rank)
+            *me = i;
+    }
+    if (n > 0 && *me < 0) {
+        log_err("arcoll_team_create: the calling rank %d is not in its own member list",
+                ctx->boot->rank);
+        return ARCOLL_ERR_INVALID;
+    }
+    return ARCOLL_OK;
+}
+
+/* Collective over the whole context. Every rank reaches the allgather and
+ * the barrier even when its own arguments are bad, so that one rank's error
+ * never leaves the others hanging. */
+int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
+                     struct arcoll_team **out)
+{
+    boot_t *b = ctx->boot;
+    chan_t *c = ctx->chan;
+    struct arcoll_team *t = NULL;
+    core_team_rec_t mine, *recs = NULL;
+    int me, rc, brc;
+
+    *out = NULL;
+    memset(&mine, 0, sizeof(mine));
+    rc = core_team_validate(ctx, ranks, n, &me);
+    if (rc == ARCOLL_OK && n > 0) {
+        t = calloc(1, sizeof(*t));
+        if (t == NULL)
+            goto err_nomem;
+        t->magic = CORE_TEAM_MAGIC;
+        t->ctx = ctx;
+        t->rank = (uint32_t)me;
+        t->size = (uint32_t)n;
+        t->ranks = malloc(sizeof(int) * (size_t)n);
+        t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
+        t->peers = calloc((size_t)n, sizeof(*t->peers));
+        if (t->ranks == NULL || t->peer_region == NULL || t->peers == NULL)
+            goto err_nomem;
+        memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
+        if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
+            log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots "
+                    "is too large", n, ctx->cfg.bounce_size);
+            rc = ARCOLL_ERR_INVALID;
+        } else {
+            rc = c->ops->mem_alloc(c, t->layout.total, &t->region);
+        }
+        if (rc == ARCOLL_OK) {
+            *chan_mem_u64(&t->region, 0) = WIRE_MAGIC;
+            mine.member = 1;
+            mine.nranks = (uint32_t)n;
+            mine.hash = core_ranks_hash(ranks, n);
+            mine.rkey = t->region.rkey;
+            log_debug("team of %d ranks: region %llu bytes (bounce %llu per slot)", n,
+                      (unsigned long long)t->layout.total,
+                      (unsigned long long)t->layout.bounce);
+        }
+    }
+    if (0) {
+err_nomem:
+        log_err("arcoll_team_create: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+    }
+
+    recs = malloc(sizeof(*recs) * (size_t)b->size);
+    if (recs == NULL) {
+        /* Cannot take part any more: the others will fail in the bootstrap. */
+        log_err("arcoll_team_create: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto out_free;
+    }
+    brc = b->allgather(b, &mine, recs, sizeof(mine));
+    if (brc != ARCOLL_OK) {
+        rc = brc;
+        goto out_free;
+    }
+    for (uint32_t j = 0; rc == ARCOLL_OK && t != NULL && j < t->size; j++) {
+        const core_team_rec_t *rec = &recs[t->ranks[j]];
+        if (!rec->member || rec->nranks != t->size || rec->hash != mine.hash) {
+            log_err("arcoll_team_create: rank %d did not join the same team (member list "
+                    "differs or its setup failed)", t->ranks[j]);
+            rc = ARCOLL_ERR_INVALID;
+        } else if (j != t->rank) {
+            rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);
+        }
+    }
+    /* Everyone has imported: shared names may now disappear (smp unlinks). */
+    brc = b->barrier(b);
+    if (t != NULL && t->region.addr != NULL && c->ops->mem_seal != NULL)
+        c->ops->mem_seal(c, &t->region);
+    if (rc == ARCOLL_OK && brc != ARCOLL_OK)
+        rc = brc;
+    if (rc != ARCOLL_OK)
+        goto out_free;
+    free(recs);
+    if (t != NULL) {
+        t->id = ctx->next_team_id++;
+        *out = t;
+    }
+    return ARCOLL_OK;
+
+out_free:
+    free(recs);
+    core_team_free(t);
+    return rc;
+}
+
+static void core_ctx_unlink(struct arcoll_context *ctx)
+{
+    for (struct arcoll_context **pp = &core_live; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == ctx) {
+            *pp = ctx->next;
+            return;
+        }
+    }
+}
+
+int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
+{
+    struct arcoll_context *ctx;
+    uint64_t digest, *digests = NULL;
+    int *world = NULL;
+    int rc;
+
+    if (out == NULL) {
+        log_err("arcoll_init: context pointer is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    *out = NULL;
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        log_err("arcoll_init: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    ctx->magic = CORE_CTX_MAGIC;
+    rc = core_config_init(&ctx->cfg);
+    if (rc != ARCOLL_OK)
+        goto err_ctx;
+    core_log_level = ctx->cfg.log_level;
+#ifdef ARCOLL_FAULTS
+    {
+        const char *f = getenv("ARCOLL_FAULT");
+        wire_fault_no_epoch = f != NULL && strstr(f, "no_epoch") != NULL;
+        wire_fault_one_bank = f != NULL && strstr(f, "one_bank") != NULL;
+    }
+#endif
+
+    rc = oob != NULL ? boot_oob_create(oob, &ctx->boot) : boot_pmix_create(&ctx->boot);
+    if (rc != ARCOLL_OK)
+        goto err_ctx;
+    core_log_rank = ctx->boot->rank;
+    boot_topo_query(&ctx->topo);
+    ctx->oversubscribed = ctx->boot->local_size > ctx->topo.npus;
+
+    /* Settings that change the wire protocol must agree, or peers would wait
+     * for signals that never come. */
+    digests = malloc(sizeof(*digests) * (size_t)ctx->boot->size);
+    if (digests == NULL) {
+        log_err("arcoll_init: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto err_boot;
+    }
+    digest = core_config_digest(&ctx->cfg);
+    rc = ctx->boot->allgather(ctx->boot, &digest, digests, sizeof(digest));
+    if (rc != ARCOLL_OK)
+        goto err_digests;
+    for (int i = 0; i < ctx->boot->size; i++) {
+        if (digests[i] != digest) {
+            log_err("arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
+                    "(channel, algorithms, path, thresholds and bounce size must agree)",
+                    i, ctx->boot->rank);
+            rc = ARCOLL_ERR_CONFIG;
+            goto err_digests;
+        }
+    }
+
+    rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
+                                              : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
+    if (rc != ARCOLL_OK)
+        goto err_digests;
+
+    world = malloc(sizeof(int) * (size_t)ctx->boot->size);
+    if (world == NULL) {
+        log_err("arcoll_init: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto err_chan;
+    }
+    for (int i = 0; i < ctx->boot->size; i++)
+        world[i] = i;
+    rc = core_team_create(ctx, world, ctx->boot->size, &ctx->teams);
+    if (rc != ARCOLL_OK)
+        goto err_world;
+    free(world);
+    free(digests);
+    if (ctx->oversubscribed && ctx->boot->local_rank == 0)
+        log_info("%d ranks on %d processing units: polling yields the core early",
+                 ctx->boot->local_size, ctx->topo.npus);
+    ctx->next = core_live;
+    core_live = ctx;
+    *out = ctx;
+    return ARCOLL_OK;
+
+err_world:
+    free(world);
+err_chan:
+    ctx->chan->ops->destroy(ctx->chan);
+err_digests:
+    free(digests);
+err_boot:
+    boot_destroy(ctx->boot);
+err_ctx:
+    free(ctx);
+    return rc;
+}
+
+int arcoll_finalize(arcoll_context_t ctx)
+{
+    int rc = core_ctx_check(ctx, "arcoll_finalize");
+    int lost = 0;
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+        lost |= t->failed == ARCOLL_ERR_PEER || t->failed == ARCOLL_ERR_TIMEOUT;
+    /* Peers may still write into our regions until everyone is done; a lost
+     * peer would make that barrier hang, so then we release locally. */
+    if (!lost)
+        rc = ctx->boot->barrier(ctx->boot);
+    core_ctx_unlink(ctx);
+    while (ctx->teams != NULL) {
+        struct arcoll_team *t = ctx->teams;
+        ctx->teams = t->next;
+        core_team_free(t);
+    }
+    ctx->chan->ops->destroy(ctx->chan);
+    boot_destroy(ctx->boot);
+    ctx->magic = 0;
+    free(ctx);
+    return rc;
+}
+
+int arcoll_context_rank(arcoll_context_t ctx)
+{
+    return core_ctx_check(ctx, "arcoll_context_rank") == ARCOLL_OK ? ctx->boot->rank : -1;
+}
+
+int arcoll_context_size(arcoll_context_t ctx)
+{
+    return core_ctx_check(ctx, "arcoll_context_size") == ARCOLL_OK ? ctx->boot->size : -1;
+}
+
+arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
+{
+    return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;
+}
+
+int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team)
+{
+    struct arcoll_team *t;
+    int rc = core_ctx_check(ctx, "arcoll_team_create");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (team == NULL) {
+        log_err("arcoll_team_create: team pointer is NULL");
+        return ARCOLL_ERR_INVALID; /* before any communication: all ranks see the same call */
+    }
+    rc = core_team_create(ctx, ranks, nranks, &t);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (t != NULL) {
+        /* The world team stays first. */
+        t->next = ctx->teams->next;
+        ctx->teams->next = t;
+    }
+    *team = t;
+    return ARCOLL_OK;
+}
+
+int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
+{
+    int rc = core_ctx_check(ctx, "arcoll_team_destroy");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (team != NULL) {
+        rc = core_team_check(team, "arcoll_team_destroy");
+        if (rc != ARCOLL_OK)
+            return rc;
+        if (team == ctx->teams || team->ctx != ctx || team->req.active) {
+            log_err("arcoll_team_destroy: %s", team == ctx->teams ? "the world team is "
+                    "freed by arcoll_finalize" : team->req.active ? "a collective is in "
+                    "progress" : "team belongs to another context");
+            return ARCOLL_ERR_STATE;
+        }
+    }
+    /* No member may free its region while another still writes into it. */
+    rc = ctx->boot->barrier(ctx->boot);
+    if (team != NULL) {
+        for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == team) {
+                *pp = team->next;
+                break;
+            }
+        }
+        core_team_free(team);
+    }
+    return rc;
+}
+
+int arcoll_team_rank(arcoll_team_t team)
+{
+    return core_team_check(team, "arcoll_team_rank") == ARCOLL_OK ? (int)team->rank : -1;
+}
+
+int arcoll_team_size(arcoll_team_t team)
+{
+    return core_team_check(team, "arcoll_team_size") == ARCOLL_OK ? (int)team->size : -1;
+}
+
+static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, void *rbuf,
+                     size_t bytes, arcoll_request_t *req)
+{
+    coll_req_t *r;
+    int rc = core_team_check(team, type == COLL_ALLTOALL ? "alltoall" : "allgather");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    rc = coll_start(team, type, sbuf, rbuf, bytes, &r);
+    if (req != NULL) {
+        /* A request that finished (or was a no-op) at once is handed back as NULL,
+         * which test/wait treat as complete. */
+        *req = rc == ARCOLL_INPROGRESS ? (arcoll_request_t)(void *)r : NULL;
+        return rc == ARCOLL_INPROGRESS ? ARCOLL_OK : rc;
+    }
+    return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
+}
+
+int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes)
+{
+    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, NULL);
+}
+
+int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes)
+{
+    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, NULL);
+}
+
+int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
+                     arcoll_request_t *req)
+{
+    if (req == NULL) {
+        log_err("arcoll_ialltoall: request pointer is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, req);
+}
+
+int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
+                      arcoll_request_t *req)
+{
+    if (req == NULL) {
+        log_err("arcoll_iallgather: request pointer is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, req);
+}
+
+static int core_req_check(arcoll_request_t *req, coll_req_t **out)
+{
+    coll_req_t *r;
+
+    if (req == NULL) {
+        log_err("arcoll_test/wait: request pointer is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    r = (coll_req_t *)(void *)*req;
+    if (r == NULL) {
+        *out = NULL;
+        return ARCOLL_OK;
+    }
+    for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
+        for (struct arcoll_team *t = c->teams; t != NULL; t = t->next)
+            if (r == &t->req && (r->active || r->status != ARCOLL_INPROGRESS)) {
+                *out = r;
+                return ARCOLL_OK;
+            }
+    log_err("arcoll_test/wait: invalid, completed or finalized request %p", (void *)r);
+    return ARCOLL_ERR_STATE;
+}
+
+int arcoll_test(arcoll_request_t *req)
+{
+    coll_req_t *r;
+    int rc = core_req_check(req, &r);
+
+    if (rc != ARCOLL_OK || r == NULL)
+        return rc;
+    rc = coll_progress(r);
+    if (rc != ARCOLL_INPROGRESS) {
+        r->status = ARCOLL_INPROGRESS; /* the handle is spent */
+        *req = NULL;
+    }
+    return rc;
+}
+
+int arcoll_wait(arcoll_request_t *req)
+{
+    coll_req_t *r;
+    int rc = core_req_check(req, &r);
+
+    if (rc != ARCOLL_OK || r == NULL)
+        return rc;
+    rc = coll_wait(r);
+    r->status = ARCOLL_INPROGRESS;
+    *req = NULL;
+    return rc;
+}
+
+int arcoll_progress(arcoll_context_t ctx)
+{
+    int rc = core_ctx_check(ctx, "arcoll_progress");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+        if (t->req.active)
+            coll_progress(&t->req); /* errors are reported by arcoll_test/wait */
+    return ARCOLL_OK;
+}
+
+int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value)
+{
+    int rc = core_ctx_check(ctx, "arcoll_config_set");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (name != NULL && strcmp(name, "ARCOLL_CHANNEL") == 0) {
+        log_err("ARCOLL_CHANNEL can only be chosen at arcoll_init");
+        return ARCOLL_ERR_CONFIG;
+    }
+    return core_config_set(&ctx->cfg, name, value);
+}
+
+const char *arcoll_config_get(arcoll_context_t ctx, const char *name)
+{
+    if (core_ctx_check(ctx, "arcoll_config_get") != ARCOLL_OK)
+        return NULL;
+    return core_config_get(&ctx->cfg, name, ctx->cfgbuf, sizeof(ctx->cfgbuf));
+}
+
+const char *arcoll_last_error(arcoll_context_t ctx)
+{
+    (void)ctx;
+    return core_error_last();
+}
+
+const char *arcoll_strerror(int status)
+{
+    switch (status) {
+    case ARCOLL_OK: return "success";
+    case ARCOLL_INPROGRESS: return "in progress";
+    case ARCOLL_ERR_INVALID: return "invalid argument";
+    case ARCOLL_ERR_NOMEM: return "out of memory";
+    case ARCOLL_ERR_TIMEOUT: return "timed out waiting for a peer";
+    case ARCOLL_ERR_PEER: return "a peer process is gone";
+    case ARCOLL_ERR_MISMATCH: return "message sizes differ across ranks";
+    case ARCOLL_ERR_UNSUPPORTED: return "not supported";
+    case ARCOLL_ERR_BOOTSTRAP: return "bootstrap (PMIx or out-of-band) failure";
+    case ARCOLL_ERR_CHANNEL: return "transport failure";
+    case ARCOLL_ERR_STATE: return "invalid state (not initialized, finalized, busy or failed)";
+    case ARCOLL_ERR_CONFIG: return "invalid configuration";
+    default: return "unknown status";
+    }
+}

@@ -1,0 +1,138 @@
+/* Context, team and collective request: the objects behind arcoll.h. */
+#ifndef ARCOLL_CORE_CORE_H
+#define ARCOLL_CORE_CORE_H
+
+#include <stdint.h>
+
+#include "arcoll.h"
+#include "bootstrap/boot.h"
+#include "core/chan.h"
+#include "core/config.h"
+#include "core/wire.h"
+
+typedef enum { COLL_ALLTOALL, COLL_ALLGATHER } coll_type_t;
+
+typedef struct coll_req coll_req_t;
+
+/* How bytes reach a peer: bounce slots (copy) or the final buffer (zcopy).
+ * src/pap/bounce.c and src/zcopy/zcopy.c. */
+typedef struct coll_proto {
+    const char *name;
+    int (*start)(coll_req_t *r);
+    /* PAP's arrival signal: 1 if the peer is known to be in this epoch. */
+    int (*arrived)(coll_req_t *r, uint32_t peer);
+    /* 1 if we may start writing to the peer now. */
+    int (*tx_ready)(coll_req_t *r, uint32_t peer);
+    /* Advance sending to the peer: 1 done, 0 not yet, < 0 error. */
+    int (*tx)(coll_req_t *r, uint32_t peer);
+    /* Advance receiving from the peer: 1 done, 0 not yet, < 0 error. */
+    int (*rx)(coll_req_t *r, uint32_t peer);
+    void (*finish)(coll_req_t *r);
+} coll_proto_t;
+
+/* In which order to write to peers: src/pap/alg_direct.c, alg_pap.c. */
+typedef struct coll_alg {
+    const char *name;
+    /* Start/continue writing; returns < 0 on error. */
+    int (*tx_progress)(coll_req_t *r);
+} coll_alg_t;
+
+extern const coll_proto_t coll_proto_bounce;
+extern const coll_proto_t coll_proto_zcopy;
+extern const coll_alg_t coll_alg_direct;
+extern const coll_alg_t coll_alg_pap;
+
+enum { COLL_TX_IDLE = 0, COLL_TX_ACTIVE, COLL_TX_DONE };
+
+typedef struct coll_peer {
+    uint8_t tx_state;
+    uint8_t rx_done;
+    uint32_t tx_frag; /* next fragment to send */
+    uint32_t rx_frag; /* next fragment expected */
+} coll_peer_t;
+
+struct coll_req {
+    struct arcoll_team *team;
+    const coll_proto_t *proto;
+    const coll_alg_t *alg;
+    coll_type_t type;
+    int is_direct;
+    const char *sbuf;
+    char *rbuf;
+    size_t bytes;
+    uint64_t epoch;
+    unsigned bank;
+    uint32_t nfrags;
+    uint32_t tx_left, rx_left;
+    uint32_t step; /* direct: next step */
+    uint64_t start_ns, deadline_ns, next_check_ns;
+    chan_mem_t rreg; /* zcopy: registered receive buffer */
+    int rreg_valid;
+    int active;
+    int status;
+    int deferred; /* error to report once every peer has been served */
+};
+
+struct arcoll_team {
+    uint64_t magic;
+    struct arcoll_context *ctx;
+    struct arcoll_team *next;
+    uint32_t id;
+    uint32_t rank, size;
+    int *ranks; /* team rank -> context rank */
+    wire_layout_t layout;
+    chan_mem_t region;
+    chan_rmem_t *peer_region; /* [size], own entry unused */
+    coll_peer_t *peers;       /* [size], reset per collective */
+    uint64_t seq;             /* epoch of the last collective started */
+    int failed;               /* a collective failed: epochs may disagree */
+    coll_req_t req;           /* the one collective in flight */
+};
+
+struct arcoll_context {
+    uint64_t magic;
+    struct arcoll_context *next;
+    boot_t *boot;
+    chan_t *chan;
+    core_config_t cfg;
+    boot_topo_t topo;
+    int oversubscribed;
+    uint32_t next_team_id;
+    struct arcoll_team *teams; /* world first */
+    char cfgbuf[64];
+};
+
+/* Source of the block for a peer, and where it lands at the peer. */
+static inline const char *coll_src(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALL ? r->sbuf + (size_t)peer * r->bytes : r->sbuf;
+}
+
+static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
+{
+    return r->team->ranks[peer];
+}
+
+/* Post our control advertisement (size, optional rkey) to every peer. */
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey);
+/* Read a peer's advertisement for this epoch; 1 if present. */
+int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
+/* The size in a peer's advertisement/slot differs from ours. */
+int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
+
+/* Engine (src/core/coll.c). */
+int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
+               size_t bytes, coll_req_t **out);
+int coll_progress(coll_req_t *r);
+int coll_wait(coll_req_t *r);
+/* For algorithms: start/continue writing to one peer; continue every peer
+ * whose multi-fragment message is under way. */
+int coll_tx(coll_req_t *r, uint32_t peer);
+int coll_tx_continue(coll_req_t *r);
+
+uint64_t core_time_ns(void);
+int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
+                     struct arcoll_team **out);
+void core_team_free(struct arcoll_team *t);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * What travels between ranks: the per-team region layout and the 64-bit
+ * words peers poll. docs/protocol.md is the specification; this header is
+ * its only implementation.
+ *
+ * Every team member owns one region, remotely writable by the other members:
+ *
+ *   [ header 64 B ]
+ *   ctrl[N][2]   64 B each: peer j's arrival advertisement for epoch banks 0/1
+ *   done[N]      64 B each: peer j's "all data written into your buffer" (zcopy)
+ *   cred[N]      64 B each: peer j's "I consumed your fragment k" (copy path)
+ *   slot[N][2]   64 B header + bounce payload: peer j's copy-path data, banks 0/1
+ *
+ * Entry j is written only by team rank j, so writers never share a cache line.
+ */
+#ifndef ARCOLL_CORE_WIRE_H
+#define ARCOLL_CORE_WIRE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/chan.h"
+
+#define WIRE_LINE 64
+#define WIRE_MAGIC 0x6172636f6c6c3031ULL /* "arcoll01" */
+
+/* Status carried by a done word or a credit word. */
+enum { WIRE_ST_OK = 0, WIRE_ST_MISMATCH = 1 };
+
+/* A control slot: [flag][size][rkey] -- flag is written last. */
+typedef struct wire_ctrl {
+    uint64_t flag; /* epoch of the advertisement */
+    uint64_t size; /* sender's bytes per peer, checked by the reader */
+    chan_rkey_t rkey;
+    uint64_t pad[2];
+} wire_ctrl_t;
+
+/* Header of a bounce slot; the payload follows at WIRE_LINE. */
+typedef struct wire_slot_hdr {
+    uint64_t flag; /* wire_frag_word(epoch, fragment) */
+    uint64_t size; /* total bytes per peer of the message (fragment 0) */
+} wire_slot_hdr_t;
+
+_Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
+
+/* Banks alternate by epoch parity; docs/protocol.md argues why two suffice. */
+static inline unsigned wire_bank(uint64_t epoch)
+{
+#ifdef ARCOLL_FAULTS
+    extern int wire_fault_one_bank;
+    if (wire_fault_one_bank)
+        return 0;
+#endif
+    return (unsigned)(epoch & 1);
+}
+
+/* Fragment k of epoch e in a slot flag, or the credit for it. Never 0 (the
+ * value of fresh memory) because of the +1. */
+static inline uint64_t wire_frag_word(uint64_t epoch, uint32_t frag)
+{
+    return (epoch << 32) | ((uint64_t)frag + 1);
+}
+
+/* A credit that tells the sender the receiver rejected the message. */
+#define WIRE_FRAG_REJECT 0xfffffffeU
+
+static inline uint64_t wire_done_word(uint64_t epoch, unsigned status)
+{
+    return (epoch << 8) | ((uint64_t)(status & 0x7f) << 1) | 1;
+}
+
+static inline int wire_done_epoch_match(uint64_t word, uint64_t epoch)
+{
+    return (word >> 8) == (epoch & (UINT64_MAX >> 8));
+}
+
+static inline unsigned wire_done_status(uint64_t word)
+{
+    return (unsigned)((word >> 1) & 0x7f);
+}
+
+/* Region layout for a team of n ranks with bounce payload b (multiple of 64). */
+typedef struct wire_layout {
+    uint32_t n;
+    uint64_t bounce;
+    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, total;
+} wire_layout_t;
+
+static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce)
+{
+    l->n = n;
+    l->bounce = (bounce + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
+    l->off_ctrl = WIRE_LINE;
+    l->off_done = l->off_ctrl + (uint64_t)n * 2 * WIRE_LINE;
+    l->off_cred = l->off_done + (uint64_t)n * WIRE_LINE;
+    l->off_slot = l->off_cred + (uint64_t)n * WIRE_LINE;
+    l->slot_stride = WIRE_LINE + l->bounce;
+    if (n == 0 || l->slot_stride > (UINT64_MAX - l->off_slot) / n / 2)
+        return -1;
+    l->total = l->off_slot + (uint64_t)n * 2 * l->slot_stride;
+    return 0;
+}
+
+static inline uint64_t wire_ctrl_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_ctrl + ((uint64_t)peer * 2 + bank) * WIRE_LINE;
+}
+
+static inline uint64_t wire_done_off(const wire_layout_t *l, uint32_t peer)
+{
+    return l->off_done + (uint64_t)peer * WIRE_LINE;
+}
+
+static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer)
+{
+    return l->off_cred + (uint64_t)peer * WIRE_LINE;
+}
+
+static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_slot + ((uint64_t)peer * 2 + bank) * l->slot_stride;
+}
+
+/* Poll a word a peer writes: the acquire pairs with the writer's release (smp)
+ * or with the HCA's in-order placement (verbs), so what was written before
+ * the word is visible once the word is. */
+static inline uint64_t wire_load(const chan_mem_t *m, uint64_t off)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)((char *)m->addr + off),
+                                memory_order_acquire);
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* PAP_Direct (seed 002 §4.2-4.3): write first to every peer already known to
+ * have arrived, then to the others as soon as we may; never wait on one late
+ * peer while another could be served. Scan order is the paper's: from
+ * (p-i) mod N on the copy path (we look at who wrote to us), from (p+i) mod N
+ * on the zero-copy path (we look at who advertised to us). */
+#include "core/core.h"
+
+static uint32_t pap_peer(const coll_req_t *r, uint32_t i)
+{
+    const struct arcoll_team *t = r->team;
+
+    return r->proto == &coll_proto_zcopy ? (t->rank + i) % t->size
+                                         : (t->rank + t->size - i) % t->size;
+}
+
+static int pap_tx_progress(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    int rc = coll_tx_continue(r);
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    /* Arrived peers first ... */
+    for (uint32_t i = 1; r->tx_left && i < t->size; i++) {
+        uint32_t peer = pap_peer(r, i);
+        if (t->peers[peer].tx_state != COLL_TX_IDLE || !r->proto->arrived(r, peer))
+            continue;
+        rc = coll_tx(r, peer);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    /* ... then everyone we may already write to (copy path: all of them). */
+    for (uint32_t i = 1; r->tx_left && i < t->size; i++) {
+        uint32_t peer = pap_peer(r, i);
+        if (t->peers[peer].tx_state != COLL_TX_IDLE)
+            continue;
+        int ready = r->proto->tx_ready(r, peer);
+        if (ready < 0)
+            return ready;
+        if (ready) {
+            rc = coll_tx(r, peer);
+            if (rc != ARCOLL_OK)
+                return rc;
+        }
+    }
+    return ARCOLL_OK;
+}
+
+const coll_alg_t coll_alg_pap = {
+    .name = "pap",
+    .tx_progress = pap_tx_progress,
+};

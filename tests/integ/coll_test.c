@@ -1,0 +1,408 @@
+/*
+ * Integration test of the collectives, launched by mpirun (PMIx bootstrap)
+ * or forked by tests/integ/fork_test (callback bootstrap). Every received
+ * byte is checked against a pattern that depends on the call, the source and
+ * the destination, so stale or overwritten data cannot pass.
+ *
+ *   coll_test matrix                every alg x path x coll x size, blocking and not
+ *   coll_test skew ITERS US MODE    back-to-back calls under injected delays;
+ *                                   MODE random (all ranks) or late (last rank)
+ *   coll_test bad                   bad input: each case fails cleanly
+ *   coll_test kill                  the last rank dies mid-run; others must error
+ *
+ * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
+ * if nothing failed.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arcoll.h"
+
+static int rank, nranks, passed, failed;
+
+#define CHECK(cond, ...)                                                                \
+    do {                                                                                \
+        if (cond) {                                                                     \
+            passed++;                                                                   \
+        } else {                                                                        \
+            failed++;                                                                   \
+            fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);        \
+            fprintf(stderr, __VA_ARGS__);                                               \
+            fputc('\n', stderr);                                                        \
+        }                                                                               \
+    } while (0)
+
+static uint8_t pattern(uint64_t call, int src, int dst, size_t i)
+{
+    uint64_t x = call * 0x9e3779b97f4a7c15ULL + (uint64_t)src * 131 + (uint64_t)dst * 7919 + i;
+    return (uint8_t)(x ^ (x >> 13) ^ (x >> 29));
+}
+
+static void fill(int alltoall, uint64_t call, int me, int n, size_t bytes, uint8_t *sbuf)
+{
+    for (int dst = 0; dst < (alltoall ? n : 1); dst++)
+        for (size_t i = 0; i < bytes; i++)
+            sbuf[(size_t)dst * bytes + i] = pattern(call, me, alltoall ? dst : -1, i);
+}
+
+/* Returns the number of wrong bytes (and reports the first). */
+static size_t verify(int alltoall, uint64_t call, int me, int n, size_t bytes,
+                     const uint8_t *rbuf, const char *what)
+{
+    size_t bad = 0;
+
+    for (int src = 0; src < n; src++) {
+        for (size_t i = 0; i < bytes; i++) {
+            uint8_t want = pattern(call, src, alltoall ? me : -1, i);
+            uint8_t got = rbuf[(size_t)src * bytes + i];
+            if (got != want && bad++ == 0)
+                fprintf(stderr, "[rank %d] %s call %llu: byte %zu from rank %d is %u, want %u\n",
+                        me, what, (unsigned long long)call, i, src, got, want);
+        }
+    }
+    return bad;
+}
+
+static void set(arcoll_context_t ctx, const char *name, const char *value)
+{
+    int rc = arcoll_config_set(ctx, name, value);
+    CHECK(rc == ARCOLL_OK, "config_set %s=%s: %s", name, value, arcoll_strerror(rc));
+}
+
+static int run_coll(arcoll_team_t team, int alltoall, int nonblocking, const void *s, void *r,
+                    size_t bytes)
+{
+    arcoll_request_t req;
+    int rc;
+
+    if (!nonblocking)
+        return alltoall ? arcoll_alltoall(team, s, r, bytes) : arcoll_allgather(team, s, r, bytes);
+    rc = alltoall ? arcoll_ialltoall(team, s, r, bytes, &req) : arcoll_iallgather(team, s, r, bytes, &req);
+    if (rc != ARCOLL_OK)
+        return rc;
+    while ((rc = arcoll_test(&req)) == ARCOLL_INPROGRESS)
+        ;
+    return rc;
+}
+
+/* One validated collective on a team; call numbers must match across ranks. */
+static void one(arcoll_team_t team, int alltoall, int nonblocking, uint64_t call, size_t bytes,
+                const char *what)
+{
+    int me = arcoll_team_rank(team), n = arcoll_team_size(team);
+    size_t sl = alltoall ? bytes * (size_t)n : bytes, rl = bytes * (size_t)n;
+    uint8_t *s = malloc(sl ? sl : 1), *r = malloc(rl ? rl : 1);
+    int rc;
+
+    fill(alltoall, call, me, n, bytes, s);
+    memset(r, 0xee, rl ? rl : 1);
+    rc = run_coll(team, alltoall, nonblocking, s, r, bytes);
+    CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+    if (rc == ARCOLL_OK)
+        CHECK(verify(alltoall, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
+    free(s);
+    free(r);
+}
+
+static void test_matrix(arcoll_context_t ctx)
+{
+    static const char *algs[] = {"direct", "pap"}, *paths[] = {"copy", "zcopy", "auto"};
+    static const size_t sizes[] = {0, 1, 7, 4096, 1 << 20};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 0;
+    char what[128];
+
+    for (int a = 0; a < 2; a++) {
+        set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
+        set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+        for (int p = 0; p < 3; p++) {
+            set(ctx, "ARCOLL_PATH", paths[p]);
+            for (int c = 0; c < 2; c++)
+                for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+                    for (int nb = 0; nb < 2; nb++) {
+                        snprintf(what, sizeof(what), "%s %s/%s %zu B%s", c ? "alltoall" : "allgather",
+                                 algs[a], paths[p], sizes[z], nb ? " nonblocking" : "");
+                        one(world, c, nb, ++call, sizes[z], what);
+                    }
+        }
+    }
+    /* A sub-team of the odd ranks in reverse order (not "team == all ranks"),
+     * with small bounce slots so that messages fragment. */
+    set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
+    {
+        int members[64], k = 0, mine = 0;
+        arcoll_team_t sub;
+        for (int i = nranks - 1; i >= 0; i--)
+            if (i % 2 == rank % 2)
+                members[k++] = i;
+        mine = k;
+        int rc = arcoll_team_create(ctx, members, mine, &sub);
+        CHECK(rc == ARCOLL_OK && sub != NULL, "team_create: %s", arcoll_strerror(rc));
+        if (rc == ARCOLL_OK) {
+            CHECK(arcoll_team_size(sub) == k, "sub-team size %d want %d", arcoll_team_size(sub), k);
+            for (int a = 0; a < 2; a++) {
+                set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
+                set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+                for (int p = 0; p < 2; p++) {
+                    set(ctx, "ARCOLL_PATH", paths[p]);
+                    for (int c = 0; c < 2; c++) {
+                        snprintf(what, sizeof(what), "sub-team %s %s/%s 1000 B",
+                                 c ? "alltoall" : "allgather", algs[a], paths[p]);
+                        one(sub, c, 0, ++call, 1000, what);
+                    }
+                }
+            }
+            rc = arcoll_team_destroy(ctx, sub);
+            CHECK(rc == ARCOLL_OK, "team_destroy: %s", arcoll_strerror(rc));
+        }
+    }
+}
+
+static void delay_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    if (us > 0)
+        nanosleep(&ts, NULL);
+}
+
+/* Back-to-back calls with a random delay before each. In "late" mode only the
+ * last rank is delayed, so the others run a whole call ahead of it and write
+ * the next epoch while it still reads the current one. */
+static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char *mode)
+{
+    static const char *algs[] = {"direct", "pap"}, *paths[] = {"copy", "zcopy"};
+    int late = strcmp(mode, "late") == 0;
+    arcoll_team_t team;
+    uint64_t call = 0;
+    int rc;
+
+    srand(1234u + (unsigned)rank * 7919u);
+    /* Small bounce slots: the 200-byte copy-path messages go as 4 fragments. */
+    set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
+    int *all = malloc(sizeof(int) * (size_t)nranks);
+    for (int i = 0; i < nranks; i++)
+        all[i] = i;
+    rc = arcoll_team_create(ctx, all, nranks, &team);
+    free(all);
+    CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
+    if (rc != ARCOLL_OK)
+        return;
+    for (int a = 0; a < 2; a++) {
+        set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
+        set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+        for (int p = 0; p < 2; p++) {
+            set(ctx, "ARCOLL_PATH", paths[p]);
+            for (int c = 0; c < 2; c++) {
+                size_t sizes[] = {8, 200};
+                int n = nranks, bad_calls = 0, errors = 0;
+                uint8_t *s = malloc(200 * (size_t)n), *r = malloc(200 * (size_t)n);
+                for (long it = 0; it < iters; it++) {
+                    size_t bytes = sizes[it % 2];
+                    call++;
+                    fill(c, call, rank, n, bytes, s);
+                    if (!late || rank == n - 1)
+                        delay_us(rand() % (max_us + 1));
+                    rc = c ? arcoll_alltoall(team, s, r, bytes) : arcoll_allgather(team, s, r, bytes);
+                    if (rc != ARCOLL_OK) {
+                        if (errors++ == 0)
+                            fprintf(stderr, "[rank %d] call %llu: %s\n", rank,
+                                    (unsigned long long)call, arcoll_strerror(rc));
+                        break;
+                    }
+                    bad_calls += verify(c, call, rank, n, bytes, r, "skew") != 0;
+                }
+                CHECK(errors == 0 && bad_calls == 0,
+                      "%s %s/%s skew %s: %d corrupted calls of %ld, %d errors",
+                      c ? "alltoall" : "allgather", algs[a], paths[p], mode, bad_calls, iters,
+                      errors);
+                free(s);
+                free(r);
+                if (errors)
+                    goto out;
+            }
+        }
+    }
+out:
+    arcoll_team_destroy(ctx, team);
+}
+
+static void test_bad(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx), t2;
+    size_t n = (size_t)nranks;
+    char *buf = calloc(n * 64, 2), *s = buf, *r = buf + n * 64;
+    int rc, all[256];
+    uint64_t call = 0;
+
+    for (int i = 0; i < nranks; i++)
+        all[i] = i;
+    rc = arcoll_alltoall(world, NULL, r, 8);
+    CHECK(rc == ARCOLL_ERR_INVALID, "NULL send buffer: %s", arcoll_strerror(rc));
+    rc = arcoll_allgather(world, s, NULL, 8);
+    CHECK(rc == ARCOLL_ERR_INVALID, "NULL receive buffer: %s", arcoll_strerror(rc));
+    rc = arcoll_alltoall(world, NULL, NULL, 0);
+    CHECK(rc == ARCOLL_OK, "zero bytes is a no-op: %s", arcoll_strerror(rc));
+    rc = arcoll_alltoall(world, buf, buf + 8, 16);
+    CHECK(rc == ARCOLL_ERR_INVALID, "overlapping buffers: %s", arcoll_strerror(rc));
+    rc = arcoll_allgather(world, buf, buf, 8);
+    CHECK(rc == ARCOLL_ERR_INVALID, "identical buffers: %s", arcoll_strerror(rc));
+    rc = arcoll_alltoall(world, s, r, SIZE_MAX / 2);
+    CHECK(rc == ARCOLL_ERR_INVALID, "huge count: %s", arcoll_strerror(rc));
+    rc = arcoll_config_set(ctx, "ARCOLL_PATH", "fast");
+    CHECK(rc == ARCOLL_ERR_CONFIG, "bad config value: %s", arcoll_strerror(rc));
+    rc = arcoll_config_set(ctx, "ARCOLL_NO_SUCH", "1");
+    CHECK(rc == ARCOLL_ERR_CONFIG, "unknown config variable: %s", arcoll_strerror(rc));
+    rc = arcoll_config_set(ctx, "ARCOLL_TIMEOUT_MS", "-5");
+    CHECK(rc == ARCOLL_ERR_CONFIG, "negative timeout: %s", arcoll_strerror(rc));
+    /* The team still works after all that. */
+    one(world, 1, 0, ++call, 16, "after bad input");
+
+    /* Sizes that differ across ranks: never an overrun, an error on the ranks
+     * that see it (copy and zero-copy), within the timeout on the others. */
+    if (nranks > 1) {
+        static const char *paths[] = {"copy", "zcopy"};
+        set(ctx, "ARCOLL_TIMEOUT_MS", "3000");
+        for (int p = 0; p < 2; p++) {
+            set(ctx, "ARCOLL_PATH", paths[p]);
+            rc = arcoll_team_create(ctx, all, nranks, &t2);
+            CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
+            size_t bytes = rank == 0 ? 24 : 16;
+            memset(r, 0x5a, n * 64);
+            rc = arcoll_alltoall(t2, s, r, bytes);
+            int saw = rc == ARCOLL_ERR_MISMATCH, any;
+            CHECK(rc == ARCOLL_ERR_MISMATCH || rc == ARCOLL_ERR_TIMEOUT || rc == ARCOLL_OK,
+                  "size mismatch (%s): unexpected %s", paths[p], arcoll_strerror(rc));
+            for (size_t i = n * 24; i < n * 64; i++)
+                if ((unsigned char)r[i] != 0x5a) {
+                    CHECK(0, "size mismatch (%s) wrote past the receive buffer", paths[p]);
+                    break;
+                }
+            /* Somebody must have seen it: a world allgather of the flags. */
+            int flags[256];
+            rc = arcoll_allgather(world, &saw, flags, sizeof(int));
+            CHECK(rc == ARCOLL_OK, "allgather of flags: %s", arcoll_strerror(rc));
+            any = 0;
+            for (int i = 0; i < nranks; i++)
+                any |= flags[i];
+            CHECK(any, "size mismatch (%s): no rank reported ARCOLL_ERR_MISMATCH", paths[p]);
+            rc = arcoll_alltoall(t2, s, r, 16);
+            CHECK(rc == ARCOLL_ERR_STATE || saw == 0,
+                  "a failed team must refuse further calls: %s", arcoll_strerror(rc));
+            arcoll_team_destroy(ctx, t2);
+        }
+        set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    }
+    /* A member list that does not contain the caller. */
+    {
+        int other = (rank + 1) % nranks;
+        rc = arcoll_team_create(ctx, &other, nranks > 1 ? 1 : 0, &t2);
+        CHECK(nranks == 1 ? rc == ARCOLL_OK : rc != ARCOLL_OK, "foreign member list: %s",
+              arcoll_strerror(rc));
+    }
+    free(buf);
+}
+
+static void test_kill(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t n = (size_t)nranks;
+    uint8_t *s = calloc(n, 64), *r = calloc(n, 64);
+    int rc = ARCOLL_OK;
+    struct timespec t0, t1;
+
+    set(ctx, "ARCOLL_TIMEOUT_MS", "5000");
+    for (uint64_t call = 1; call <= 50; call++) {
+        if (call == 20 && rank == nranks - 1)
+            raise(SIGKILL);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        fill(1, call, rank, nranks, 64, s);
+        rc = arcoll_alltoall(world, s, r, 64);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (rc != ARCOLL_OK)
+            break;
+        CHECK(verify(1, call, rank, nranks, 64, r, "kill") == 0, "data before the kill");
+    }
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(rc == ARCOLL_ERR_PEER || rc == ARCOLL_ERR_TIMEOUT, "survivor got %s",
+          arcoll_strerror(rc));
+    CHECK(secs < 6.0, "survivor took %.1f s to notice", secs);
+    printf("[rank %d] KILL-OK %s after %.2f s\n", rank, arcoll_strerror(rc), secs);
+    fflush(stdout);
+    free(s);
+    free(r);
+}
+
+int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
+{
+    arcoll_context_t ctx;
+    int rc, counts[2], *all;
+    const char *mode = argc > 1 ? argv[1] : "matrix";
+
+    rc = arcoll_init(oob, &ctx);
+    if (rc != ARCOLL_OK) {
+        fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
+        return 1;
+    }
+    rank = arcoll_context_rank(ctx);
+    nranks = arcoll_context_size(ctx);
+    if (strcmp(mode, "matrix") == 0)
+        test_matrix(ctx);
+    else if (strcmp(mode, "skew") == 0)
+        test_skew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100,
+                  argc > 4 ? argv[4] : "random");
+    else if (strcmp(mode, "bad") == 0)
+        test_bad(ctx);
+    else if (strcmp(mode, "kill") == 0) {
+        test_kill(ctx);
+        /* The team lost a rank: no collective summary is possible. */
+        arcoll_finalize(ctx);
+        return failed ? 1 : 0;
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        failed++;
+    }
+
+    /* Sum the verdicts over ranks (a broken library would fail here too). */
+    counts[0] = passed;
+    counts[1] = failed;
+    all = calloc((size_t)nranks, sizeof(counts));
+    set(ctx, "ARCOLL_PATH", "copy");
+    rc = arcoll_allgather(arcoll_team_world(ctx), counts, all, sizeof(counts));
+    if (rc == ARCOLL_OK && rank == 0) {
+        int p = 0, f = 0;
+        for (int i = 0; i < nranks; i++) {
+            p += all[2 * i];
+            f += all[2 * i + 1];
+        }
+        printf("coll_test %s on %d ranks: %d passed, %d failed\n", mode, nranks, p, f);
+    }
+    free(all);
+    if (rc != ARCOLL_OK)
+        failed++;
+    rc = arcoll_finalize(ctx);
+    if (rc != ARCOLL_OK)
+        failed++;
+    /* Calls after finalize are errors, not crashes. */
+    {
+        char b[8] = {0}, c[8];
+        rc = arcoll_alltoall(arcoll_team_world(ctx), b, c, 1);
+        if (rc != ARCOLL_ERR_STATE) {
+            fprintf(stderr, "[rank %d] FAIL call after finalize returned %s\n", rank,
+                    arcoll_strerror(rc));
+            failed++;
+        }
+    }
+    return failed ? 1 : 0;
+}
+
+#ifndef COLL_TEST_NO_MAIN
+int main(int argc, char **argv)
+{
+    return coll_test_main(argc, argv, NULL);
+}
+#endif
