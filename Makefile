@@ -35,7 +35,7 @@ FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/tests/coll_test \
-	$(BUILD)/tests/coll_test_fault
+	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test
 
 .PHONY: all check unit integ run asan install uninstall deps format format-check clean
 
@@ -85,6 +85,11 @@ $(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
+# The same test driven by forked ranks and caller-supplied bootstrap callbacks.
+$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
+
 $(BUILD)/tests/coll_test_fault: tests/integ/coll_test.c $(FAULTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
@@ -95,9 +100,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
 	$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \
 		$(shell pkg-config --libs cmocka) $(LDLIBS_ALL)
 
-check: all
-	@tests/run-unit.sh $(BUILD)
-	@tests/integ/run.sh $(BUILD)
+# check and run install missing Debian packages first (as root), then build.
+check:
+	@scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
+	@tests/check.sh $(BUILD)
 
 unit: all
 	@tests/run-unit.sh $(BUILD)
@@ -105,14 +112,17 @@ unit: all
 integ: all
 	@tests/integ/run.sh $(BUILD)
 
-run: all
+run:
+	@scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
 	@bench/run-main.sh $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" all
-	ASAN_OPTIONS=detect_leaks=1 ARCOLL_SANITIZED=1 $(MAKE) BUILD=build-asan \
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+		UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) BUILD=build-asan \
 		OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" check

@@ -60,8 +60,7 @@ static int boot_nodes_from_hosts(boot_t *b, int *node_of, int *nnodes)
         int node = 0;
 
         while (node < *nnodes &&
-               strncmp(h, hosts + (size_t)leader[node] * BOOT_HOSTNAME_MAX,
-                       BOOT_HOSTNAME_MAX) != 0)
+               strncmp(h, hosts + (size_t)leader[node] * BOOT_HOSTNAME_MAX, BOOT_HOSTNAME_MAX) != 0)
             node++;
         if (node == *nnodes)
             leader[(*nnodes)++] = r;
@@ -117,8 +116,8 @@ int boot_nodes_compute(boot_t *b)
     b->nnodes = nnodes;
     b->local_rank = local_rank;
     b->local_size = local_size;
-    log_debug("bootstrap: rank %d/%d on %s: node %d of %d, local rank %d/%d%s", b->rank,
-              b->size, b->hostname, node_of[b->rank], nnodes, local_rank, local_size,
+    log_debug("bootstrap: rank %d/%d on %s: node %d of %d, local rank %d/%d%s", b->rank, b->size,
+              b->hostname, node_of[b->rank], nnodes, local_rank, local_size,
               k > 0 ? " (ARCOLL_NODE_SIZE)" : "");
     return ARCOLL_OK;
 

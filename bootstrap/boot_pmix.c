@@ -72,9 +72,8 @@ static int boot_pmix_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t l
             goto err;
         }
         if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size != len) {
-            log_err("PMIx_Get(%s) from rank %d: got %zu bytes (type %d), expected %zu bytes",
-                    key, r, got->type == PMIX_BYTE_OBJECT ? got->data.bo.size : 0,
-                    (int)got->type, len);
+            log_err("PMIx_Get(%s) from rank %d: got %zu bytes (type %d), expected %zu bytes", key,
+                    r, got->type == PMIX_BYTE_OBJECT ? got->data.bo.size : 0, (int)got->type, len);
             goto err_got;
         }
         memcpy((char *)rbuf + (size_t)r * len, got->data.bo.bytes, len);

@@ -25,9 +25,9 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define ARCOLL_VERSION_MAJOR 0
-#define ARCOLL_VERSION_MINOR 1
-#define ARCOLL_VERSION_PATCH 0
+#define ARCOLL_VERSION_MAJOR  0
+#define ARCOLL_VERSION_MINOR  1
+#define ARCOLL_VERSION_PATCH  0
 #define ARCOLL_VERSION_STRING "0.1.0"
 
 /* Status codes: 0 is success, 1 "in progress", negatives are errors. */
@@ -83,8 +83,7 @@ arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
 /* Collective over ALL ranks of the context (like MPI_Comm_split): each rank
  * passes the ordered member list of the team it joins (it must be a member),
  * or nranks == 0 to join none (*team is then NULL). */
-int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks,
-                       arcoll_team_t *team);
+int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team);
 /* Collective over the context, like create. The world team is not destroyed. */
 int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
 int arcoll_team_rank(arcoll_team_t team);
@@ -95,16 +94,14 @@ int arcoll_team_size(arcoll_team_t team);
  * rbuf holds size*bytes. bytes == 0 is a local no-op. Buffers must not
  * overlap. Returns only once all outgoing writes are complete and all
  * incoming data has landed. */
-int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf,
-                    size_t bytes);
-int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf,
-                     size_t bytes);
+int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
+int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 
 /* Nonblocking forms: buffers belong to the library until completion. */
-int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf,
-                     size_t bytes, arcoll_request_t *req);
-int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf,
-                      size_t bytes, arcoll_request_t *req);
+int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
+                     arcoll_request_t *req);
+int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
+                      arcoll_request_t *req);
 /* ARCOLL_INPROGRESS, or the final status (the request is then freed and
  * *req set to NULL). */
 int arcoll_test(arcoll_request_t *req);
@@ -115,8 +112,7 @@ int arcoll_progress(arcoll_context_t ctx);
 /* Set a configuration variable at run time, with the names and values of
  * the ARCOLL_* environment variables (e.g. "ARCOLL_ALLTOALL_ALG", "pap").
  * Every rank must set the same value between the same collectives. */
-int arcoll_config_set(arcoll_context_t ctx, const char *name,
-                      const char *value);
+int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value);
 /* Current value as a string (valid until the next config_set). */
 const char *arcoll_config_get(arcoll_context_t ctx, const char *name);
 

@@ -21,7 +21,7 @@
 /* A key a peer needs to write into our memory: plain data, fixed size, so it
  * can travel through the bootstrap or inside a control slot. */
 typedef struct chan_rkey {
-    uint64_t addr;  /* channel-defined address (offset or virtual address) */
+    uint64_t addr; /* channel-defined address (offset or virtual address) */
     uint64_t len;
     uint64_t key;   /* channel-defined key (segment id, rkey, pid) */
     uint32_t kind;  /* channel-defined kind of memory */

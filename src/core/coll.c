@@ -243,8 +243,8 @@ static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen && blen && x < y + blen && y < x + alen;
 }
 
-int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
-               size_t bytes, coll_req_t **out)
+int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
+               coll_req_t **out)
 {
     struct arcoll_context *ctx = t->ctx;
     coll_req_t *r = &t->req;
@@ -271,15 +271,14 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
         return ARCOLL_ERR_INVALID;
     }
     if (bytes > SIZE_MAX / t->size || bytes > INT64_MAX / t->size) {
-        log_err("%s: %zu bytes per rank times %u ranks overflows", coll_name(type), bytes,
-                t->size);
+        log_err("%s: %zu bytes per rank times %u ranks overflows", coll_name(type), bytes, t->size);
         return ARCOLL_ERR_INVALID;
     }
     rlen = bytes * t->size;
     slen = type == COLL_ALLTOALL ? rlen : bytes;
     if (coll_overlap(sbuf, slen, rbuf, rlen)) {
-        log_err("%s: send buffer [%p,+%zu) and receive buffer [%p,+%zu) overlap",
-                coll_name(type), sbuf, slen, rbuf, rlen);
+        log_err("%s: send buffer [%p,+%zu) and receive buffer [%p,+%zu) overlap", coll_name(type),
+                sbuf, slen, rbuf, rlen);
         return ARCOLL_ERR_INVALID;
     }
 

@@ -39,14 +39,13 @@ static const cfg_var_t cfg_vars[] = {
      "allgather algorithm: direct or pap"},
     {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
-    {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "16k", 0,
-     (long)1 << 40, 1, "auto path: messages of at least this size per peer use zcopy"},
+    {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "16k", 0, (long)1 << 40, 1,
+     "auto path: messages of at least this size per peer use zcopy"},
     {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
      "payload bytes of one bounce slot (2 per peer per team); larger messages fragment"},
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
      "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
-    {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0,
-     "log level on stderr"},
+    {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0, "log level on stderr"},
     {"ARCOLL_SPIN_COUNT", CFG_LONG, CFG_OFF(spin_count), NULL, "2000", 0, 1L << 30, 0,
      "busy polls before yielding the core (fewer when ranks outnumber cores)"},
     {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
@@ -68,9 +67,18 @@ int core_config_parse_size(const char *s, size_t *out)
         return -1;
     switch (tolower((unsigned char)*end)) {
     case '\0': break;
-    case 'k': mult = 1ULL << 10; end++; break;
-    case 'm': mult = 1ULL << 20; end++; break;
-    case 'g': mult = 1ULL << 30; end++; break;
+    case 'k':
+        mult = 1ULL << 10;
+        end++;
+        break;
+    case 'm':
+        mult = 1ULL << 20;
+        end++;
+        break;
+    case 'g':
+        mult = 1ULL << 30;
+        end++;
+        break;
     default: return -1;
     }
     if (*end == 'b' || *end == 'B')
@@ -116,8 +124,7 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
         goto err_value;
     case CFG_SIZE: {
         size_t sz;
-        if (core_config_parse_size(value, &sz) != 0 || sz < (size_t)v->min ||
-            sz > (size_t)v->max)
+        if (core_config_parse_size(value, &sz) != 0 || sz < (size_t)v->min || sz > (size_t)v->max)
             goto err_value;
         *(size_t *)field = sz;
         return ARCOLL_OK;
@@ -125,6 +132,8 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
     case CFG_LONG: {
         char *end;
         long l;
+        if (!isdigit((unsigned char)value[0]) && value[0] != '-')
+            goto err_value; /* no blanks or '+': the same strictness as sizes */
         errno = 0;
         l = strtol(value, &end, 10);
         if (errno != 0 || end == value || *end != '\0' || l < v->min || l > v->max)
@@ -141,8 +150,7 @@ err_value:
     } else {
         log_err("%s=%s is not valid; expected %s from %ld to %ld", v->name,
                 value ? value : "(null)",
-                v->type == CFG_SIZE ? "a size in bytes (suffix k, m or g allowed)"
-                                    : "an integer",
+                v->type == CFG_SIZE ? "a size in bytes (suffix k, m or g allowed)" : "an integer",
                 v->min, v->max);
     }
     return ARCOLL_ERR_CONFIG;
@@ -239,7 +247,7 @@ void core_config_print(const core_config_t *cfg, void *file)
             cfg_values_join(v, allowed, sizeof(allowed));
         else
             snprintf(allowed, sizeof(allowed), "%ld..%ld", v->min, v->max);
-        fprintf(f, "%-24s %-8s %-28s %s\n", v->name, core_config_get(cfg, v->name, buf, sizeof(buf)),
-                allowed, v->desc);
+        fprintf(f, "%-24s %-8s %-28s %s\n", v->name,
+                core_config_get(cfg, v->name, buf, sizeof(buf)), allowed, v->desc);
     }
 }

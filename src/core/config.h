@@ -29,8 +29,7 @@ int core_config_init(core_config_t *cfg);
 /* Validate and set one variable by its ARCOLL_* name. */
 int core_config_set(core_config_t *cfg, const char *name, const char *value);
 /* Render a variable's current value; NULL if the name is unknown. */
-const char *core_config_get(const core_config_t *cfg, const char *name, char *buf,
-                            size_t len);
+const char *core_config_get(const core_config_t *cfg, const char *name, char *buf, size_t len);
 /* Digest of the settings that must agree across ranks. */
 uint64_t core_config_digest(const core_config_t *cfg);
 /* Print the table of variables (name, value, allowed, description). */

@@ -6,7 +6,7 @@
 #include "core/core.h"
 #include "core/log.h"
 
-#define CORE_CTX_MAGIC 0x6172636f6c6c4358ULL
+#define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
 
 #ifdef ARCOLL_FAULTS
@@ -25,7 +25,8 @@ static int core_ctx_check(arcoll_context_t ctx, const char *what)
             return ARCOLL_OK;
     if (core_live == NULL)
         log_err("%s: arcoll is not initialized (no live context; was arcoll_finalize "
-                "called?)", what);
+                "called?)",
+                what);
     else
         log_err("%s: invalid or finalized context handle %p", what, (void *)ctx);
     return ARCOLL_ERR_STATE;
@@ -39,7 +40,8 @@ static int core_team_check(arcoll_team_t team, const char *what)
                 return ARCOLL_OK;
     if (core_live == NULL)
         log_err("%s: arcoll is not initialized (no live context; was arcoll_finalize "
-                "called?)", what);
+                "called?)",
+                what);
     else if (team == NULL)
         log_err("%s: team is NULL", what);
     else
@@ -117,8 +119,7 @@ static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int 
 /* Collective over the whole context. Every rank reaches the allgather and
  * the barrier even when its own arguments are bad, so that one rank's error
  * never leaves the others hanging. */
-int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
-                     struct arcoll_team **out)
+int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out)
 {
     boot_t *b = ctx->boot;
     chan_t *c = ctx->chan;
@@ -145,7 +146,8 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
         memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
         if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
             log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots "
-                    "is too large", n, ctx->cfg.bounce_size);
+                    "is too large",
+                    n, ctx->cfg.bounce_size);
             rc = ARCOLL_ERR_INVALID;
         } else {
             rc = c->ops->mem_alloc(c, t->layout.total, &t->region);
@@ -157,12 +159,11 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
             mine.hash = core_ranks_hash(ranks, n);
             mine.rkey = t->region.rkey;
             log_debug("team of %d ranks: region %llu bytes (bounce %llu per slot)", n,
-                      (unsigned long long)t->layout.total,
-                      (unsigned long long)t->layout.bounce);
+                      (unsigned long long)t->layout.total, (unsigned long long)t->layout.bounce);
         }
     }
     if (0) {
-err_nomem:
+    err_nomem:
         log_err("arcoll_team_create: out of memory");
         rc = ARCOLL_ERR_NOMEM;
     }
@@ -183,7 +184,8 @@ err_nomem:
         const core_team_rec_t *rec = &recs[t->ranks[j]];
         if (!rec->member || rec->nranks != t->size || rec->hash != mine.hash) {
             log_err("arcoll_team_create: rank %d did not join the same team (member list "
-                    "differs or its setup failed)", t->ranks[j]);
+                    "differs or its setup failed)",
+                    t->ranks[j]);
             rc = ARCOLL_ERR_INVALID;
         } else if (j != t->rank) {
             rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);
@@ -394,8 +396,11 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
             return rc;
         if (team == ctx->teams || team->ctx != ctx || team->req.active) {
             log_err("arcoll_team_destroy: %s", team == ctx->teams ? "the world team is "
-                    "freed by arcoll_finalize" : team->req.active ? "a collective is in "
-                    "progress" : "team belongs to another context");
+                                                                    "freed by arcoll_finalize"
+                                               : team->req.active
+                                                   ? "a collective is in "
+                                                     "progress"
+                                                   : "team belongs to another context");
             return ARCOLL_ERR_STATE;
         }
     }

@@ -121,8 +121,8 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
 
 /* Engine (src/core/coll.c). */
-int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
-               size_t bytes, coll_req_t **out);
+int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
+               coll_req_t **out);
 int coll_progress(coll_req_t *r);
 int coll_wait(coll_req_t *r);
 /* For algorithms: start/continue writing to one peer; continue every peer
@@ -131,8 +131,7 @@ int coll_tx(coll_req_t *r, uint32_t peer);
 int coll_tx_continue(coll_req_t *r);
 
 uint64_t core_time_ns(void);
-int core_team_create(struct arcoll_context *ctx, const int *ranks, int n,
-                     struct arcoll_team **out);
+int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out);
 void core_team_free(struct arcoll_team *t);
 
 #endif

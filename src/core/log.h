@@ -15,13 +15,13 @@ void core_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 void core_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *core_error_last(void);
 
-#define log_err(...) core_error(__VA_ARGS__)
+#define log_err(...)  core_error(__VA_ARGS__)
 #define log_warn(...) core_log(CORE_LOG_WARN, __VA_ARGS__)
 #define log_info(...) core_log(CORE_LOG_INFO, __VA_ARGS__)
-#define log_debug(...)                                                         \
-    do {                                                                       \
-        if (core_log_level >= CORE_LOG_DEBUG)                                  \
-            core_log(CORE_LOG_DEBUG, __VA_ARGS__);                             \
+#define log_debug(...)                             \
+    do {                                           \
+        if (core_log_level >= CORE_LOG_DEBUG)      \
+            core_log(CORE_LOG_DEBUG, __VA_ARGS__); \
     } while (0)
 
 #endif

@@ -22,7 +22,7 @@
 
 #include "core/chan.h"
 
-#define WIRE_LINE 64
+#define WIRE_LINE  64
 #define WIRE_MAGIC 0x6172636f6c6c3031ULL /* "arcoll01" */
 
 /* Status carried by a done word or a credit word. */
@@ -56,7 +56,10 @@ static inline unsigned wire_bank(uint64_t epoch)
 }
 
 /* Fragment k of epoch e in a slot flag, or the credit for it. Never 0 (the
- * value of fresh memory) because of the +1. */
+ * value of fresh memory) because of the +1. Only the low 32 bits of the epoch
+ * are kept (equality with the current epoch is all that is asked), and frag
+ * stays below WIRE_FRAG_REJECT (coll_start refuses more fragments), so the +1
+ * never carries into the epoch. */
 static inline uint64_t wire_frag_word(uint64_t epoch, uint32_t frag)
 {
     return (epoch << 32) | ((uint64_t)frag + 1);
@@ -89,6 +92,8 @@ typedef struct wire_layout {
 
 static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce)
 {
+    if (n == 0 || bounce > UINT64_MAX - 2 * WIRE_LINE)
+        return -1;
     l->n = n;
     l->bounce = (bounce + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
     l->off_ctrl = WIRE_LINE;
@@ -96,7 +101,7 @@ static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce
     l->off_cred = l->off_done + (uint64_t)n * WIRE_LINE;
     l->off_slot = l->off_cred + (uint64_t)n * WIRE_LINE;
     l->slot_stride = WIRE_LINE + l->bounce;
-    if (n == 0 || l->slot_stride > (UINT64_MAX - l->off_slot) / n / 2)
+    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / 2)
         return -1;
     l->total = l->off_slot + (uint64_t)n * 2 * l->slot_stride;
     return 0;
@@ -127,8 +132,7 @@ static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsi
  * the word is visible once the word is. */
 static inline uint64_t wire_load(const chan_mem_t *m, uint64_t off)
 {
-    return atomic_load_explicit((_Atomic uint64_t *)((char *)m->addr + off),
-                                memory_order_acquire);
+    return atomic_load_explicit((_Atomic uint64_t *)((char *)m->addr + off), memory_order_acquire);
 }
 
 #endif

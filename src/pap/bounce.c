@@ -42,8 +42,7 @@ static int bounce_arrived(coll_req_t *r, uint32_t peer)
 
     if (p->rx_frag > 0 || p->rx_done)
         return 1;
-    return bounce_flag_match(
-        r, wire_load(&t->region, wire_slot_off(&t->layout, peer, r->bank)), 0);
+    return bounce_flag_match(r, wire_load(&t->region, wire_slot_off(&t->layout, peer, r->bank)), 0);
 }
 
 static int bounce_tx_ready(coll_req_t *r, uint32_t peer)
@@ -85,8 +84,8 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
         if (rc != ARCOLL_OK)
             return rc;
     }
-    rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce,
-                     bounce_frag_len(r, k), NULL, dst, off + WIRE_LINE);
+    rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce, bounce_frag_len(r, k),
+                     NULL, dst, off + WIRE_LINE);
     if (rc != ARCOLL_OK)
         return rc;
     rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);

@@ -54,7 +54,8 @@ static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
     err = posix_fallocate(fd, 0, (off_t)len);
     if (err != 0) {
         log_err("smp: reserving %zu bytes of shared memory for %s failed: %s "
-                "(is /dev/shm large enough?)", len, name, strerror(err));
+                "(is /dev/shm large enough?)",
+                len, name, strerror(err));
         goto err_unlink;
     }
     addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -200,8 +201,8 @@ static int smp_put(chan_t *c, int peer, const void *src, size_t len, const chan_
 {
     (void)lmem;
     if (off > dst->rkey.len || len > dst->rkey.len - off) {
-        log_err("smp: put of %zu bytes at offset %llu is outside rank %d's %llu-byte buffer",
-                len, (unsigned long long)off, peer, (unsigned long long)dst->rkey.len);
+        log_err("smp: put of %zu bytes at offset %llu is outside rank %d's %llu-byte buffer", len,
+                (unsigned long long)off, peer, (unsigned long long)dst->rkey.len);
         return ARCOLL_ERR_CHANNEL;
     }
     if (dst->rkey.kind == SMP_KIND_CMA)
@@ -220,8 +221,7 @@ static int smp_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *dst
     }
     /* Release: every earlier put to this peer (memcpy, or CMA copies made by
      * the kernel on this thread) is visible before the word. */
-    atomic_store_explicit((_Atomic uint64_t *)((char *)dst->map + off), val,
-                          memory_order_release);
+    atomic_store_explicit((_Atomic uint64_t *)((char *)dst->map + off), val, memory_order_release);
     return ARCOLL_OK;
 }
 
@@ -342,7 +342,8 @@ int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     *out = NULL;
     if (boot->nnodes != 1) {
         log_err("smp: the shared-memory channel needs all ranks on one node, this job has %d "
-                "nodes (use ARCOLL_CHANNEL=verbs)", boot->nnodes);
+                "nodes (use ARCOLL_CHANNEL=verbs)",
+                boot->nnodes);
         return ARCOLL_ERR_UNSUPPORTED;
     }
     s = calloc(1, sizeof(*s));

@@ -25,16 +25,16 @@
 
 static int rank, nranks, passed, failed;
 
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (cond) {                                                                     \
-            passed++;                                                                   \
-        } else {                                                                        \
-            failed++;                                                                   \
-            fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);        \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-        }                                                                               \
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (cond) {                                                              \
+            passed++;                                                            \
+        } else {                                                                 \
+            failed++;                                                            \
+            fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
     } while (0)
 
 static uint8_t pattern(uint64_t call, int src, int dst, size_t i)
@@ -51,8 +51,8 @@ static void fill(int alltoall, uint64_t call, int me, int n, size_t bytes, uint8
 }
 
 /* Returns the number of wrong bytes (and reports the first). */
-static size_t verify(int alltoall, uint64_t call, int me, int n, size_t bytes,
-                     const uint8_t *rbuf, const char *what)
+static size_t verify(int alltoall, uint64_t call, int me, int n, size_t bytes, const uint8_t *rbuf,
+                     const char *what)
 {
     size_t bad = 0;
 
@@ -82,7 +82,8 @@ static int run_coll(arcoll_team_t team, int alltoall, int nonblocking, const voi
 
     if (!nonblocking)
         return alltoall ? arcoll_alltoall(team, s, r, bytes) : arcoll_allgather(team, s, r, bytes);
-    rc = alltoall ? arcoll_ialltoall(team, s, r, bytes, &req) : arcoll_iallgather(team, s, r, bytes, &req);
+    rc = alltoall ? arcoll_ialltoall(team, s, r, bytes, &req)
+                  : arcoll_iallgather(team, s, r, bytes, &req);
     if (rc != ARCOLL_OK)
         return rc;
     while ((rc = arcoll_test(&req)) == ARCOLL_INPROGRESS)
@@ -125,8 +126,9 @@ static void test_matrix(arcoll_context_t ctx)
             for (int c = 0; c < 2; c++)
                 for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
                     for (int nb = 0; nb < 2; nb++) {
-                        snprintf(what, sizeof(what), "%s %s/%s %zu B%s", c ? "alltoall" : "allgather",
-                                 algs[a], paths[p], sizes[z], nb ? " nonblocking" : "");
+                        snprintf(what, sizeof(what), "%s %s/%s %zu B%s",
+                                 c ? "alltoall" : "allgather", algs[a], paths[p], sizes[z],
+                                 nb ? " nonblocking" : "");
                         one(world, c, nb, ++call, sizes[z], what);
                     }
         }
@@ -207,7 +209,8 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
                     fill(c, call, rank, n, bytes, s);
                     if (!late || rank == n - 1)
                         delay_us(rand() % (max_us + 1));
-                    rc = c ? arcoll_alltoall(team, s, r, bytes) : arcoll_allgather(team, s, r, bytes);
+                    rc = c ? arcoll_alltoall(team, s, r, bytes)
+                           : arcoll_allgather(team, s, r, bytes);
                     if (rc != ARCOLL_OK) {
                         if (errors++ == 0)
                             fprintf(stderr, "[rank %d] call %llu: %s\n", rank,
@@ -291,8 +294,8 @@ static void test_bad(arcoll_context_t ctx)
                 any |= flags[i];
             CHECK(any, "size mismatch (%s): no rank reported ARCOLL_ERR_MISMATCH", paths[p]);
             rc = arcoll_alltoall(t2, s, r, 16);
-            CHECK(rc == ARCOLL_ERR_STATE || saw == 0,
-                  "a failed team must refuse further calls: %s", arcoll_strerror(rc));
+            CHECK(rc == ARCOLL_ERR_STATE || saw == 0, "a failed team must refuse further calls: %s",
+                  arcoll_strerror(rc));
             arcoll_team_destroy(ctx, t2);
         }
         set(ctx, "ARCOLL_TIMEOUT_MS", "60000");

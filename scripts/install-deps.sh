@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages arcoll needs to build, run and test, if any
+# are missing. As root it installs them; otherwise it names the command.
+set -eu
+PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibverbs-dev
+      librdmacm-dev openmpi-bin libopenmpi-dev"
+# Optional tools used by 'make check' when present (skipped with a notice otherwise).
+OPT_PKGS="valgrind clang-format"
+[ "${ARCOLL_DEPS_OPTIONAL:-1}" = 1 ] && PKGS="$PKGS $OPT_PKGS"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "arcoll: missing Debian packages:$missing" >&2
+    echo "arcoll: run as root: apt-get install -y --no-install-recommends$missing" >&2
+    exit 1
+fi
+echo "arcoll: installing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make check: unit tests, then integration tests; one closing line for both.
+set -u
+B=${1:-build}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+status=0
+tests/run-unit.sh "$B" 2>&1 | tee -a "$out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+tests/integ/run.sh "$B" 2>&1 | tee -a "$out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+p=0
+f=0
+while read -r _ np _ nf _; do
+    p=$((p + np))
+    f=$((f + nf))
+done < <(grep -E '^(unit|integ): [0-9]+ passed, [0-9]+ failed$' "$out")
+[ "$(grep -cE '^(unit|integ): ' "$out")" -eq 2 ] || { echo "check: a test stage printed no summary"; status=1; f=$((f + 1)); }
+echo
+echo "check: $p passed, $f failed"
+exit $status

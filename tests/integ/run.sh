@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Integration tests: the collectives for real, across processes.
+#   mpirun (PMIx bootstrap) at 1, 2, 3, 4 and 8 ranks, a PMIx singleton, forked
+#   ranks with caller-supplied callbacks, injected skew, bad input, a killed
+#   rank, and the fault-injection build that must be caught corrupting data.
+# Usage: tests/integ/run.sh BUILD_DIR [FILTER]; prints "integ: N passed, N failed".
+set -u
+B=${1:-build}
+FILTER=${2:-}
+T=$B/tests
+LOG=$B/integ-logs
+mkdir -p "$LOG"
+# Open MPI refuses root and more ranks than cores unless told; CI runs as root on 2 cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# A hang must become a failure: generous per-collective timeout, hard per-test limit.
+export ARCOLL_TIMEOUT_MS=${ARCOLL_TIMEOUT_MS:-20000}
+MPIRUN="mpirun --oversubscribe --bind-to none"
+pass=0
+fail=0
+failed_names=()
+
+# run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), fail (must fail), kill N (N KILL-OK lines)
+run() {
+    local name=$1 expect=$2
+    shift 2
+    local want_kills=0
+    if [ "$expect" = kill ]; then
+        want_kills=$1
+        shift
+    fi
+    if [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]]; then
+        return
+    fi
+    local log="$LOG/$name.log" start=$SECONDS rc verdict=FAIL
+    timeout 300 "$@" >"$log" 2>&1
+    rc=$?
+    case $expect in
+    ok) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" && verdict=PASS ;;
+    fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
+    kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
+    esac
+    printf '%-4s %-36s %3ds  %s\n' "$verdict" "$name" $((SECONDS - start)) \
+        "$(grep -E 'passed, [0-9]+ failed|KILL-OK' "$log" | head -1)"
+    if [ $verdict = PASS ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        failed_names+=("$name")
+        echo "---- last lines of $log (exit $rc):"
+        tail -n 25 "$log"
+        echo "----"
+    fi
+}
+
+if ! command -v mpirun >/dev/null; then
+    echo "integ: mpirun not found (Debian package openmpi-bin): cannot run"
+    echo "integ: 0 passed, 1 failed"
+    exit 1
+fi
+
+run singleton-matrix ok "$T/coll_test" matrix
+for n in 1 2 3 4 8; do
+    run "mpirun-$n-matrix" ok $MPIRUN -np $n "$T/coll_test" matrix
+done
+for n in 2 3 4 8; do
+    run "mpirun-$n-bad-input" ok $MPIRUN -np $n "$T/coll_test" bad
+done
+# 1000 back-to-back calls per algorithm x path x collective, random delays on
+# every rank, or only on the last one (the others run a whole call ahead).
+for n in 3 4 8; do
+    run "mpirun-$n-skew-random" ok $MPIRUN -np $n "$T/coll_test" skew 1000 200 random
+    run "mpirun-$n-skew-late" ok $MPIRUN -np $n "$T/coll_test" skew 1000 500 late
+done
+# Zero-copy unavailable: the copy path must serve every size.
+run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
+# The test must be able to fail: with the epoch check disabled it has to see corruption.
+run fault-no-epoch-is-caught fail env ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
+    $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
+# A rank that dies: the others must return an error, well within the timeout.
+run mpirun-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 \
+    "$T/coll_test" kill
+# Caller-supplied bootstrap callbacks (an embedding runtime), forked ranks.
+if [ -x "$T/fork_test" ]; then
+    run oob-4-matrix ok "$T/fork_test" 4 matrix
+    run oob-5-skew-late ok "$T/fork_test" 5 skew 500 200 late
+    run oob-3-bad-input ok "$T/fork_test" 3 bad
+    run oob-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 "$T/fork_test" 4 kill
+fi
+# The benchmark validates its data while measuring.
+run bench-3-validate ok bash -c "$MPIRUN -np 3 $B/bin/arcoll-bench -m 1:16k -M 0,16 -i 20 -x 2 -v \
+    && echo 'bench: 1 passed, 0 failed'"
+
+echo "integ: $pass passed, $fail failed"
+[ $fail -eq 0 ] || { echo "failed: ${failed_names[*]}"; exit 1; }

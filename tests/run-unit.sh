@@ -1,0 +1,90 @@
+#!/bin/bash
+# Run every cmocka unit test binary of a build tree and sum its test cases.
+#
+#   tests/run-unit.sh BUILD_DIR
+#
+# Runs BUILD_DIR/tests/test_* (not the coll_test* integration programs), prints
+# one line per binary, the output of those that failed, and last a line
+#   unit: N passed, N failed
+# counting test cases. A binary that crashes, hangs (UNIT_TIMEOUT seconds,
+# default 300) or exits non-zero without a cmocka summary counts as one
+# failed case. Exit status 0 only if nothing failed.
+set -u
+
+if [ $# -ne 1 ]; then
+    echo "usage: $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$1
+timeout_s=${UNIT_TIMEOUT:-300}
+
+total_pass=0
+total_fail=0
+nbin=0
+
+shopt -s nullglob
+for bin in "$build"/tests/test_*; do
+    name=$(basename "$bin")
+    case $name in
+    coll_test*) continue ;;
+    esac
+    if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+        continue
+    fi
+    nbin=$((nbin + 1))
+
+    if command -v timeout >/dev/null 2>&1; then
+        out=$(CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "$bin" 2>&1)
+    else
+        out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$bin" 2>&1)
+    fi
+    rc=$?
+
+    # cmocka's summary, once per group: "[  PASSED  ] N test(s)." and
+    # "[  FAILED  ] N test(s), listed below:" (only when some failed).
+    pass=0
+    fail=0
+    summary=0
+    while IFS= read -r line; do
+        if [[ $line =~ ^\[\ \ PASSED\ \ \]\ ([0-9]+)\ test\(s\) ]]; then
+            pass=$((pass + BASH_REMATCH[1]))
+            summary=1
+        elif [[ $line =~ ^\[\ \ FAILED\ \ \]\ ([0-9]+)\ test\(s\) ]]; then
+            fail=$((fail + BASH_REMATCH[1]))
+            summary=1
+        fi
+    done <<<"$out"
+
+    note=""
+    if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+        # Crashed, timed out or failed outside any test case.
+        fail=1
+        if [ "$rc" -eq 124 ]; then
+            note=" (timed out after ${timeout_s}s)"
+        elif [ "$rc" -gt 128 ]; then
+            note=" (killed by signal $((rc - 128)))"
+        else
+            note=" (exit status $rc)"
+        fi
+    elif [ "$summary" -eq 0 ]; then
+        fail=1
+        note=" (no cmocka summary in its output)"
+    fi
+
+    total_pass=$((total_pass + pass))
+    total_fail=$((total_fail + fail))
+    if [ "$fail" -eq 0 ]; then
+        echo "PASS $name: $pass passed"
+    else
+        echo "FAIL $name: $pass passed, $fail failed$note"
+        printf '%s\n' "$out" | sed 's/^/    /'
+    fi
+done
+
+if [ "$nbin" -eq 0 ]; then
+    echo "no unit test binaries in $build/tests (build them first: make all)" >&2
+    echo "unit: $total_pass passed, $total_fail failed"
+    exit 1
+fi
+echo "unit: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,336 @@
+/* Unit tests of src/core/wire.h: the 64-bit words peers poll and the layout
+ * of a team region. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/wire.h"
+
+/* ---- fragment words ---------------------------------------------------- */
+
+/* clang-format off */
+static const uint64_t test_epochs[] = {
+    0, 1, 2, 3, 255, 256, 0xfffffffeULL, 0xffffffffULL, 0x100000000ULL, 0x100000001ULL,
+    0x123456789abcULL, UINT64_MAX - 1, UINT64_MAX,
+};
+/* clang-format on */
+#define N_EPOCHS (sizeof(test_epochs) / sizeof(test_epochs[0]))
+
+/* Every fragment index the protocol can put on the wire: data fragments are
+ * below WIRE_FRAG_REJECT (coll_start refuses more), plus the reject credit. */
+/* clang-format off */
+static const uint32_t test_frags[] = {
+    0, 1, 2, 63, 64, 0xffff, 0x10000, 0x7fffffff, 0x80000000U, WIRE_FRAG_REJECT - 1,
+    WIRE_FRAG_REJECT,
+};
+/* clang-format on */
+#define N_FRAGS (sizeof(test_frags) / sizeof(test_frags[0]))
+
+static void test_frag_word_never_zero(void **state)
+{
+    (void)state;
+    for (size_t e = 0; e < N_EPOCHS; e++)
+        for (size_t f = 0; f < N_FRAGS; f++)
+            assert_int_not_equal(wire_frag_word(test_epochs[e], test_frags[f]), 0);
+    /* The low half carries frag + 1; the high half the epoch. */
+    assert_int_equal(wire_frag_word(0, 0), 1);
+    assert_int_equal(wire_frag_word(1, 0), 0x100000001ULL);
+    assert_int_equal(wire_frag_word(7, 4), 0x700000005ULL);
+    assert_int_equal(wire_frag_word(2, WIRE_FRAG_REJECT), 0x2ffffffffULL);
+}
+
+static void test_frag_word_distinct(void **state)
+{
+    (void)state;
+    /* Epochs that differ in their low 32 bits: all words distinct. */
+    static const uint64_t epochs[] = {0, 1, 2, 3, 0xfffffffe, 0xffffffff, 0x12345678};
+    enum { NE = sizeof(epochs) / sizeof(epochs[0]) };
+    uint64_t words[NE * N_FRAGS];
+    size_t n = 0;
+
+    for (size_t e = 0; e < NE; e++)
+        for (size_t f = 0; f < N_FRAGS; f++)
+            words[n++] = wire_frag_word(epochs[e], test_frags[f]);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            assert_int_not_equal(words[i], words[j]);
+
+    /* Neighbouring epochs never share a word for the same or the next fragment:
+     * a slot left over from the previous epoch cannot pass for the current one. */
+    for (size_t e = 0; e < N_EPOCHS; e++) {
+        uint64_t ep = test_epochs[e];
+        for (size_t f = 0; f < N_FRAGS; f++) {
+            uint32_t k = test_frags[f];
+            assert_int_not_equal(wire_frag_word(ep, k), wire_frag_word(ep + 1, k));
+            assert_int_not_equal(wire_frag_word(ep, k), wire_frag_word(ep - 1, k));
+            assert_int_not_equal(wire_frag_word(ep, k), wire_frag_word(ep - 2, k));
+            if (k < WIRE_FRAG_REJECT)
+                assert_int_not_equal(wire_frag_word(ep, k), wire_frag_word(ep, k + 1));
+        }
+    }
+}
+
+static void test_frag_word_epoch_wrap(void **state)
+{
+    (void)state;
+    /* As implemented, only the low 32 bits of the epoch reach the word: epochs
+     * 2^32 apart alias, and 2^32 - 1 -> 2^32 wraps the epoch field to 0. */
+    assert_int_equal(wire_frag_word(0x100000000ULL, 0), wire_frag_word(0, 0));
+    assert_int_equal(wire_frag_word(0x100000005ULL, 9), wire_frag_word(5, 9));
+    assert_int_equal(wire_frag_word(0xffffffffULL, 0), 0xffffffff00000001ULL);
+    assert_int_equal(wire_frag_word(0x100000000ULL, 0), 1);
+    /* Even there, consecutive epochs still differ (the case the two banks need). */
+    assert_int_not_equal(wire_frag_word(0xffffffffULL, 3), wire_frag_word(0x100000000ULL, 3));
+    assert_int_not_equal(wire_frag_word(UINT64_MAX, 0), wire_frag_word(0, 0));
+}
+
+/* ---- done words -------------------------------------------------------- */
+
+static void test_done_word_roundtrip(void **state)
+{
+    (void)state;
+    for (size_t e = 0; e < N_EPOCHS; e++) {
+        uint64_t ep = test_epochs[e];
+        for (unsigned st = 0; st < 128; st++) {
+            uint64_t w = wire_done_word(ep, st);
+            assert_int_not_equal(w, 0);
+            assert_true(wire_done_epoch_match(w, ep));
+            assert_int_equal(wire_done_status(w), st);
+        }
+        assert_int_equal(wire_done_status(wire_done_word(ep, WIRE_ST_OK)), WIRE_ST_OK);
+        assert_int_equal(wire_done_status(wire_done_word(ep, WIRE_ST_MISMATCH)), WIRE_ST_MISMATCH);
+    }
+    /* Status is a 7-bit field: larger values are masked, never spill into the
+     * epoch. */
+    assert_int_equal(wire_done_status(wire_done_word(9, 0x80 | WIRE_ST_MISMATCH)),
+                     WIRE_ST_MISMATCH);
+    assert_true(wire_done_epoch_match(wire_done_word(9, 0xffffffffU), 9));
+    assert_int_equal(wire_done_word(1, WIRE_ST_OK), 0x101);
+    assert_int_equal(wire_done_word(1, WIRE_ST_MISMATCH), 0x103);
+}
+
+static void test_done_word_other_epoch(void **state)
+{
+    (void)state;
+    for (size_t e = 0; e < N_EPOCHS; e++) {
+        uint64_t ep = test_epochs[e];
+        for (unsigned st = 0; st < 2; st++) {
+            uint64_t w = wire_done_word(ep, st);
+            assert_false(wire_done_epoch_match(w, ep + 1));
+            assert_false(wire_done_epoch_match(w, ep - 1));
+            assert_false(wire_done_epoch_match(w, ep + 2));
+        }
+    }
+    /* Fresh memory (0) matches no epoch the engine uses (epochs start at 1). */
+    for (uint64_t ep = 1; ep < 1000; ep++)
+        assert_false(wire_done_epoch_match(0, ep));
+    /* The epoch field is 56 bits wide: epochs 2^56 apart alias, as implemented. */
+    assert_true(wire_done_epoch_match(wire_done_word(3, 0), 3 + (1ULL << 56)));
+    assert_true(wire_done_epoch_match(wire_done_word((1ULL << 56) - 1, 0), UINT64_MAX));
+}
+
+/* ---- banks ------------------------------------------------------------- */
+
+static void test_bank_parity(void **state)
+{
+    (void)state;
+    assert_int_equal(wire_bank(0), 0);
+    assert_int_equal(wire_bank(1), 1);
+    assert_int_equal(wire_bank(2), 0);
+    assert_int_equal(wire_bank(UINT64_MAX), 1);
+    assert_int_equal(wire_bank(UINT64_MAX - 1), 0);
+    for (uint64_t ep = 1; ep < 1000; ep++) {
+        assert_true(wire_bank(ep) < 2);
+        assert_int_equal(wire_bank(ep), ep % 2);
+        assert_int_not_equal(wire_bank(ep), wire_bank(ep + 1));
+        assert_int_equal(wire_bank(ep), wire_bank(ep + 2));
+    }
+    for (size_t e = 0; e < N_EPOCHS; e++)
+        assert_int_not_equal(wire_bank(test_epochs[e]), wire_bank(test_epochs[e] + 1));
+}
+
+static void test_struct_shapes(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof(wire_ctrl_t), WIRE_LINE);
+    assert_int_equal(offsetof(wire_ctrl_t, flag), 0);
+    assert_true(sizeof(wire_slot_hdr_t) <= WIRE_LINE);
+    assert_int_equal(offsetof(wire_slot_hdr_t, flag), 0);
+}
+
+/* ---- layout ------------------------------------------------------------ */
+
+typedef struct span {
+    uint64_t start, len;
+    const char *what;
+} span_t;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Every entry of the region: aligned, inside total, and pairwise disjoint
+ * (so on distinct cache lines, since all are multiples of 64). */
+static void check_layout(uint32_t n, uint64_t bounce)
+{
+    wire_layout_t l;
+    size_t cnt = 0, max = 1 + (size_t)n * 6;
+    span_t *s;
+
+    memset(&l, 0xa5, sizeof(l));
+    assert_int_equal(wire_layout_init(&l, n, bounce), 0);
+    assert_int_equal(l.n, n);
+    /* Bounce rounded up to whole lines. */
+    assert_int_equal(l.bounce % WIRE_LINE, 0);
+    assert_true(l.bounce >= bounce);
+    assert_true(l.bounce - bounce < WIRE_LINE);
+    assert_int_equal(l.slot_stride, WIRE_LINE + l.bounce);
+    assert_int_equal(l.off_ctrl % WIRE_LINE, 0);
+    assert_int_equal(l.off_done % WIRE_LINE, 0);
+    assert_int_equal(l.off_cred % WIRE_LINE, 0);
+    assert_int_equal(l.off_slot % WIRE_LINE, 0);
+    assert_int_equal(l.slot_stride % WIRE_LINE, 0);
+    assert_int_equal(l.total % WIRE_LINE, 0);
+    /* The header line comes first; the regions follow in order, back to back. */
+    assert_true(l.off_ctrl >= WIRE_LINE);
+    assert_true(l.off_done >= l.off_ctrl + (uint64_t)n * 2 * WIRE_LINE);
+    assert_true(l.off_cred >= l.off_done + (uint64_t)n * WIRE_LINE);
+    assert_true(l.off_slot >= l.off_cred + (uint64_t)n * WIRE_LINE);
+    assert_true(l.total >= l.off_slot + (uint64_t)n * 2 * l.slot_stride);
+
+    s = calloc(max, sizeof(*s));
+    assert_non_null(s);
+    s[cnt++] = (span_t){0, WIRE_LINE, "header"};
+    for (uint32_t p = 0; p < n; p++) {
+        for (unsigned b = 0; b < 2; b++) {
+            s[cnt++] = (span_t){wire_ctrl_off(&l, p, b), WIRE_LINE, "ctrl"};
+            s[cnt++] = (span_t){wire_slot_off(&l, p, b), l.slot_stride, "slot"};
+        }
+        s[cnt++] = (span_t){wire_done_off(&l, p), WIRE_LINE, "done"};
+        s[cnt++] = (span_t){wire_cred_off(&l, p), WIRE_LINE, "cred"};
+    }
+    assert_int_equal(cnt, max);
+    for (size_t i = 0; i < cnt; i++) {
+        assert_int_equal(s[i].start % WIRE_LINE, 0);
+        assert_true(s[i].start + s[i].len <= l.total);
+    }
+    qsort(s, cnt, sizeof(*s), span_cmp);
+    for (size_t i = 1; i < cnt; i++) {
+        if (s[i - 1].start + s[i - 1].len > s[i].start)
+            fail_msg("n=%u bounce=%llu: %s at %llu+%llu overlaps %s at %llu", n,
+                     (unsigned long long)bounce, s[i - 1].what, (unsigned long long)s[i - 1].start,
+                     (unsigned long long)s[i - 1].len, s[i].what, (unsigned long long)s[i].start);
+    }
+    /* Nothing wasted at the end: the last slot ends the region. */
+    assert_int_equal(s[cnt - 1].start + s[cnt - 1].len, l.total);
+    free(s);
+}
+
+static void test_layout_many(void **state)
+{
+    static const uint32_t ns[] = {1, 2, 3, 4, 5, 7, 8, 16, 33, 64, 257};
+    static const uint64_t bounces[] = {0,   1,    63,   64,    65,    100,   127,
+                                       128, 4095, 4096, 16383, 16384, 16385, 64 << 20};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        for (size_t j = 0; j < sizeof(bounces) / sizeof(bounces[0]); j++)
+            check_layout(ns[i], bounces[j]);
+}
+
+static void test_layout_exact(void **state)
+{
+    wire_layout_t l;
+
+    (void)state;
+    /* n = 4, bounce 100 -> 128: header, 8 ctrl, 4 done, 4 cred, 8 slots of 192. */
+    assert_int_equal(wire_layout_init(&l, 4, 100), 0);
+    assert_int_equal(l.bounce, 128);
+    assert_int_equal(l.off_ctrl, 64);
+    assert_int_equal(l.off_done, 64 + 8 * 64);
+    assert_int_equal(l.off_cred, 64 + 12 * 64);
+    assert_int_equal(l.off_slot, 64 + 16 * 64);
+    assert_int_equal(l.slot_stride, 192);
+    assert_int_equal(l.total, 64 + 16 * 64 + 8 * 192);
+    assert_int_equal(wire_ctrl_off(&l, 2, 1), 64 + 5 * 64);
+    assert_int_equal(wire_done_off(&l, 3), 64 + 11 * 64);
+    assert_int_equal(wire_cred_off(&l, 1), 64 + 13 * 64);
+    assert_int_equal(wire_slot_off(&l, 1, 1), 64 + 16 * 64 + 3 * 192);
+    /* Distinct banks and distinct peers never share a ctrl or slot entry. */
+    assert_int_not_equal(wire_ctrl_off(&l, 0, 1), wire_ctrl_off(&l, 1, 0));
+    assert_int_not_equal(wire_slot_off(&l, 0, 1), wire_slot_off(&l, 1, 0));
+}
+
+static void test_layout_overflow(void **state)
+{
+    wire_layout_t l;
+    uint64_t lim, stride;
+
+    (void)state;
+    assert_int_equal(wire_layout_init(&l, 0, 64), -1);
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1ULL << 40), -1);
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1ULL << 32), -1);
+    assert_int_equal(wire_layout_init(&l, 2, UINT64_MAX / 2), -1);
+    assert_int_equal(wire_layout_init(&l, 1 << 20, 1ULL << 44), -1);
+    /* A large team with a sane bounce still fits. */
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1 << 20), 0);
+    assert_true(l.total > (uint64_t)UINT32_MAX * 2 * (1 << 20));
+
+    /* The boundary: the largest slot that fits, and one line more. */
+    for (uint32_t n = 1; n <= 1000; n = n * 3 + 1) {
+        assert_int_equal(wire_layout_init(&l, n, 64), 0);
+        lim = (UINT64_MAX - l.off_slot) / n / 2;
+        stride = lim / WIRE_LINE * WIRE_LINE;
+        assert_int_equal(wire_layout_init(&l, n, stride - WIRE_LINE), 0);
+        assert_int_equal(l.slot_stride, stride);
+        assert_true(l.total >= l.off_slot);
+        assert_true(l.total - l.off_slot == (uint64_t)n * 2 * stride);
+        assert_int_equal(wire_layout_init(&l, n, stride), -1);
+    }
+}
+
+/* ---- polling ----------------------------------------------------------- */
+
+static void test_wire_load(void **state)
+{
+    _Alignas(64) uint64_t buf[32];
+    chan_mem_t m;
+
+    (void)state;
+    memset(buf, 0, sizeof(buf));
+    memset(&m, 0, sizeof(m));
+    m.addr = buf;
+    m.len = sizeof(buf);
+    buf[8] = wire_frag_word(5, 2);
+    buf[9] = 77;
+    assert_int_equal(wire_load(&m, 64), wire_frag_word(5, 2));
+    assert_int_equal(wire_load(&m, 72), 77);
+    assert_int_equal(wire_load(&m, 0), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frag_word_never_zero),
+        cmocka_unit_test(test_frag_word_distinct),
+        cmocka_unit_test(test_frag_word_epoch_wrap),
+        cmocka_unit_test(test_done_word_roundtrip),
+        cmocka_unit_test(test_done_word_other_epoch),
+        cmocka_unit_test(test_bank_parity),
+        cmocka_unit_test(test_struct_shapes),
+        cmocka_unit_test(test_layout_many),
+        cmocka_unit_test(test_layout_exact),
+        cmocka_unit_test(test_layout_overflow),
+        cmocka_unit_test(test_wire_load),
+    };
+
+    return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}
