@@ -7,6 +7,7 @@
  *   coll_test matrix                every alg x path x coll x size, blocking and not
  *   coll_test skew ITERS US MODE    back-to-back calls under injected delays;
  *                                   MODE random (all ranks) or late (last rank)
+ *   coll_test env                   sizes 0..1 MiB with the ARCOLL_* of the environment
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
  *
@@ -234,6 +235,24 @@ out:
     arcoll_team_destroy(ctx, team);
 }
 
+/* Whatever ARCOLL_* the environment sets (the run script varies it). */
+static void test_env(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {0, 1, 7, 4096, 1 << 20};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 0;
+    char what[160];
+
+    for (int c = 0; c < 2; c++)
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+            for (int rep = 0; rep < 3; rep++) {
+                snprintf(what, sizeof(what), "%s %s/%s %zu B", c ? "alltoall" : "allgather",
+                         arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG"),
+                         arcoll_config_get(ctx, "ARCOLL_PATH"), sizes[z]);
+                one(world, c, rep == 2, ++call, sizes[z], what);
+            }
+}
+
 static void test_bad(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), t2;
@@ -300,6 +319,25 @@ static void test_bad(arcoll_context_t ctx)
         }
         set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
     }
+    /* A peer that never arrives: the last rank skips one call; the others must
+     * fail with ARCOLL_ERR_TIMEOUT within ARCOLL_TIMEOUT_MS, not hang. */
+    if (nranks > 1) {
+        rc = arcoll_team_create(ctx, all, nranks, &t2);
+        CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
+        set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
+        if (rank != nranks - 1) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            rc = arcoll_alltoall(t2, s, r, 8);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+            CHECK(rc == ARCOLL_ERR_TIMEOUT, "peer never arrives: %s", arcoll_strerror(rc));
+            CHECK(secs >= 0.9 && secs < 5.0, "timeout after %.2f s, ARCOLL_TIMEOUT_MS=1000", secs);
+        }
+        set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+        rc = arcoll_team_destroy(ctx, t2);
+        CHECK(rc == ARCOLL_OK, "team_destroy after a timeout: %s", arcoll_strerror(rc));
+    }
     /* A member list that does not contain the caller. */
     {
         int other = (rank + 1) % nranks;
@@ -346,6 +384,15 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     int rc, counts[2], *all;
     const char *mode = argc > 1 ? argv[1] : "matrix";
 
+    /* Calls before arcoll_init are errors, not crashes. */
+    {
+        char b[8] = {0}, c[8];
+        rc = arcoll_alltoall(NULL, b, c, 1);
+        if (rc != ARCOLL_ERR_STATE) {
+            fprintf(stderr, "FAIL call before init returned %s\n", arcoll_strerror(rc));
+            failed++;
+        }
+    }
     rc = arcoll_init(oob, &ctx);
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
@@ -358,6 +405,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     else if (strcmp(mode, "skew") == 0)
         test_skew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100,
                   argc > 4 ? argv[4] : "random");
+    else if (strcmp(mode, "env") == 0)
+        test_env(ctx);
     else if (strcmp(mode, "bad") == 0)
         test_bad(ctx);
     else if (strcmp(mode, "kill") == 0) {

@@ -72,6 +72,14 @@ for n in 3 4 8; do
     run "mpirun-$n-skew-random" ok $MPIRUN -np $n "$T/coll_test" skew 1000 200 random
     run "mpirun-$n-skew-late" ok $MPIRUN -np $n "$T/coll_test" skew 1000 500 late
 done
+# Algorithm and path chosen by the environment, as a user would, at 1 to 8 ranks.
+for n in 1 2 3 5 8; do
+    for cfg in direct:copy direct:zcopy pap:copy pap:zcopy; do
+        alg=${cfg%:*} path=${cfg#*:}
+        run "mpirun-$n-env-$alg-$path" ok env ARCOLL_ALLTOALL_ALG=$alg ARCOLL_ALLGATHER_ALG=$alg \
+            ARCOLL_PATH=$path $MPIRUN -np $n "$T/coll_test" env
+    done
+done
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
 # The test must be able to fail: with the epoch check disabled it has to see corruption.
