@@ -8,6 +8,8 @@
 #   make format / format-check
 
 PREFIX ?= /usr/local
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
 BUILD ?= build
 CC ?= gcc
 PKGS := pmix hwloc
@@ -43,61 +45,72 @@ all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(U
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 # The same sources with test-only fault injection (ARCOLL_FAULT=...).
 $(BUILD)/fault/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -DARCOLL_FAULTS -c $< -o $@
+	@$(if $(Q),echo "  CC      $< (faults)")
+	$(Q)$(CC) $(CFLAGS_ALL) -DARCOLL_FAULTS -c $< -o $@
 
 $(SHLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
 
 $(BUILD)/lib/libarcoll.so: $(SHLIB)
-	ln -sf libarcoll.so.$(VERSION) $(BUILD)/lib/$(SONAME)
-	ln -sf $(SONAME) $@
+	$(Q)ln -sf libarcoll.so.$(VERSION) $(BUILD)/lib/$(SONAME)
+	$(Q)ln -sf $(SONAME) $@
 
 $(STLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(FAULTLIB): $(FAULT_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/arcoll.pc: arcoll.pc.in
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
 # Programs link the shared library with an rpath to the build tree.
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 
 $(BUILD)/bin/arcoll-bench: bench/arcoll_bench.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fvisibility=default $< -o $@ $(LINK_SHARED) -lm
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $< -o $@ $(LINK_SHARED) -lm
 
 $(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
 $(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
 $(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
 
 $(BUILD)/tests/coll_test_fault: tests/integ/coll_test.c $(FAULTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
 
 # Unit tests see the internals: they link the static library.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \
 		$(shell pkg-config --libs cmocka) $(LDLIBS_ALL)
 
 # check and run install missing Debian packages first (as root), then build.
@@ -135,7 +148,8 @@ install: all
 	ln -sf libarcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarcoll.so
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(BUILD)/arcoll.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' arcoll.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc
 	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/
 
 uninstall:

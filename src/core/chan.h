@@ -24,7 +24,7 @@ typedef struct chan_rkey {
     uint64_t addr; /* channel-defined address (offset or virtual address) */
     uint64_t len;
     uint64_t key;   /* channel-defined key (segment id, rkey, pid) */
-    uint32_t kind;  /* channel-defined kind of memory */
+    uint32_t kind;  /* channel-defined kind of memory; 0 means "no key" */
     uint32_t owner; /* context rank that owns the memory */
 } chan_rkey_t;
 

@@ -116,69 +116,84 @@ static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int 
     return ARCOLL_OK;
 }
 
+/* Local half of team creation: the team object and its region. */
+static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, int me,
+                           struct arcoll_team **out)
+{
+    chan_t *c = ctx->chan;
+    struct arcoll_team *t;
+    int rc;
+
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        log_err("arcoll_team_create: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    t->magic = CORE_TEAM_MAGIC;
+    t->ctx = ctx;
+    t->rank = (uint32_t)me;
+    t->size = (uint32_t)n;
+    t->ranks = malloc(sizeof(int) * (size_t)n);
+    t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
+    t->peers = calloc((size_t)n, sizeof(*t->peers));
+    if (t->ranks == NULL || t->peer_region == NULL || t->peers == NULL) {
+        log_err("arcoll_team_create: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto err_team;
+    }
+    memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
+    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
+        log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
+                n, ctx->cfg.bounce_size);
+        rc = ARCOLL_ERR_INVALID;
+        goto err_team;
+    }
+    rc = c->ops->mem_alloc(c, t->layout.total, &t->region);
+    if (rc != ARCOLL_OK)
+        goto err_team;
+    *chan_mem_u64(&t->region, 0) = WIRE_MAGIC;
+    log_debug("team of %d ranks: region %llu bytes (bounce %llu per slot)", n,
+              (unsigned long long)t->layout.total, (unsigned long long)t->layout.bounce);
+    *out = t;
+    return ARCOLL_OK;
+
+err_team:
+    core_team_free(t); /* frees whatever of it exists */
+    return rc;
+}
+
 /* Collective over the whole context. Every rank reaches the allgather and
  * the barrier even when its own arguments are bad, so that one rank's error
- * never leaves the others hanging. */
+ * never leaves the others hanging; the others then see it as "did not join". */
 int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out)
 {
     boot_t *b = ctx->boot;
     chan_t *c = ctx->chan;
     struct arcoll_team *t = NULL;
-    core_team_rec_t mine, *recs = NULL;
+    core_team_rec_t mine, *recs;
     int me, rc, brc;
 
     *out = NULL;
     memset(&mine, 0, sizeof(mine));
-    rc = core_team_validate(ctx, ranks, n, &me);
-    if (rc == ARCOLL_OK && n > 0) {
-        t = calloc(1, sizeof(*t));
-        if (t == NULL)
-            goto err_nomem;
-        t->magic = CORE_TEAM_MAGIC;
-        t->ctx = ctx;
-        t->rank = (uint32_t)me;
-        t->size = (uint32_t)n;
-        t->ranks = malloc(sizeof(int) * (size_t)n);
-        t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
-        t->peers = calloc((size_t)n, sizeof(*t->peers));
-        if (t->ranks == NULL || t->peer_region == NULL || t->peers == NULL)
-            goto err_nomem;
-        memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-        if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
-            log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots "
-                    "is too large",
-                    n, ctx->cfg.bounce_size);
-            rc = ARCOLL_ERR_INVALID;
-        } else {
-            rc = c->ops->mem_alloc(c, t->layout.total, &t->region);
-        }
-        if (rc == ARCOLL_OK) {
-            *chan_mem_u64(&t->region, 0) = WIRE_MAGIC;
-            mine.member = 1;
-            mine.nranks = (uint32_t)n;
-            mine.hash = core_ranks_hash(ranks, n);
-            mine.rkey = t->region.rkey;
-            log_debug("team of %d ranks: region %llu bytes (bounce %llu per slot)", n,
-                      (unsigned long long)t->layout.total, (unsigned long long)t->layout.bounce);
-        }
-    }
-    if (0) {
-    err_nomem:
-        log_err("arcoll_team_create: out of memory");
-        rc = ARCOLL_ERR_NOMEM;
-    }
-
     recs = malloc(sizeof(*recs) * (size_t)b->size);
     if (recs == NULL) {
-        /* Cannot take part any more: the others will fail in the bootstrap. */
+        /* Cannot take part: the others will fail in the bootstrap. */
         log_err("arcoll_team_create: out of memory");
-        rc = ARCOLL_ERR_NOMEM;
-        goto out_free;
+        return ARCOLL_ERR_NOMEM;
+    }
+    rc = core_team_validate(ctx, ranks, n, &me);
+    if (rc == ARCOLL_OK && n > 0)
+        rc = core_team_alloc(ctx, ranks, n, me, &t);
+    if (t != NULL) {
+        mine.member = 1;
+        mine.nranks = (uint32_t)n;
+        mine.hash = core_ranks_hash(ranks, n);
+        mine.rkey = t->region.rkey;
     }
     brc = b->allgather(b, &mine, recs, sizeof(mine));
     if (brc != ARCOLL_OK) {
         rc = brc;
-        goto out_free;
+        goto err_team;
     }
     for (uint32_t j = 0; rc == ARCOLL_OK && t != NULL && j < t->size; j++) {
         const core_team_rec_t *rec = &recs[t->ranks[j]];
@@ -191,24 +206,23 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
             rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);
         }
     }
-    /* Everyone has imported: shared names may now disappear (smp unlinks). */
+    /* Everyone has imported: names used to find regions may go (smp unlinks). */
     brc = b->barrier(b);
-    if (t != NULL && t->region.addr != NULL && c->ops->mem_seal != NULL)
+    if (t != NULL && c->ops->mem_seal != NULL)
         c->ops->mem_seal(c, &t->region);
-    if (rc == ARCOLL_OK && brc != ARCOLL_OK)
+    if (rc == ARCOLL_OK)
         rc = brc;
     if (rc != ARCOLL_OK)
-        goto out_free;
+        goto err_team;
     free(recs);
-    if (t != NULL) {
+    if (t != NULL)
         t->id = ctx->next_team_id++;
-        *out = t;
-    }
+    *out = t;
     return ARCOLL_OK;
 
-out_free:
-    free(recs);
+err_team:
     core_team_free(t);
+    free(recs);
     return rc;
 }
 

@@ -65,6 +65,7 @@ struct coll_req {
     uint32_t nfrags;
     uint32_t tx_left, rx_left;
     uint32_t step; /* direct: next step */
+    uint32_t polls;
     uint64_t start_ns, deadline_ns, next_check_ns;
     chan_mem_t rreg; /* zcopy: registered receive buffer */
     int rreg_valid;

@@ -29,7 +29,10 @@ static int pap_tx_progress(coll_req_t *r)
         if (rc != ARCOLL_OK)
             return rc;
     }
-    /* ... then everyone we may already write to (copy path: all of them). */
+    /* ... then everyone we may already write to (copy path: all of them). Where
+     * "may write" is "arrived" (zero-copy), the first pass did it all. */
+    if (r->proto->tx_ready == r->proto->arrived)
+        return ARCOLL_OK;
     for (uint32_t i = 1; r->tx_left && i < t->size; i++) {
         uint32_t peer = pap_peer(r, i);
         if (t->peers[peer].tx_state != COLL_TX_IDLE)

@@ -347,13 +347,18 @@ int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
         return ARCOLL_ERR_UNSUPPORTED;
     }
     s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        goto err_nomem;
-    s->pids = calloc((size_t)boot->size, sizeof(*s->pids));
-    if (s->pids == NULL)
-        goto err_free;
+    if (s == NULL) {
+        log_err("smp: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
     s->super.ops = &smp_ops;
     s->super.boot = boot;
+    s->pids = calloc((size_t)boot->size, sizeof(*s->pids));
+    if (s->pids == NULL) {
+        log_err("smp: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto err_chan;
+    }
     rc = boot->allgather(boot, &me, s->pids, sizeof(me));
     if (rc != ARCOLL_OK)
         goto err_pids;
@@ -371,11 +376,7 @@ int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
 
 err_pids:
     free(s->pids);
+err_chan:
     free(s);
     return rc;
-err_free:
-    free(s);
-err_nomem:
-    log_err("smp: out of memory");
-    return ARCOLL_ERR_NOMEM;
 }
