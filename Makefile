@@ -12,7 +12,7 @@ V ?= 0
 Q := $(if $(filter 1,$(V)),,@)
 BUILD ?= build
 CC ?= gcc
-PKGS := pmix hwloc
+PKGS := pmix hwloc libibverbs librdmacm
 VERSION := 0.1.0
 SOMAJOR := 0
 

@@ -9,6 +9,10 @@
  *   - a put's source may be reused once chan_progress() reports no
  *     outstanding operations (local completion).
  * Algorithms never see which channel they run on.
+ *
+ * Contract: every series of puts to a peer ends with a put_u64 (the engine's
+ * protocols always finish a message with its flag), so a channel may retire
+ * earlier puts only through the completion of that flag write.
  */
 #ifndef ARCOLL_CORE_CHAN_H
 #define ARCOLL_CORE_CHAN_H

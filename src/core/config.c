@@ -9,7 +9,7 @@
 #include "arcoll.h"
 #include "core/log.h"
 
-typedef enum { CFG_ENUM, CFG_SIZE, CFG_LONG } cfg_type_t;
+typedef enum { CFG_ENUM, CFG_SIZE, CFG_LONG, CFG_STRING } cfg_type_t;
 
 typedef struct cfg_var {
     const char *name;
@@ -27,6 +27,8 @@ static const char *const cfg_algs[] = {"direct", "pap", NULL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
+static const char *const cfg_notify[] = {"flag", "imm", NULL};
+static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
 
 #define CFG_OFF(f) offsetof(core_config_t, f)
 
@@ -50,6 +52,14 @@ static const cfg_var_t cfg_vars[] = {
      "busy polls before yielding the core (fewer when ranks outnumber cores)"},
     {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
      "smp zero-copy through process_vm_writev: auto (probe) or off (copy path)"},
+    {"ARCOLL_DEVICE", CFG_STRING, CFG_OFF(device), NULL, "auto", 0, CORE_CONFIG_STR - 1, 0,
+     "verbs device as name[:port]; auto: the first active port"},
+    {"ARCOLL_GID_INDEX", CFG_LONG, CFG_OFF(gid_index), NULL, "auto", -1, 255, 0,
+     "verbs GID index; auto: the RoCE v2 GID of the port's IPv4 address, or none on IB"},
+    {"ARCOLL_NOTIFY", CFG_ENUM, CFG_OFF(notify), cfg_notify, "flag", 0, 0, 1,
+     "verbs: flag (poll the word written after the data) or imm (write with immediate)"},
+    {"ARCOLL_WIREUP", CFG_ENUM, CFG_OFF(wireup), cfg_wireup, "oob", 0, 0, 0,
+     "verbs: oob (GID from the port's table) or rdmacm (GID resolved by librdmacm)"},
 };
 
 #define CFG_NVARS (sizeof(cfg_vars) / sizeof(cfg_vars[0]))
@@ -129,9 +139,18 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
         *(size_t *)field = sz;
         return ARCOLL_OK;
     }
+    case CFG_STRING:
+        if (strlen(value) > (size_t)v->max)
+            goto err_value;
+        snprintf(field, (size_t)v->max + 1, "%s", strcasecmp(value, "auto") == 0 ? "" : value);
+        return ARCOLL_OK;
     case CFG_LONG: {
         char *end;
         long l;
+        if (v->min < 0 && strcasecmp(value, "auto") == 0) {
+            *(long *)field = v->min; /* the least value stands for "automatic" */
+            return ARCOLL_OK;
+        }
         if (!isdigit((unsigned char)value[0]) && value[0] != '-')
             goto err_value; /* no blanks or '+': the same strictness as sizes */
         errno = 0;
@@ -147,6 +166,12 @@ err_value:
         cfg_values_join(v, allowed, sizeof(allowed));
         log_err("%s=%s is not valid; allowed values: %s", v->name, value ? value : "(null)",
                 allowed);
+    } else if (v->type == CFG_STRING) {
+        log_err("%s=%s is not valid; expected auto or a name of at most %ld characters",
+                v->name, value ? value : "(null)", v->max);
+    } else if (v->min < 0) {
+        log_err("%s=%s is not valid; expected auto or an integer from 0 to %ld", v->name,
+                value ? value : "(null)", v->max);
     } else {
         log_err("%s=%s is not valid; expected %s from %ld to %ld", v->name,
                 value ? value : "(null)",
@@ -215,7 +240,13 @@ const char *core_config_get(const core_config_t *cfg, const char *name, char *bu
     switch (v->type) {
     case CFG_ENUM: snprintf(buf, len, "%s", v->values[*(const int *)field]); break;
     case CFG_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
-    case CFG_LONG: snprintf(buf, len, "%ld", *(const long *)field); break;
+    case CFG_LONG:
+        if (v->min < 0 && *(const long *)field == v->min)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%ld", *(const long *)field);
+        break;
+    case CFG_STRING: snprintf(buf, len, "%s", *field ? field : "auto"); break;
     }
     return buf;
 }
@@ -245,6 +276,10 @@ void core_config_print(const core_config_t *cfg, void *file)
         const cfg_var_t *v = &cfg_vars[i];
         if (v->type == CFG_ENUM)
             cfg_values_join(v, allowed, sizeof(allowed));
+        else if (v->type == CFG_STRING)
+            snprintf(allowed, sizeof(allowed), "auto|name[:port]");
+        else if (v->min < 0)
+            snprintf(allowed, sizeof(allowed), "auto|0..%ld", v->max);
         else
             snprintf(allowed, sizeof(allowed), "%ld..%ld", v->min, v->max);
         fprintf(f, "%-24s %-8s %-28s %s\n", v->name,

@@ -10,6 +10,10 @@ enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
 enum { CORE_ALG_DIRECT, CORE_ALG_PAP };
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
+enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
+enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
+
+#define CORE_CONFIG_STR 64
 
 typedef struct core_config {
     int channel;
@@ -22,6 +26,10 @@ typedef struct core_config {
     int log_level;
     long spin_count; /* busy polls before yielding the core */
     int smp_cma;
+    char device[CORE_CONFIG_STR]; /* verbs: "" = automatic, else name[:port] */
+    long gid_index;               /* verbs: -1 = automatic */
+    int notify;                   /* verbs: flag polling or write-with-immediate */
+    int wireup;                   /* verbs: how the local address/GID is found */
 } core_config_t;
 
 /* Defaults, then every ARCOLL_* variable of the environment. */

@@ -12,6 +12,8 @@
 #ifdef ARCOLL_FAULTS
 int wire_fault_one_bank;
 int wire_fault_no_epoch;
+int wire_fault_reg_fail;
+int wire_fault_bad_rkey;
 #endif
 
 /* Live contexts: handles are checked against this list so that a call after
@@ -263,6 +265,8 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
         const char *f = getenv("ARCOLL_FAULT");
         wire_fault_no_epoch = f != NULL && strstr(f, "no_epoch") != NULL;
         wire_fault_one_bank = f != NULL && strstr(f, "one_bank") != NULL;
+        wire_fault_reg_fail = f != NULL && strstr(f, "reg_fail") != NULL;
+        wire_fault_bad_rkey = f != NULL && strstr(f, "bad_rkey") != NULL;
     }
 #endif
 

@@ -68,7 +68,9 @@ struct coll_req {
     uint32_t polls;
     uint64_t start_ns, deadline_ns, next_check_ns;
     chan_mem_t rreg; /* zcopy: registered receive buffer */
-    int rreg_valid;
+    chan_mem_t sreg; /* zcopy: registered send buffer */
+    int rreg_valid, sreg_valid;
+    int zc_bounce; /* zcopy: our buffer is unregistered, peers use our bounce slots */
     int active;
     int status;
     int deferred; /* error to report once every peer has been served */

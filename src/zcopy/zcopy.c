@@ -7,16 +7,42 @@
 #include "core/core.h"
 #include "core/log.h"
 
+#ifdef ARCOLL_FAULTS
+extern int wire_fault_reg_fail, wire_fault_bad_rkey;
+#endif
+
+/* Register the receive buffer and advertise it. If registration fails (out of
+ * locked memory, say), advertise no key: senders then use our bounce slots
+ * for this call, and so do we for receiving (docs/protocol.md, 6). */
 static int zcopy_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
+    size_t slen = r->type == COLL_ALLTOALL ? r->bytes * t->size : r->bytes;
+    static int noticed;
     int rc;
 
     rc = c->ops->mem_reg(c, r->rbuf, r->bytes * t->size, &r->rreg);
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_reg_fail && rc == ARCOLL_OK) {
+        c->ops->mem_dereg(c, &r->rreg);
+        rc = ARCOLL_ERR_NOMEM;
+    }
+#endif
+    if (rc == ARCOLL_ERR_NOMEM) {
+        if (!noticed++)
+            log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
+                     "calls fall back to the copy path",
+                     c->ops->name, r->bytes * t->size);
+        r->zc_bounce = 1;
+        return coll_advertise(r, NULL);
+    }
     if (rc != ARCOLL_OK)
         return rc;
     r->rreg_valid = 1;
+    /* The send buffer: registered if possible, else the channel stages it. */
+    if (c->ops->mem_reg(c, (void *)(uintptr_t)r->sbuf, slen, &r->sreg) == ARCOLL_OK)
+        r->sreg_valid = 1;
     return coll_advertise(r, &r->rreg.rkey);
 }
 
@@ -50,11 +76,17 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
         zcopy_done_put(r, peer, WIRE_ST_MISMATCH);
         return coll_mismatch(r, peer, adv.size);
     }
+    if (adv.rkey.kind == 0)
+        return coll_proto_bounce.tx(r, peer); /* the receiver could not register */
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_bad_rkey)
+        adv.rkey.key ^= 0x5a5a; /* tests: a wrong key must fail, not hang */
+#endif
     rc = c->ops->rmem_import(c, t->ranks[peer], &adv.rkey, &dst);
     if (rc != ARCOLL_OK)
         return rc;
-    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), r->bytes, NULL, &dst,
-                     (uint64_t)t->rank * r->bytes);
+    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), r->bytes,
+                     r->sreg_valid ? &r->sreg : NULL, &dst, (uint64_t)t->rank * r->bytes);
     c->ops->rmem_release(c, &dst);
     if (rc != ARCOLL_OK)
         return rc;
@@ -65,8 +97,11 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
 static int zcopy_rx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
-    uint64_t w = wire_load(&t->region, wire_done_off(&t->layout, peer));
+    uint64_t w;
 
+    if (r->zc_bounce)
+        return coll_proto_bounce.rx(r, peer);
+    w = wire_load(&t->region, wire_done_off(&t->layout, peer));
     if (!wire_done_epoch_match(w, r->epoch))
         return 0;
     if (wire_done_status(w) != WIRE_ST_OK)
@@ -78,6 +113,10 @@ static void zcopy_finish(coll_req_t *r)
 {
     chan_t *c = r->team->ctx->chan;
 
+    if (r->sreg_valid) {
+        c->ops->mem_dereg(c, &r->sreg);
+        r->sreg_valid = 0;
+    }
     if (r->rreg_valid) {
         c->ops->mem_dereg(c, &r->rreg);
         r->rreg_valid = 0;

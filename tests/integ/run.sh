@@ -85,6 +85,9 @@ run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test
 # The test must be able to fail: with the epoch check disabled it has to see corruption.
 run fault-no-epoch-is-caught fail env ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
+# A receive buffer that cannot be registered: zero-copy falls back to bounce slots.
+run zcopy-reg-fail-falls-back ok env ARCOLL_FAULT=reg_fail $MPIRUN -np 3 \
+    "$T/coll_test_fault" matrix
 # A rank that dies: the others must return an error, well within the timeout.
 run mpirun-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 \
     "$T/coll_test" kill

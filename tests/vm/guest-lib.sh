@@ -1,0 +1,86 @@
+# Sourced by the guest scripts (bash, inside the guest, chrooted into the host root).
+# Verdict lines for run.sh:  "VMTEST PASS name [detail]" / "VMTEST FAIL name [detail]".
+IFACE=${IFACE:-eth0}
+VMOUT=/tmp/vmout # the writable output share
+MYIP=$(ip -4 -o addr show dev "$IFACE" | awk '{print $4}' | cut -d/ -f1)
+VM_FAILED=0
+
+# step TEXT: a timestamped section header (guest uptime: shows where TCG time goes)
+step() { printf '\n===== [%ss] %s\n' "$(cut -d' ' -f1 /proc/uptime)" "$*"; }
+
+# verdict PASS|FAIL NAME [DETAIL...]
+verdict() {
+    local v=$1
+    shift
+    echo "VMTEST $v $*"
+    [ "$v" = PASS ] || VM_FAILED=1
+}
+
+# check NAME CMD...: run CMD, verdict from its exit status
+check() {
+    local name=$1
+    shift
+    if "$@"; then verdict PASS "$name"; else verdict FAIL "$name" "(exit $?)"; fi
+}
+
+# retry N CMD...: up to N attempts a second apart (the peer guest may not be listening yet)
+retry() {
+    local n=$1 i
+    shift
+    for ((i = 0; i < n; i++)); do
+        "$@" && return 0
+        sleep 1
+    done
+    return 1
+}
+
+# setup_rxe: create rxe0 on eth0 and wait until its GID table holds our RoCE v2 address
+setup_rxe() {
+    step "rdma link add rxe0 type rxe netdev $IFACE"
+    rdma link add rxe0 type rxe netdev "$IFACE" || return 1
+    local i
+    for ((i = 0; i < 50; i++)); do # roce_gid_mgmt fills the table asynchronously (~1 s)
+        [ -n "$(roce_v2_gid_index)" ] && break
+        sleep 0.2
+    done
+    rdma link show
+    show_gids
+    [ -n "$(roce_v2_gid_index)" ]
+}
+
+# roce_v2_gid_index: the index of the GID ::ffff:<our IPv4> of type RoCE v2 (empty if none).
+# rxe has only RoCE v2 entries; this one routes over IPv4 between our guests (RoCE needs a GRH).
+roce_v2_gid_index() {
+    local p=/sys/class/infiniband/rxe0/ports/1 want i
+    # shellcheck disable=SC2046
+    want=0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' $(echo "$MYIP" | tr . ' '))
+    for ((i = 0; i < 16; i++)); do
+        if [ "$(cat $p/gids/$i 2>/dev/null)" = "$want" ] &&
+            [ "$(cat $p/gid_attrs/types/$i 2>/dev/null)" = "RoCE v2" ]; then
+            echo $i
+            return
+        fi
+    done
+}
+
+show_gids() {
+    local p=/sys/class/infiniband/rxe0/ports/1 i g
+    for ((i = 0; i < 16; i++)); do
+        g=$(cat $p/gids/$i 2>/dev/null) || continue
+        [ "$g" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
+        echo "gid[$i] $g $(cat $p/gid_attrs/types/$i 2>/dev/null)"
+    done
+}
+
+# rxe_counters: retries/errors show a sick link (e.g. rxe retry storms) even when tests pass
+rxe_counters() {
+    local d=/sys/class/infiniband/rxe0/ports/1/hw_counters f
+    for f in "$d"/*; do
+        [ "$(cat "$f")" != 0 ] && echo "  $(basename "$f") $(cat "$f")"
+    done
+    return 0
+}
+
+# Open MPI as root inside the guest: allow root, allow more ranks than vCPUs.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1

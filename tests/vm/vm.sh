@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Boot one test guest and wait for it to power off (console on stdout).
+# Usage: tests/vm/vm.sh OUT_DIR IP/PREFIX HOSTNAME NET_ARGS [SCRIPT] [KEY=VALUE...]
+#   OUT_DIR   host directory shared writable; the guest sees it at /tmp/vmout and leaves
+#             guest.log (the script's output) and rc (its exit code) there
+#   NET_ARGS  qemu network options for eth0, one word-split string, e.g.
+#             "-nic user,model=virtio-net-pci" (default if empty)
+#   SCRIPT    path as seen in the guest (the host root is /; /tmp is the guest's own, the
+#             output dir is /tmp/vmout); none: interactive shell on the console
+#   KEY=VALUE extra kernel cmdline words: arcoll_hosts=..., ARCOLL_*=... (see init)
+# Env: ARCOLL_VM_CACHE (prepare.sh's cache), SMP (default 2), MEM (2G), ACCEL (auto|tcg|kvm),
+#      ARCOLL_VM_TIMEOUT (s, default 600), ARCOLL_VM_RO (host dir to re-share read-only at
+#      its own path, for directories under /tmp, /run or /var/tmp that the guest's tmpfs hides)
+set -euo pipefail
+[ $# -ge 4 ] || {
+    sed -n '2,14p' "$0"
+    exit 2
+}
+OUT=$1 IP=$2 NAME=$3 NET=${4:-"-nic user,model=virtio-net-pci"}
+SCRIPT=${5:-}
+shift $(($# < 5 ? $# : 5))
+C=${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm}
+[ -f "$C/vmlinuz" ] && [ -f "$C/initramfs.cpio.gz" ] || {
+    echo "vm.sh: no kernel in $C: run tests/vm/prepare.sh first" >&2
+    exit 2
+}
+mkdir -p "$OUT"
+rm -f "$OUT/rc" "$OUT/guest.log"
+
+# KVM only with real VT-x/AMD-V: this kind of host exposes /dev/kvm through kvm_pvm, which
+# cannot boot a stock kernel, so the default is qemu's software CPU (TCG, slow but real).
+ACCEL=${ACCEL:-auto}
+if [ "$ACCEL" = auto ]; then
+    ACCEL=tcg
+    if [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; then ACCEL=kvm; fi
+fi
+case $ACCEL in
+kvm) CPU=(-accel kvm -cpu host) ;;
+*) CPU=(-accel tcg,thread=multi -cpu max) ;;
+esac
+
+APPEND="console=ttyS0 quiet loglevel=4 panic=-1 arcoll_ip=$IP arcoll_host=$NAME"
+[ -n "$SCRIPT" ] && APPEND="$APPEND arcoll_script=$SCRIPT"
+RO=()
+if [ -n "${ARCOLL_VM_RO:-}" ]; then
+    RO=(-fsdev "local,id=ro,path=$ARCOLL_VM_RO,security_model=none,readonly=on,multidevs=remap"
+        -device virtio-9p-pci,fsdev=ro,mount_tag=roshare)
+    APPEND="$APPEND arcoll_ro=$ARCOLL_VM_RO"
+fi
+[ $# -gt 0 ] && APPEND="$APPEND $*"
+
+# A guest that hangs must not hang CI: hard limit, then KILL if qemu ignores TERM.
+# shellcheck disable=SC2086
+exec timeout -k 10 "${ARCOLL_VM_TIMEOUT:-600}" qemu-system-x86_64 "${CPU[@]}" \
+    -m "${MEM:-2G}" -smp "${SMP:-2}" -machine q35 -nographic -no-reboot \
+    -kernel "$C/vmlinuz" -initrd "$C/initramfs.cpio.gz" -append "$APPEND" \
+    -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+    -fsdev "local,id=vmout,path=$(cd "$OUT" && pwd),security_model=none,multidevs=remap" \
+    -device virtio-9p-pci,fsdev=vmout,mount_tag=vmout \
+    "${RO[@]}" $NET
