@@ -37,7 +37,7 @@ FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/tests/coll_test \
-	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test
+	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch
 
 .PHONY: all check unit integ run asan install uninstall deps format format-check clean
 
@@ -97,6 +97,12 @@ $(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
 $(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
+
+# coll_test across hosts: one launcher per node, bootstrap callbacks over TCP.
+$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread

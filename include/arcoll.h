@@ -109,6 +109,22 @@ int arcoll_wait(arcoll_request_t *req);
 /* Progress every outstanding request of the context. */
 int arcoll_progress(arcoll_context_t ctx);
 
+/*
+ * Memory registration for the zero-copy path (docs/verbs.md). By default a
+ * user buffer is registered for one call and deregistered at its end, which
+ * is always safe. Memory the caller owns for long can be registered once:
+ * collectives on buffers inside it then skip registration. The caller must
+ * deregister before freeing it. With ARCOLL_REGCACHE=on, implicit
+ * registrations are cached too, and the caller must report with
+ * arcoll_mem_invalidate every free/unmap of memory used in a collective (as
+ * an MPI library's memory hooks would), or RDMA could land in pages the
+ * allocator has handed elsewhere.
+ */
+typedef struct arcoll_mem *arcoll_mem_t;
+int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *mem);
+int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem);
+int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len);
+
 /* Set a configuration variable at run time, with the names and values of
  * the ARCOLL_* environment variables (e.g. "ARCOLL_ALLTOALL_ALG", "pap").
  * Every rank must set the same value between the same collectives. */

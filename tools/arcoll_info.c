@@ -29,9 +29,9 @@ int main(void)
         char desc[256] = "";
         printf("arcoll %s\n\n", ARCOLL_VERSION_STRING);
         verbs_info_print(stdout);
-        printf("\nranks %d, nodes %d, ranks on this node %d, cores %d, PUs %d%s\n",
-               ctx->boot->size, ctx->boot->nnodes, ctx->boot->local_size, ctx->topo.ncores,
-               ctx->topo.npus, ctx->oversubscribed ? " (oversubscribed)" : "");
+        printf("\nranks %d, nodes %d, ranks on this node %d, cores %d, PUs %d%s\n", ctx->boot->size,
+               ctx->boot->nnodes, ctx->boot->local_size, ctx->topo.ncores, ctx->topo.npus,
+               ctx->oversubscribed ? " (oversubscribed)" : "");
         if (ctx->cfg.channel == CORE_CHANNEL_VERBS)
             verbs_chan_describe(ctx->chan, desc, sizeof(desc));
         printf("channel %s%s%s, zero-copy %s\n", ctx->chan->ops->name, *desc ? ": " : "", desc,

@@ -26,7 +26,7 @@ static const char *coll_name(coll_type_t type)
     return type == COLL_ALLTOALL ? "alltoall" : "allgather";
 }
 
-int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey)
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
@@ -36,8 +36,10 @@ int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey)
 
     memset(&adv, 0, sizeof(adv));
     adv.size = r->bytes;
-    if (rkey != NULL)
+    if (rkey != NULL) {
         adv.rkey = *rkey;
+        adv.boff = boff;
+    }
     for (uint32_t i = 1; i < t->size; i++) {
         uint32_t peer = (t->rank + i) % t->size;
         int cr = t->ranks[peer];

@@ -29,6 +29,7 @@ static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug",
 static const char *const cfg_cma[] = {"auto", "off", NULL};
 static const char *const cfg_notify[] = {"flag", "imm", NULL};
 static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
+static const char *const cfg_onoff[] = {"off", "on", NULL};
 
 #define CFG_OFF(f) offsetof(core_config_t, f)
 
@@ -60,6 +61,10 @@ static const cfg_var_t cfg_vars[] = {
      "verbs: flag (poll the word written after the data) or imm (write with immediate)"},
     {"ARCOLL_WIREUP", CFG_ENUM, CFG_OFF(wireup), cfg_wireup, "oob", 0, 0, 0,
      "verbs: oob (GID from the port's table) or rdmacm (GID resolved by librdmacm)"},
+    {"ARCOLL_REGCACHE", CFG_ENUM, CFG_OFF(regcache), cfg_onoff, "off", 0, 0, 0,
+     "cache registrations of user buffers; on requires arcoll_mem_invalidate before free"},
+    {"ARCOLL_REGCACHE_MAX", CFG_SIZE, CFG_OFF(regcache_max), NULL, "1g", 1 << 20, (long)1 << 46, 0,
+     "bytes the registration cache keeps registered (LRU eviction)"},
 };
 
 #define CFG_NVARS (sizeof(cfg_vars) / sizeof(cfg_vars[0]))
@@ -167,8 +172,8 @@ err_value:
         log_err("%s=%s is not valid; allowed values: %s", v->name, value ? value : "(null)",
                 allowed);
     } else if (v->type == CFG_STRING) {
-        log_err("%s=%s is not valid; expected auto or a name of at most %ld characters",
-                v->name, value ? value : "(null)", v->max);
+        log_err("%s=%s is not valid; expected auto or a name of at most %ld characters", v->name,
+                value ? value : "(null)", v->max);
     } else if (v->min < 0) {
         log_err("%s=%s is not valid; expected auto or an integer from 0 to %ld", v->name,
                 value ? value : "(null)", v->max);

@@ -30,6 +30,8 @@ typedef struct core_config {
     long gid_index;               /* verbs: -1 = automatic */
     int notify;                   /* verbs: flag polling or write-with-immediate */
     int wireup;                   /* verbs: how the local address/GID is found */
+    int regcache;                 /* cache implicit registrations (user reports frees) */
+    size_t regcache_max;          /* bytes the cache may keep registered */
 } core_config_t;
 
 /* Defaults, then every ARCOLL_* variable of the environment. */

@@ -20,7 +20,7 @@ int wire_fault_bad_rkey;
  * arcoll_finalize is an error, not a use after free. */
 static struct arcoll_context *core_live;
 
-static int core_ctx_check(arcoll_context_t ctx, const char *what)
+int core_ctx_check(arcoll_context_t ctx, const char *what)
 {
     for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
         if (c == ctx)
@@ -304,11 +304,14 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     if (rc != ARCOLL_OK)
         goto err_digests;
 
+    rc = zmem_create(ctx);
+    if (rc != ARCOLL_OK)
+        goto err_chan;
     world = malloc(sizeof(int) * (size_t)ctx->boot->size);
     if (world == NULL) {
         log_err("arcoll_init: out of memory");
         rc = ARCOLL_ERR_NOMEM;
-        goto err_chan;
+        goto err_zmem;
     }
     for (int i = 0; i < ctx->boot->size; i++)
         world[i] = i;
@@ -327,6 +330,8 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
 
 err_world:
     free(world);
+err_zmem:
+    zmem_destroy(ctx);
 err_chan:
     ctx->chan->ops->destroy(ctx->chan);
 err_digests:
@@ -357,6 +362,7 @@ int arcoll_finalize(arcoll_context_t ctx)
         ctx->teams = t->next;
         core_team_free(t);
     }
+    zmem_destroy(ctx);
     ctx->chan->ops->destroy(ctx->chan);
     boot_destroy(ctx->boot);
     ctx->magic = 0;

@@ -9,6 +9,7 @@
 #include "core/chan.h"
 #include "core/config.h"
 #include "core/wire.h"
+#include "zcopy/zmem.h"
 
 typedef enum { COLL_ALLTOALL, COLL_ALLGATHER } coll_type_t;
 
@@ -67,8 +68,8 @@ struct coll_req {
     uint32_t step; /* direct: next step */
     uint32_t polls;
     uint64_t start_ns, deadline_ns, next_check_ns;
-    chan_mem_t rreg; /* zcopy: registered receive buffer */
-    chan_mem_t sreg; /* zcopy: registered send buffer */
+    zmem_ref_t rreg; /* zcopy: registered receive buffer */
+    zmem_ref_t sreg; /* zcopy: registered send buffer */
     int rreg_valid, sreg_valid;
     int zc_bounce; /* zcopy: our buffer is unregistered, peers use our bounce slots */
     int active;
@@ -102,6 +103,8 @@ struct arcoll_context {
     int oversubscribed;
     uint32_t next_team_id;
     struct arcoll_team *teams; /* world first */
+    regcache_t *regcache;      /* registrations of user buffers (zcopy) */
+    struct arcoll_mem *user_mems;
     char cfgbuf[64];
 };
 
@@ -116,8 +119,9 @@ static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
     return r->team->ranks[peer];
 }
 
-/* Post our control advertisement (size, optional rkey) to every peer. */
-int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey);
+/* Post our control advertisement (size, optional rkey and the buffer's offset
+ * inside the keyed memory) to every peer. */
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff);
 /* Read a peer's advertisement for this epoch; 1 if present. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 /* The size in a peer's advertisement/slot differs from ours. */
@@ -134,6 +138,8 @@ int coll_tx(coll_req_t *r, uint32_t peer);
 int coll_tx_continue(coll_req_t *r);
 
 uint64_t core_time_ns(void);
+/* Is ctx a live context? Logs "what: ..." if not. */
+int core_ctx_check(struct arcoll_context *ctx, const char *what);
 int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out);
 void core_team_free(struct arcoll_team *t);
 

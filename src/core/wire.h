@@ -33,7 +33,8 @@ typedef struct wire_ctrl {
     uint64_t flag; /* epoch of the advertisement */
     uint64_t size; /* sender's bytes per peer, checked by the reader */
     chan_rkey_t rkey;
-    uint64_t pad[2];
+    uint64_t boff; /* the buffer starts boff bytes into the keyed memory */
+    uint64_t pad;
 } wire_ctrl_t;
 
 /* Header of a bounce slot; the payload follows at WIRE_LINE. */

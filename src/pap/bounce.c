@@ -22,7 +22,7 @@ static size_t bounce_frag_len(const coll_req_t *r, uint32_t k)
  * PAP needs no advertisement on this path. */
 static int bounce_start(coll_req_t *r)
 {
-    return r->is_direct ? coll_advertise(r, NULL) : ARCOLL_OK;
+    return r->is_direct ? coll_advertise(r, NULL, 0) : ARCOLL_OK;
 }
 
 static int bounce_flag_match(const coll_req_t *r, uint64_t flag, uint32_t frag)

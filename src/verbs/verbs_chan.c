@@ -28,15 +28,15 @@
 
 enum { VERBS_KIND_MR = 0x10 };
 
-#define VERBS_SQ_DEPTH 128     /* send WRs per QP */
-#define VERBS_SIGNAL_EVERY 32  /* unsignaled WRs between two signaled ones, at most */
-#define VERBS_MAX_INLINE 64    /* requested; the device may grant less */
-#define VERBS_STAGE_SIZE (4u << 20)
-#define VERBS_STAGE_ENTS 4096
-#define VERBS_SRQ_DEPTH 1024
-#define VERBS_SEQ_BITS 40
+#define VERBS_SQ_DEPTH      128 /* send WRs per QP */
+#define VERBS_SIGNAL_EVERY  32  /* unsignaled WRs between two signaled ones, at most */
+#define VERBS_MAX_INLINE    64  /* requested; the device may grant less */
+#define VERBS_STAGE_SIZE    (4u << 20)
+#define VERBS_STAGE_ENTS    4096
+#define VERBS_SRQ_DEPTH     1024
+#define VERBS_SEQ_BITS      40
 #define VERBS_IMM_LINE_BITS 26 /* imm = region id (6 bits) | flag line (26 bits) */
-#define VERBS_MAX_REGIONS 64
+#define VERBS_MAX_REGIONS   64
 
 typedef struct verbs_peer {
     struct ibv_qp *qp;
@@ -119,10 +119,10 @@ static int verbs_poll(verbs_chan_t *vc)
                         wc[i].vendor_err);
             }
             if (rc == ARCOLL_OK)
-                rc = wc[i].status == IBV_WC_RETRY_EXC_ERR ||
-                             wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR
-                         ? ARCOLL_ERR_PEER
-                         : ARCOLL_ERR_CHANNEL;
+                rc =
+                    wc[i].status == IBV_WC_RETRY_EXC_ERR || wc[i].status == IBV_WC_RNR_RETRY_EXC_ERR
+                        ? ARCOLL_ERR_PEER
+                        : ARCOLL_ERR_CHANNEL;
         }
         if (seq > p->done) {
             vc->outstanding -= seq - p->done;
@@ -193,16 +193,16 @@ static int verbs_wait_room(verbs_chan_t *vc, int peer, size_t stage_len)
         if (deadline == 0)
             deadline = core_time_ns() + (uint64_t)vc->timeout_ms * 1000000ULL;
         else if (core_time_ns() > deadline) {
-            log_err("verbs: no send completions for %ld ms (send queue to %s full)",
-                    vc->timeout_ms, verbs_peer_desc(vc, peer));
+            log_err("verbs: no send completions for %ld ms (send queue to %s full)", vc->timeout_ms,
+                    verbs_peer_desc(vc, peer));
             return ARCOLL_ERR_TIMEOUT;
         }
     }
 }
 
 static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const void *laddr,
-                      uint32_t lkey, size_t len, uint64_t raddr, uint32_t rkey, int inl,
-                      int signal, uint32_t imm)
+                      uint32_t lkey, size_t len, uint64_t raddr, uint32_t rkey, int inl, int signal,
+                      uint32_t imm)
 {
     verbs_peer_t *p = &vc->peers[peer];
     struct ibv_sge sge = {(uintptr_t)laddr, (uint32_t)len, lkey};
@@ -300,9 +300,9 @@ static int verbs_put(chan_t *c, int peer, const void *src, size_t len, const cha
     }
     if (len <= vc->max_inline) {
         rc = verbs_wait_room(vc, peer, 0);
-        return rc != ARCOLL_OK ? rc
-                               : verbs_post(vc, peer, IBV_WR_RDMA_WRITE, src, 0, len, raddr, rkey,
-                                            1, 0, 0);
+        return rc != ARCOLL_OK
+                   ? rc
+                   : verbs_post(vc, peer, IBV_WR_RDMA_WRITE, src, 0, len, raddr, rkey, 1, 0, 0);
     }
     for (size_t done = 0; done < len;) {
         size_t n = len - done < VERBS_STAGE_SIZE / 4 ? len - done : VERBS_STAGE_SIZE / 4;
@@ -328,8 +328,7 @@ static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *d
         uint32_t id = (uint32_t)(dst->rkey.key >> 32);
         uint64_t line = off / 64;
         if (off % 64 || line >= (1u << VERBS_IMM_LINE_BITS)) {
-            log_err("verbs: flag at offset %llu is not at a line start",
-                    (unsigned long long)off);
+            log_err("verbs: flag at offset %llu is not at a line start", (unsigned long long)off);
             return ARCOLL_ERR_CHANNEL;
         }
         return verbs_post_staged(vc, peer, IBV_WR_RDMA_WRITE_WITH_IMM, &val, sizeof(val),
@@ -342,8 +341,8 @@ static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *d
                                : verbs_post(vc, peer, IBV_WR_RDMA_WRITE, &val, 0, sizeof(val),
                                             dst->rkey.addr + off, rkey, 1, 1, 0);
     }
-    return verbs_post_staged(vc, peer, IBV_WR_RDMA_WRITE, &val, sizeof(val),
-                             dst->rkey.addr + off, rkey, 0);
+    return verbs_post_staged(vc, peer, IBV_WR_RDMA_WRITE, &val, sizeof(val), dst->rkey.addr + off,
+                             rkey, 0);
 }
 
 static int verbs_progress(chan_t *c)
@@ -370,8 +369,8 @@ static int verbs_peer_check(chan_t *c, int peer)
 
 static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *mem)
 {
-    struct ibv_mr *mr = ibv_reg_mr(vc->pd, addr, len,
-                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    struct ibv_mr *mr =
+        ibv_reg_mr(vc->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 
     if (mr == NULL) {
         int err = errno;
@@ -540,7 +539,8 @@ static int verbs_qp_create(verbs_chan_t *vc, int peer)
     a.pkey_index = 0;
     a.port_num = vc->port;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    rc =
+        ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         log_err("verbs: ibv_modify_qp(INIT) for rank %d failed: %s", peer, strerror(rc));
         ibv_destroy_qp(qp);

@@ -65,8 +65,8 @@ int verbs_gid_choose(struct ibv_context *ctx, uint8_t port, const struct ibv_por
         }
     }
     if (best < 0) {
-        log_err("verbs: port %u of %s has no usable GID (is the interface up and addressed?)",
-                port, ibv_get_device_name(ctx->device));
+        log_err("verbs: port %u of %s has no usable GID (is the interface up and addressed?)", port,
+                ibv_get_device_name(ctx->device));
         return ARCOLL_ERR_CHANNEL;
     }
     *index = best;
@@ -83,8 +83,7 @@ int verbs_dev_open(const char *want, struct ibv_context **out, uint8_t *port_out
 
     if (want != NULL && *want) {
         const char *colon = strchr(want, ':');
-        snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - want) : (int)strlen(want),
-                 want);
+        snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - want) : (int)strlen(want), want);
         want_port = colon ? atoi(colon + 1) : 0;
     }
     list = ibv_get_device_list(&n);

@@ -17,15 +17,15 @@ extern int wire_fault_reg_fail, wire_fault_bad_rkey;
 static int zcopy_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
-    chan_t *c = t->ctx->chan;
+    struct arcoll_context *ctx = t->ctx;
     size_t slen = r->type == COLL_ALLTOALL ? r->bytes * t->size : r->bytes;
     static int noticed;
     int rc;
 
-    rc = c->ops->mem_reg(c, r->rbuf, r->bytes * t->size, &r->rreg);
+    rc = zmem_get(ctx, r->rbuf, r->bytes * t->size, &r->rreg);
 #ifdef ARCOLL_FAULTS
     if (wire_fault_reg_fail && rc == ARCOLL_OK) {
-        c->ops->mem_dereg(c, &r->rreg);
+        zmem_put(ctx, &r->rreg);
         rc = ARCOLL_ERR_NOMEM;
     }
 #endif
@@ -33,17 +33,17 @@ static int zcopy_start(coll_req_t *r)
         if (!noticed++)
             log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
                      "calls fall back to the copy path",
-                     c->ops->name, r->bytes * t->size);
+                     ctx->chan->ops->name, r->bytes * t->size);
         r->zc_bounce = 1;
-        return coll_advertise(r, NULL);
+        return coll_advertise(r, NULL, 0);
     }
     if (rc != ARCOLL_OK)
         return rc;
     r->rreg_valid = 1;
     /* The send buffer: registered if possible, else the channel stages it. */
-    if (c->ops->mem_reg(c, (void *)(uintptr_t)r->sbuf, slen, &r->sreg) == ARCOLL_OK)
+    if (zmem_get(ctx, (void *)(uintptr_t)r->sbuf, slen, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
-    return coll_advertise(r, &r->rreg.rkey);
+    return coll_advertise(r, &r->rreg.mem->rkey, (uint64_t)(r->rbuf - (char *)r->rreg.mem->addr));
 }
 
 static int zcopy_arrived(coll_req_t *r, uint32_t peer)
@@ -86,7 +86,8 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     if (rc != ARCOLL_OK)
         return rc;
     rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), r->bytes,
-                     r->sreg_valid ? &r->sreg : NULL, &dst, (uint64_t)t->rank * r->bytes);
+                     r->sreg_valid ? r->sreg.mem : NULL, &dst,
+                     adv.boff + (uint64_t)t->rank * r->bytes);
     c->ops->rmem_release(c, &dst);
     if (rc != ARCOLL_OK)
         return rc;
@@ -111,14 +112,14 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
 
 static void zcopy_finish(coll_req_t *r)
 {
-    chan_t *c = r->team->ctx->chan;
+    struct arcoll_context *ctx = r->team->ctx;
 
     if (r->sreg_valid) {
-        c->ops->mem_dereg(c, &r->sreg);
+        zmem_put(ctx, &r->sreg);
         r->sreg_valid = 0;
     }
     if (r->rreg_valid) {
-        c->ops->mem_dereg(c, &r->rreg);
+        zmem_put(ctx, &r->rreg);
         r->rreg_valid = 0;
     }
 }

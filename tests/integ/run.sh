@@ -98,6 +98,13 @@ if [ -x "$T/fork_test" ]; then
     run oob-3-bad-input ok "$T/fork_test" 3 bad
     run oob-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 "$T/fork_test" 4 kill
 fi
+# Two launchers standing in for two nodes, bootstrap callbacks over loopback TCP.
+if [ -x "$T/tcp_launch" ]; then
+    port=$((20000 + RANDOM % 20000))
+    run tcp-2x2-matrix ok bash -c "'$T/tcp_launch' --nodes 2 --node 1 --ppn 2 \
+        --server 127.0.0.1:$port -- matrix & '$T/tcp_launch' --nodes 2 --node 0 --ppn 2 \
+        --server 127.0.0.1:$port -- matrix; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
+fi
 # The benchmark validates its data while measuring.
 run bench-3-validate ok bash -c "$MPIRUN -np 3 $B/bin/arcoll-bench -m 1:16k -M 0,16 -i 20 -x 2 -v \
     && echo 'bench: 1 passed, 0 failed'"

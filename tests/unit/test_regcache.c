@@ -125,8 +125,7 @@ static regcache_entry_t *get_ok(regcache_t *rc, void *addr, size_t len)
     assert_non_null(e);
     /* Whatever it returns covers the range. */
     assert_true((uintptr_t)regcache_entry_addr(e) <= (uintptr_t)addr);
-    assert_true((uintptr_t)regcache_entry_addr(e) + regcache_entry_len(e) >=
-                (uintptr_t)addr + len);
+    assert_true((uintptr_t)regcache_entry_addr(e) + regcache_entry_len(e) >= (uintptr_t)addr + len);
     return e;
 }
 
@@ -248,9 +247,11 @@ static void test_containment(void **state)
     assert_int_equal(f->reg_calls, 2);
     assert_ptr_not_equal(e, big);
     assert_int_equal(stats_of(rc).misses, 2);
-    /* Before the start neither. */
-    touch(rc, pg_addr(f, 10) - 1, 2);
+    /* Before the start neither; the new entry covers the old one too. */
+    e = touch(rc, pg_addr(f, 10) - 1, 2);
     assert_int_equal(f->reg_calls, 3);
+    assert_ptr_equal(regcache_entry_addr(e), pg_addr(f, 9));
+    assert_int_equal(regcache_entry_len(e), 10 * f->page);
     regcache_destroy(rc);
 }
 
@@ -310,9 +311,9 @@ static void test_lru_by_entries(void **state)
     regcache_entry_t *a;
     regcache_stats_t st;
 
-    a = touch(rc, pg_addr(f, 0), 1); /* reg 0 */
-    touch(rc, pg_addr(f, 2), 1);     /* reg 1: B */
-    touch(rc, pg_addr(f, 4), 1);     /* reg 2: C */
+    a = touch(rc, pg_addr(f, 0), 1);                  /* reg 0 */
+    touch(rc, pg_addr(f, 2), 1);                      /* reg 1: B */
+    touch(rc, pg_addr(f, 4), 1);                      /* reg 2: C */
     assert_ptr_equal(touch(rc, pg_addr(f, 0), 1), a); /* A most recent: B, C, A */
     assert_int_equal(f->ndereg, 0);
 
@@ -477,11 +478,18 @@ static void test_merge_overlap(void **state)
     assert_int_equal(regcache_entry_len(m), 3 * f->page);
     assert_int_equal(f->ndereg, 5);
 
+    /* A miss overlapping only the head of an entry keeps its tail. */
+    touch(rc, pg_addr(f, 30), 3 * f->page);
+    m = touch(rc, pg_addr(f, 29), 2 * f->page);
+    assert_ptr_equal(regcache_entry_addr(m), pg_addr(f, 29));
+    assert_int_equal(regcache_entry_len(m), 4 * f->page);
+    assert_ptr_equal(touch(rc, pg_addr(f, 32), 1), m);
+
     /* Merging is neither eviction nor invalidation. */
     st = stats_of(rc);
     assert_int_equal(st.evictions, 0);
     assert_int_equal(st.invalidations, 0);
-    assert_int_equal(st.entries, 3);
+    assert_int_equal(st.entries, 4);
     regcache_destroy(rc);
     assert_int_equal(f->live, 0);
 }
@@ -657,14 +665,14 @@ static void test_destroy_deregs_once(void **state)
     /* Every kind of entry: cached unpinned, cached pinned, pinned and
      * invalidated, pinned and merged away, already evicted. */
     rc = mk(f, 4, 0);
-    touch(rc, pg_addr(f, 0), 1);                 /* reg 0: cached */
-    (void)get_ok(rc, pg_addr(f, 2), 1);          /* reg 1: pinned */
-    (void)get_ok(rc, pg_addr(f, 4), 1);          /* reg 2: pinned, invalidated */
+    touch(rc, pg_addr(f, 0), 1);        /* reg 0: cached */
+    (void)get_ok(rc, pg_addr(f, 2), 1); /* reg 1: pinned */
+    (void)get_ok(rc, pg_addr(f, 4), 1); /* reg 2: pinned, invalidated */
     regcache_invalidate(rc, pg_addr(f, 4), 1);
-    (void)get_ok(rc, pg_addr(f, 6), 1);          /* reg 3: pinned, merged into reg 4 */
+    (void)get_ok(rc, pg_addr(f, 6), 1);           /* reg 3: pinned, merged into reg 4 */
     (void)get_ok(rc, pg_addr(f, 6), 2 * f->page); /* reg 4: pinned */
-    touch(rc, pg_addr(f, 10), 1);                /* reg 5 */
-    touch(rc, pg_addr(f, 12), 1);                /* reg 6: evicts reg 0 */
+    touch(rc, pg_addr(f, 10), 1);                 /* reg 5 */
+    touch(rc, pg_addr(f, 12), 1);                 /* reg 6: evicts reg 0 */
     assert_int_equal(f->nreg, 7);
     assert_int_equal(f->ndereg, 1);
     assert_int_equal(f->dereg_order[0], 0);
@@ -680,7 +688,7 @@ static void test_stats(void **state)
 {
     fake_t *f = *state;
     regcache_t *rc = mk(f, 2, 0);
-    regcache_entry_t *p;
+    regcache_entry_t *p, *q[3];
     regcache_stats_t st;
 
     st = stats_of(rc);
@@ -697,19 +705,42 @@ static void test_stats(void **state)
     touch(rc, pg_addr(f, 2), 3 * f->page); /* miss */
     touch(rc, pg_addr(f, 3), 1);           /* hit */
     touch(rc, pg_addr(f, 8), 1);           /* miss, evicts [0,1) */
-    p = get_ok(rc, pg_addr(f, 8), 1);      /* hit */
-    regcache_invalidate(rc, pg_addr(f, 0), 9 * f->page); /* drops 2 */
-    touch(rc, pg_addr(f, 20), 1);          /* miss */
-    touch(rc, pg_addr(f, 22), 1);          /* miss, over: p pinned, evicts [20,21) */
+    p = get_ok(rc, pg_addr(f, 8), 1);      /* hit, stays pinned */
+    touch(rc, pg_addr(f, 20), 1);          /* miss, evicts [2,5) */
+    touch(rc, pg_addr(f, 22), 1);          /* miss, evicts [20,21), not p */
     st = stats_of(rc);
     assert_int_equal(st.hits, 3);
     assert_int_equal(st.misses, 5);
-    assert_int_equal(st.evictions, 2);
+    assert_int_equal(st.evictions, 3);
+    assert_int_equal(st.invalidations, 0);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(st.bytes, 2 * f->page);
+
+    regcache_invalidate(rc, pg_addr(f, 0), 23 * f->page); /* p and [22,23) */
+    st = stats_of(rc);
     assert_int_equal(st.invalidations, 2);
-    assert_int_equal(st.overflows, 0);
-    assert_int_equal(st.entries, 1);
-    assert_int_equal(st.bytes, f->page);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.bytes, 0);
     regcache_put(rc, p);
+
+    touch(rc, pg_addr(f, 30), 2 * f->page); /* miss */
+    q[0] = get_ok(rc, pg_addr(f, 40), 1);   /* miss */
+    q[1] = get_ok(rc, pg_addr(f, 42), 1);   /* miss, evicts [30,32) */
+    q[2] = get_ok(rc, pg_addr(f, 44), 1);   /* miss, over the bound */
+    st = stats_of(rc);
+    assert_int_equal(st.hits, 3);
+    assert_int_equal(st.misses, 9);
+    assert_int_equal(st.evictions, 4);
+    assert_int_equal(st.invalidations, 2);
+    assert_int_equal(st.overflows, 1);
+    assert_int_equal(st.entries, 3);
+    assert_int_equal(st.bytes, 3 * f->page);
+    for (int i = 0; i < 3; i++)
+        regcache_put(rc, q[i]); /* q[0] goes: back within the bound */
+    st = stats_of(rc);
+    assert_int_equal(st.evictions, 5);
+    assert_int_equal(st.overflows, 1);
+    assert_int_equal(st.entries, 2);
     regcache_destroy(rc);
 
     /* A NULL cache reads as empty. */
@@ -838,8 +869,7 @@ static void test_random(void **state)
             assert_true(g->addr <= a && a + len <= g->addr + g->len);
             for (size_t k = 0; k < ninv; k++)
                 if (id < inv[k].nreg && g->addr < inv[k].b && inv[k].a < g->addr + g->len)
-                    fail_msg("op %d: registration %zu returned after invalidation %zu", op,
-                             id, k);
+                    fail_msg("op %d: registration %zu returned after invalidation %zu", op, id, k);
             out[nout++] = e;
         } else if (r < 80 && nout > 0) {
             size_t k = (size_t)(rng_next(&seed) % nout);

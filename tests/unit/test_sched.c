@@ -607,6 +607,7 @@ static void advertise(uint32_t q, uint64_t epoch, size_t bytes)
 
     c->size = bytes;
     c->rkey.key = 5000 + q;
+    c->rkey.kind = 1; /* a real key: kind 0 means "no key, use my bounce slots" */
     c->flag = epoch;
 }
 

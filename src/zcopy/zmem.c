@@ -1,0 +1,161 @@
+#include "zcopy/zmem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+struct arcoll_mem {
+    struct arcoll_mem *next;
+    regcache_entry_t *ent; /* pinned until arcoll_mem_deregister */
+    char *addr;
+    size_t len;
+};
+
+static int zmem_reg_cb(void *arg, void *addr, size_t len, void **handle)
+{
+    chan_t *c = arg;
+    chan_mem_t *m = malloc(sizeof(*m));
+    int rc;
+
+    if (m == NULL)
+        return ARCOLL_ERR_NOMEM;
+    rc = c->ops->mem_reg(c, addr, len, m);
+    if (rc != ARCOLL_OK) {
+        free(m);
+        return rc;
+    }
+    *handle = m;
+    return ARCOLL_OK;
+}
+
+static void zmem_dereg_cb(void *arg, void *handle)
+{
+    chan_t *c = arg;
+
+    c->ops->mem_dereg(c, handle);
+    free(handle);
+}
+
+int zmem_create(struct arcoll_context *ctx)
+{
+    regcache_ops_t ops = {zmem_reg_cb, zmem_dereg_cb, ctx->chan};
+
+    return regcache_create(&ops, 0, ctx->cfg.regcache_max, &ctx->regcache);
+}
+
+void zmem_destroy(struct arcoll_context *ctx)
+{
+    while (ctx->user_mems != NULL) {
+        struct arcoll_mem *m = ctx->user_mems;
+        ctx->user_mems = m->next;
+        regcache_put(ctx->regcache, m->ent);
+        free(m);
+    }
+    regcache_destroy(ctx->regcache);
+    ctx->regcache = NULL;
+}
+
+static int zmem_user_covers(struct arcoll_context *ctx, const char *addr, size_t len)
+{
+    for (const struct arcoll_mem *m = ctx->user_mems; m != NULL; m = m->next)
+        if (addr >= m->addr && len <= m->len && (size_t)(addr - m->addr) <= m->len - len)
+            return 1;
+    return 0;
+}
+
+int zmem_get(struct arcoll_context *ctx, void *addr, size_t len, zmem_ref_t *ref)
+{
+    chan_t *c = ctx->chan;
+    int rc;
+
+    memset(ref, 0, sizeof(*ref));
+    /* The cache answers for memory the user registered, and for everything
+     * when ARCOLL_REGCACHE=on (the user then reports frees). */
+    if (ctx->cfg.regcache || zmem_user_covers(ctx, addr, len)) {
+        rc = regcache_get(ctx->regcache, addr, len, &ref->ent);
+        if (rc == ARCOLL_OK)
+            ref->mem = regcache_entry_handle(ref->ent);
+        return rc;
+    }
+    rc = c->ops->mem_reg(c, addr, len, &ref->own);
+    if (rc == ARCOLL_OK)
+        ref->mem = &ref->own;
+    return rc;
+}
+
+void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref)
+{
+    if (ref->ent != NULL)
+        regcache_put(ctx->regcache, ref->ent);
+    else if (ref->mem != NULL)
+        ctx->chan->ops->mem_dereg(ctx->chan, &ref->own);
+    memset(ref, 0, sizeof(*ref));
+}
+
+/* Public API: docs in arcoll.h. */
+
+int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *out)
+{
+    struct arcoll_mem *m;
+    int rc = core_ctx_check(ctx, "arcoll_mem_register");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (out == NULL || (addr == NULL && len > 0) || len == 0) {
+        log_err("arcoll_mem_register: %s", out == NULL ? "handle pointer is NULL"
+                                           : len == 0  ? "length is 0"
+                                                       : "address is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        log_err("arcoll_mem_register: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    rc = regcache_get(ctx->regcache, addr, len, &m->ent);
+    if (rc != ARCOLL_OK) {
+        log_err("arcoll_mem_register: registering %zu bytes at %p failed: %s", len, addr,
+                arcoll_strerror(rc));
+        free(m);
+        return rc;
+    }
+    m->addr = addr;
+    m->len = len;
+    m->next = ctx->user_mems;
+    ctx->user_mems = m;
+    *out = m;
+    return ARCOLL_OK;
+}
+
+int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_deregister");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    for (struct arcoll_mem **pp = &ctx->user_mems; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == mem) {
+            *pp = mem->next;
+            /* The memory may be freed next: no later call may find it cached. */
+            regcache_invalidate(ctx->regcache, mem->addr, mem->len);
+            regcache_put(ctx->regcache, mem->ent);
+            free(mem);
+            return ARCOLL_OK;
+        }
+    }
+    log_err("arcoll_mem_deregister: %p is not a registration of this context", (void *)mem);
+    return ARCOLL_ERR_INVALID;
+}
+
+int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_invalidate");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (len > 0)
+        regcache_invalidate(ctx->regcache, addr, len);
+    return ARCOLL_OK;
+}

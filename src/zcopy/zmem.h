@@ -1,0 +1,27 @@
+/* Registration of user buffers for the zero-copy path (docs/verbs.md,
+ * "Registration"): explicit registrations (arcoll_mem_register), an optional
+ * cache of implicit ones (ARCOLL_REGCACHE=on), and otherwise per-call
+ * registration, which can never meet a stale key. */
+#ifndef ARCOLL_ZCOPY_ZMEM_H
+#define ARCOLL_ZCOPY_ZMEM_H
+
+#include <stddef.h>
+
+#include "core/chan.h"
+#include "zcopy/regcache.h"
+
+struct arcoll_context;
+
+/* A registration in use by one collective. */
+typedef struct zmem_ref {
+    chan_mem_t *mem;       /* covers the buffer; mem->addr may be below it */
+    regcache_entry_t *ent; /* from the cache, or NULL */
+    chan_mem_t own;        /* per-call registration when not cached */
+} zmem_ref_t;
+
+int zmem_create(struct arcoll_context *ctx);
+void zmem_destroy(struct arcoll_context *ctx);
+int zmem_get(struct arcoll_context *ctx, void *addr, size_t len, zmem_ref_t *ref);
+void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref);
+
+#endif
