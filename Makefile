@@ -1,6 +1,6 @@
 # arcoll: one Makefile for the library, tools, benchmark and tests.
 #   make            library (shared + static), bench and test programs
-#   make check      unit tests (cmocka) and mpirun integration tests
+#   make check      unit tests (cmocka), mpirun integration tests, verbs tests in qemu guests
 #   make run        the main job: a short PAP-vs-Direct skew benchmark on 4 local ranks
 #   make asan       everything under AddressSanitizer + UBSan, then its check
 #   make install PREFIX=/usr/local
@@ -36,10 +36,10 @@ FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/tests/coll_test \
+PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf $(BUILD)/tests/coll_test \
 	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch
 
-.PHONY: all check unit integ run asan install uninstall deps format format-check clean
+.PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
 
 all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN)
 
@@ -84,6 +84,12 @@ $(BUILD)/bin/arcoll-bench: bench/arcoll_bench.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $< -o $@ $(LINK_SHARED) -lm
+
+# Channel-level latency/bandwidth (internal API, hence the static library).
+$(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
 $(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
 	@mkdir -p $(dir $@)
@@ -131,6 +137,10 @@ unit: all
 integ: all
 	@tests/integ/run.sh $(BUILD)
 
+# Only the Soft-RoCE guests: make vm [VM=single|pair|all]
+vm: all
+	@tests/vm/run.sh $(BUILD) $(or $(VM),all)
+
 run:
 	@scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all
@@ -140,7 +150,7 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" all
-	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	ARCOLL_VM=0 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 		UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) BUILD=build-asan \
 		OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \

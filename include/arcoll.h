@@ -76,6 +76,8 @@ int arcoll_finalize(arcoll_context_t ctx);
 
 int arcoll_context_rank(arcoll_context_t ctx);
 int arcoll_context_size(arcoll_context_t ctx);
+/* Number of nodes (hosts) the context's ranks span, from the bootstrap. */
+int arcoll_context_nnodes(arcoll_context_t ctx);
 
 /* The team of all ranks of the context, in rank order. */
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx);

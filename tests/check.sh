@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make check: unit tests, then integration tests; one closing line for both.
+# make check: unit tests, integration tests on this host, then the verbs tests in
+# Soft-RoCE guests; one closing line for all.
 set -u
 B=${1:-build}
 out=$(mktemp)
@@ -9,12 +10,15 @@ tests/run-unit.sh "$B" 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 tests/integ/run.sh "$B" 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# Soft-RoCE guests (verbs channel); skipped with a clear line where qemu cannot be had.
+tests/vm/run.sh "$B" all 2>&1 | tee -a "$out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 p=0
 f=0
 while read -r _ np _ nf _; do
     p=$((p + np))
     f=$((f + nf))
-done < <(grep -E '^(unit|integ): [0-9]+ passed, [0-9]+ failed$' "$out")
+done < <(grep -E '^(unit|integ|vm): [0-9]+ passed, [0-9]+ failed$' "$out")
 [ "$(grep -cE '^(unit|integ): ' "$out")" -eq 2 ] || { echo "check: a test stage printed no summary"; status=1; f=$((f + 1)); }
 echo
 echo "check: $p passed, $f failed"

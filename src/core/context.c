@@ -380,6 +380,11 @@ int arcoll_context_size(arcoll_context_t ctx)
     return core_ctx_check(ctx, "arcoll_context_size") == ARCOLL_OK ? ctx->boot->size : -1;
 }
 
+int arcoll_context_nnodes(arcoll_context_t ctx)
+{
+    return core_ctx_check(ctx, "arcoll_context_nnodes") == ARCOLL_OK ? ctx->boot->nnodes : -1;
+}
+
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
 {
     return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;

@@ -8,6 +8,7 @@
  *   coll_test skew ITERS US MODE    back-to-back calls under injected delays;
  *                                   MODE random (all ranks) or late (last rank)
  *   coll_test env                   sizes 0..1 MiB with the ARCOLL_* of the environment
+ *   coll_test realloc               zero-copy into freed and reallocated buffers
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
  *
@@ -253,6 +254,50 @@ static void test_env(arcoll_context_t ctx)
             }
 }
 
+/* Zero-copy into buffers that are freed and allocated again, as an application
+ * does: the same virtual address comes back with other pages, and no stale
+ * registration may send data to the old ones. Default per-call registration,
+ * explicit registration, and the cache with arcoll_mem_invalidate. */
+static void test_realloc(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t bytes = 256 * 1024, len = bytes * (size_t)nranks; /* mmap-sized: munmap on free */
+    uint64_t call = 1000;
+    char what[96];
+
+    set(ctx, "ARCOLL_PATH", "zcopy");
+    for (int mode = 0; mode < 3; mode++) {
+        set(ctx, "ARCOLL_REGCACHE", mode == 2 ? "on" : "off");
+        for (int it = 0; it < 6; it++) {
+            uint8_t *s = malloc(len), *r = malloc(len);
+            arcoll_mem_t mem = NULL;
+            int rc;
+            if (mode == 1) {
+                rc = arcoll_mem_register(ctx, r, len, &mem);
+                CHECK(rc == ARCOLL_OK, "arcoll_mem_register: %s", arcoll_strerror(rc));
+            }
+            fill(1, ++call, rank, nranks, bytes, s);
+            memset(r, 0, len);
+            rc = arcoll_alltoall(world, s, r, bytes);
+            snprintf(what, sizeof(what), "realloc mode %d iteration %d", mode, it);
+            CHECK(rc == ARCOLL_OK, "%s: %s", what, arcoll_strerror(rc));
+            if (rc == ARCOLL_OK)
+                CHECK(verify(1, call, rank, nranks, bytes, r, what) == 0, "%s: wrong data", what);
+            if (mem != NULL) {
+                rc = arcoll_mem_deregister(ctx, mem);
+                CHECK(rc == ARCOLL_OK, "arcoll_mem_deregister: %s", arcoll_strerror(rc));
+            }
+            if (mode == 2) {
+                arcoll_mem_invalidate(ctx, s, len);
+                arcoll_mem_invalidate(ctx, r, len);
+            }
+            free(s);
+            free(r);
+        }
+    }
+    set(ctx, "ARCOLL_REGCACHE", "off");
+}
+
 static void test_bad(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), t2;
@@ -407,6 +452,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
                   argc > 4 ? argv[4] : "random");
     else if (strcmp(mode, "env") == 0)
         test_env(ctx);
+    else if (strcmp(mode, "realloc") == 0)
+        test_realloc(ctx);
     else if (strcmp(mode, "bad") == 0)
         test_bad(ctx);
     else if (strcmp(mode, "kill") == 0) {
@@ -431,7 +478,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
             p += all[2 * i];
             f += all[2 * i + 1];
         }
-        printf("coll_test %s on %d ranks: %d passed, %d failed\n", mode, nranks, p, f);
+        printf("coll_test %s on %d ranks (%d nodes): %d passed, %d failed\n", mode, nranks,
+               arcoll_context_nnodes(ctx), p, f);
     }
     free(all);
     if (rc != ARCOLL_OK)

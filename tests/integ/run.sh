@@ -80,6 +80,7 @@ for n in 1 2 3 5 8; do
             ARCOLL_PATH=$path $MPIRUN -np $n "$T/coll_test" env
     done
 done
+run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
 # The test must be able to fail: with the epoch check disabled it has to see corruption.

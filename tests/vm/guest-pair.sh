@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Two guests, two nodes: node1 (192.168.77.1) serves, node2 (192.168.77.2) connects, over the
 # virtual Ethernet link between the two qemu processes. Run by init inside each guest.
-# Env from run.sh: ARCOLL_BUILD (host build dir), ARCOLL_PEER (the other guest's IPv4).
+# Env from run.sh: VM_BUILD (host build dir), VM_PEER (the other guest's IPv4).
 set -uo pipefail
 . "$(dirname "$0")/guest-lib.sh"
-B=${ARCOLL_BUILD:-}
-PEER=${ARCOLL_PEER:?ARCOLL_PEER not set}
+# shellcheck disable=SC2034 # for the hook at the end
+B=${VM_BUILD:-}
+PEER=${VM_PEER:?VM_PEER not set}
 P=$VMOUT/perftest
 mkdir -p "$P"
 ROLE=client
@@ -49,6 +50,7 @@ pair_perftest() {
             "$P/$name.client.txt") ;;
         esac
     fi
+    rxe_counters # cumulative; retries here mean a lossy or slow link
     if [ $rc -eq 0 ] && [ -n "$detail" ]; then
         verdict PASS "$name" "$detail"
     else
@@ -57,8 +59,6 @@ pair_perftest() {
 }
 pair_perftest ib_write_lat ib_write_lat -n 1000
 pair_perftest ib_write_bw ib_write_bw -s 65536 -n 500 --report_gbits
-step "rxe counters (non-zero; retries here mean a lossy/slow link)"
-rxe_counters
 
 # Open MPI inside one guest of the pair (eth0 only, no default route, no DNS).
 step "mpirun -np 2 hostname"
@@ -70,15 +70,40 @@ else
     verdict FAIL mpirun_hostname
 fi
 
-# ==== HOOK: arcoll across the two nodes ==================================================
-# Ranks are started per guest by $B/tests/tcp_launch (being written): each guest starts its
-# share of the job and the launcher wires them up over TCP between 192.168.77.1 and .2; node
-# grouping comes from the hostnames node1/node2. Expected shape (adjust to the launcher's CLI):
-#   timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_DEVICE=rxe0 ARCOLL_GID_INDEX="$G" \
-#       "$B/tests/tcp_launch" --server 192.168.77.1 --nodes 2 --node-rank "${MYIP##*.}" -n 2 \
-#       "$B/tests/coll_test" matrix >"$VMOUT/verbs_pair_matrix.log" 2>&1
-#   then: verdict PASS|FAIL verbs_pair_matrix (exit 0 and " 0 failed" in the log)
-# ==== end of hook ========================================================================
+# ==== arcoll across the two nodes =========================================================
+# Each guest starts its 2 ranks with tcp_launch (no ssh, no cross-guest PMIx server): the
+# ranks bootstrap through arcoll's out-of-band callbacks over TCP to node1, and group into
+# nodes by hostname (node1/node2), so the job is a real 2-node job. Each test gets its own
+# port so that a late guest never joins the previous test's rendezvous.
+NODE=0
+[ $ROLE = client ] && NODE=1
+PORT=23500
+ap() {
+    local name=$1 log rc ok=0
+    shift
+    log=$VMOUT/$name.log
+    PORT=$((PORT + 1))
+    step "arcoll verbs, 2 nodes x 2 ranks: $name: $*"
+    timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS="${AP_TIMEOUT_MS:-60000}" \
+        "$B/tests/tcp_launch" --nodes 2 --node $NODE --ppn 2 --server 192.168.77.1:$PORT \
+        --timeout 120 -- "$@" >"$log" 2>&1
+    rc=$?
+    tail -n 4 "$log"
+    # Rank 0 (node1) prints the job's summary, which names the node count.
+    if [ $rc -eq 0 ] && { [ $NODE = 1 ] || grep -q '(2 nodes): [0-9]* passed, 0 failed' "$log"; }; then
+        ok=1
+    fi
+    if [ $ok = 1 ]; then
+        verdict PASS "$name" "$(grep -m1 -E 'passed, [0-9]+ failed|KILL-OK' "$log")"
+    else
+        verdict FAIL "$name" "(exit $rc; see $name.log)"
+    fi
+}
+ap pair_matrix matrix
+ap pair_skew_random skew 300 200 random
+ARCOLL_NOTIFY=imm ap pair_imm_env env
+ap pair_bad_input bad
+# ==== end of arcoll tests ================================================================
 
 step "done"
 exit $VM_FAILED

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One guest: Soft-RoCE on eth0, verbs checked with the standard tools (server and client in the
 # same guest, talking through rxe0), Open MPI, then arcoll. Run by init inside the guest.
-# Env from run.sh: ARCOLL_BUILD (host build dir, readable at the same path here).
+# Env from run.sh: VM_BUILD (host build dir, readable at the same path here).
 # Keeps perftest's output in /tmp/vmout/perftest/ for comparing arcoll with it later.
 set -uo pipefail
 . "$(dirname "$0")/guest-lib.sh"
-B=${ARCOLL_BUILD:-}
+B=${VM_BUILD:-}
 P=$VMOUT/perftest
 mkdir -p "$P"
 
@@ -40,6 +40,7 @@ perftest() {
     wait $srv
     rc_s=$?
     cat "$P/$name.client.txt"
+    rxe_counters # cumulative
     case $tool in
     ib_write_lat) detail=$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print "t_avg " $6 " us, t_typical " $5 " us"}' \
         "$P/$name.client.txt") ;;
@@ -54,8 +55,6 @@ perftest() {
 }
 perftest ib_write_lat ib_write_lat -n 1000
 perftest ib_write_bw ib_write_bw -s 65536 -n 1000 --report_gbits
-step "rxe counters (non-zero)"
-rxe_counters
 
 # Open MPI in the guest: as root, one node, loopback plus eth0; no MCA settings needed.
 step "mpirun -np 2 hostname"
@@ -78,35 +77,61 @@ if [ -n "$B" ] && [ -x "$B/bin/arcoll_info" ]; then
         verdict FAIL arcoll_info_np2
     fi
 else
-    verdict FAIL arcoll_build "ARCOLL_BUILD='$B' has no bin/arcoll_info"
+    verdict FAIL arcoll_build "VM_BUILD='$B' has no bin/arcoll_info"
 fi
 
-# ==== HOOK: arcoll over verbs (rxe0) =====================================================
-# Off until the verbs channel lands (src/verbs/verbs_chan.c); try it with
-#   ARCOLL_VM_VERBS=1 tests/vm/run.sh build single
-# then make it unconditional. Each line: a test name, then the command; add more the same way
-# (coll_test skew, arcoll-bench -v, ARCOLL_NOTIFY=imm, ARCOLL_WIREUP=rdmacm, ...).
-# Compare latencies with $P/ib_write_lat.client.txt (TCG: correctness, not performance).
-arcoll_verbs() {
-    local name=$1 np=$2
-    shift 2
+# ==== arcoll over verbs (rxe0): the same test programs as on the shared-memory channel ====
+# av NAME NP EXPECT CMD...: mpirun -np NP CMD with ARCOLL_CHANNEL=verbs; EXPECT is ok (exit 0
+# and " 0 failed"), kill:N (N KILL-OK lines), or error:TEXT (must fail, log naming TEXT).
+# The device and GID are chosen automatically (docs/verbs.md); one test pins them.
+av() {
+    local name=$1 np=$2 expect=$3 log rc t0 t1 ok=0
+    shift 3
+    log=$VMOUT/$name.log
     step "arcoll verbs: $name: mpirun -np $np $*"
-    local log=$VMOUT/$name.log
-    timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_DEVICE=rxe0 ARCOLL_GID_INDEX="$G" \
-        mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$@" >"$log" 2>&1
-    local rc=$?
-    tail -n 5 "$log"
-    if [ $rc -eq 0 ] && grep -q ' 0 failed' "$log"; then
-        verdict PASS "$name" "$(grep -m1 'passed, [0-9]* failed' "$log")"
+    read -r t0 _ </proc/uptime
+    timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS="${AV_TIMEOUT_MS:-60000}" \
+        mpirun --oversubscribe --bind-to none ${AV_MPIRUN_ARGS:-} -np "$np" "$@" >"$log" 2>&1
+    rc=$?
+    read -r t1 _ </proc/uptime
+    tail -n 6 "$log"
+    case $expect in
+    ok) [ $rc -eq 0 ] && grep -q ' 0 failed' "$log" && ok=1 ;;
+    kill:*) [ "$(grep -c KILL-OK "$log")" -eq "${expect#kill:}" ] && ok=1 ;;
+    error:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "${expect#error:}" "$log" && ok=1 ;;
+    esac
+    if [ $ok = 1 ]; then
+        verdict PASS "$name" "$(grep -m1 -E 'passed, [0-9]+ failed|KILL-OK|arcoll-chanperf' "$log" ||
+            grep -m1 "${expect#error:}" "$log") [${t0}s..${t1}s]"
     else
-        verdict FAIL "$name" "(exit $rc, see $name.log)"
+        verdict FAIL "$name" "(exit $rc, expected $expect; see $name.log)"
     fi
 }
-if [ "${ARCOLL_VM_VERBS:-0}" = 1 ]; then
-    arcoll_verbs verbs_matrix_np2 2 "$B/tests/coll_test" matrix
-    arcoll_verbs verbs_matrix_np4 4 "$B/tests/coll_test" matrix
-fi
-# ==== end of hook ========================================================================
+T=$B/tests
+av verbs_info 1 ok bash -c "'$B/bin/arcoll_info' && echo 'info: 1 passed, 0 failed'"
+av verbs_matrix_np4 4 ok "$T/coll_test" matrix
+av verbs_matrix_np3 3 ok "$T/coll_test" matrix
+ARCOLL_NOTIFY=imm av verbs_imm_matrix_np3 3 ok "$T/coll_test" matrix
+ARCOLL_DEVICE=rxe0:1 ARCOLL_GID_INDEX="$G" av verbs_pinned_gid_env_np2 2 ok "$T/coll_test" env
+av verbs_skew_random_np4 4 ok "$T/coll_test" skew 1000 200 random
+av verbs_skew_late_np4 4 ok "$T/coll_test" skew 500 500 late
+ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok "$T/coll_test" skew 300 300 late
+av verbs_bad_input_np3 3 ok "$T/coll_test" bad
+av verbs_realloc_np2 2 ok "$T/coll_test" realloc
+ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok "$T/coll_test_fault" matrix
+# A wrong rkey must give the documented error (a remote access error), not a hang.
+ARCOLL_FAULT=bad_rkey ARCOLL_PATH=zcopy AV_TIMEOUT_MS=5000 \
+    av verbs_bad_rkey_np2 2 'error:remote access error' "$T/coll_test_fault" env
+# A rank that dies: the others must return an error within the timeout.
+AV_TIMEOUT_MS=5000 AV_MPIRUN_ARGS=--enable-recovery av verbs_kill_np4 4 kill:3 "$T/coll_test" kill
+av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 1:4096 -M 0,32 -i 20 -x 2 -v &&
+    echo 'bench: 1 passed, 0 failed'"
+# One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.
+av verbs_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanperf' 65536 1000 &&
+    echo 'chanperf: 1 passed, 0 failed'"
+ARCOLL_NOTIFY=imm av verbs_imm_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanperf' 65536 1000 &&
+    echo 'chanperf: 1 passed, 0 failed'"
+# ==== end of arcoll tests ================================================================
 
 step "done"
 exit $VM_FAILED

@@ -11,6 +11,7 @@ die() {
     echo "prepare: $*" >&2
     exit 1
 }
+trap 'echo "prepare: failed (line $LINENO): $BASH_COMMAND" >&2' ERR
 
 # Host side: qemu + busybox/cpio/kmod to build the initramfs; guest side (it runs the host's
 # root filesystem): iproute2's rdma tool, the rxe verbs provider, perftest, the dev headers.
@@ -47,7 +48,7 @@ fi
 mkdir -p "$C"
 KROOT=$C/kroot-$K
 if [ ! -f "$KROOT/boot/vmlinuz-$K" ]; then
-    deb=$(ls "$C"/linux-image-"$K"_*.deb 2>/dev/null | head -1 || true)
+    deb=$(find "$C" -maxdepth 1 -name "linux-image-${K}_*.deb" | head -1)
     if [ -z "$deb" ]; then
         echo "prepare: downloading linux-image-$K"
         # as root apt would download as _apt, who cannot write a private cache dir
@@ -55,7 +56,8 @@ if [ ! -f "$KROOT/boot/vmlinuz-$K" ]; then
         [ "$(id -u)" -ne 0 ] || sb=(-o APT::Sandbox::User=root)
         (cd "$C" && apt-get download -q "${sb[@]}" "linux-image-$K" >/dev/null) ||
             die "apt-get download linux-image-$K failed"
-        deb=$(ls "$C"/linux-image-"$K"_*.deb | head -1)
+        deb=$(find "$C" -maxdepth 1 -name "linux-image-${K}_*.deb" | head -1)
+        [ -n "$deb" ] || die "apt-get download left no linux-image-$K .deb"
     fi
     rm -rf "$KROOT.tmp"
     dpkg -x "$deb" "$KROOT.tmp" || die "dpkg -x $deb failed"
@@ -93,7 +95,7 @@ done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' | while read -r ko; do
 done
 [ -s "$ST/modules.order" ] || die "no modules collected"
 grep -qx rdma_rxe "$ST/modules.order" || die "rdma_rxe not in $K"
-echo "prepare: modules in load order:" $(cat "$ST/modules.order")
+echo "prepare: modules in load order: $(tr '\n' ' ' <"$ST/modules.order")"
 install -m 755 "$HERE/init" "$ST/init"
 (cd "$ST" && find . | cpio -o -H newc --quiet | gzip -1) >"$C/initramfs.cpio.gz.tmp"
 mv "$C/initramfs.cpio.gz.tmp" "$C/initramfs.cpio.gz"

@@ -4,10 +4,11 @@
 #   OUT_DIR   host directory shared writable; the guest sees it at /tmp/vmout and leaves
 #             guest.log (the script's output) and rc (its exit code) there
 #   NET_ARGS  qemu network options for eth0, one word-split string, e.g.
-#             "-nic user,model=virtio-net-pci" (default if empty)
+#             "-nic user,model=virtio-net-pci" (default if empty); romfile= on the NIC
+#             skips its iPXE boot ROM
 #   SCRIPT    path as seen in the guest (the host root is /; /tmp is the guest's own, the
 #             output dir is /tmp/vmout); none: interactive shell on the console
-#   KEY=VALUE extra kernel cmdline words: arcoll_hosts=..., ARCOLL_*=... (see init)
+#   KEY=VALUE extra kernel cmdline words: arcoll_hosts=..., ARCOLL_*=, VM_*= (see init)
 # Env: ARCOLL_VM_CACHE (prepare.sh's cache), SMP (default 2), MEM (2G), ACCEL (auto|tcg|kvm),
 #      ARCOLL_VM_TIMEOUT (s, default 600), ARCOLL_VM_RO (host dir to re-share read-only at
 #      its own path, for directories under /tmp, /run or /var/tmp that the guest's tmpfs hides)
@@ -20,10 +21,10 @@ OUT=$1 IP=$2 NAME=$3 NET=${4:-"-nic user,model=virtio-net-pci"}
 SCRIPT=${5:-}
 shift $(($# < 5 ? $# : 5))
 C=${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm}
-[ -f "$C/vmlinuz" ] && [ -f "$C/initramfs.cpio.gz" ] || {
+if [ ! -f "$C/vmlinuz" ] || [ ! -f "$C/initramfs.cpio.gz" ]; then
     echo "vm.sh: no kernel in $C: run tests/vm/prepare.sh first" >&2
     exit 2
-}
+fi
 mkdir -p "$OUT"
 rm -f "$OUT/rc" "$OUT/guest.log"
 
@@ -34,6 +35,7 @@ if [ "$ACCEL" = auto ]; then
     ACCEL=tcg
     if [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; then ACCEL=kvm; fi
 fi
+# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 case $ACCEL in
 kvm) CPU=(-accel kvm -cpu host) ;;
 *) CPU=(-accel tcg,thread=multi -cpu max) ;;
@@ -42,6 +44,7 @@ esac
 APPEND="console=ttyS0 quiet loglevel=4 panic=-1 arcoll_ip=$IP arcoll_host=$NAME"
 [ -n "$SCRIPT" ] && APPEND="$APPEND arcoll_script=$SCRIPT"
 RO=()
+# shellcheck disable=SC2054
 if [ -n "${ARCOLL_VM_RO:-}" ]; then
     RO=(-fsdev "local,id=ro,path=$ARCOLL_VM_RO,security_model=none,readonly=on,multidevs=remap"
         -device virtio-9p-pci,fsdev=ro,mount_tag=roshare)
