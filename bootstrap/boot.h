@@ -34,6 +34,9 @@ int boot_oob_create(const arcoll_oob_t *oob, boot_t **b);
  * (one allgather); shared by both implementations. */
 int boot_nodes_compute(boot_t *b);
 void boot_destroy(boot_t *b);
+/* Has the process of this pid (on this node) exited? A dead child that its
+ * launcher has not reaped yet (a zombie) counts as exited. */
+int boot_pid_gone(long pid);
 
 /* Topology (hwloc): processing units available on this node. */
 typedef struct boot_topo {

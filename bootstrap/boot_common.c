@@ -1,6 +1,8 @@
 /* Node layout shared by every bootstrap implementation, and teardown. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,4 +137,23 @@ void boot_destroy(boot_t *b)
         b->fini(b);
     free(b->node_of);
     free(b);
+}
+
+int boot_pid_gone(long pid)
+{
+    char path[64], buf[256], *p;
+    int gone = 0;
+    FILE *f;
+
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    f = fopen(path, "r");
+    if (f != NULL) {
+        if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
+            (p[2] == 'Z' || p[2] == 'X'))
+            gone = 1;
+        fclose(f);
+    }
+    return gone;
 }

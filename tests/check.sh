@@ -6,7 +6,10 @@ B=${1:-build}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-tests/run-unit.sh "$B" 2>&1 | tee -a "$out"
+# Unit tests under valgrind too, except in the sanitizer build (the two do not mix).
+vg=1
+[ -n "${ASAN_OPTIONS:-}" ] && vg=0
+UNIT_VALGRIND=$vg tests/run-unit.sh "$B" 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 tests/integ/run.sh "$B" 2>&1 | tee -a "$out"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

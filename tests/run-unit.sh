@@ -17,6 +17,11 @@ if [ $# -ne 1 ]; then
 fi
 build=$1
 timeout_s=${UNIT_TIMEOUT:-300}
+# UNIT_VALGRIND=1: run each test under valgrind; a memory error or leak fails it.
+wrap=()
+if [ "${UNIT_VALGRIND:-0}" = 1 ] && command -v valgrind >/dev/null 2>&1; then
+    wrap=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+fi
 
 total_pass=0
 total_fail=0
@@ -34,9 +39,9 @@ for bin in "$build"/tests/test_*; do
     nbin=$((nbin + 1))
 
     if command -v timeout >/dev/null 2>&1; then
-        out=$(CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "$bin" 2>&1)
+        out=$(CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "${wrap[@]}" "$bin" 2>&1)
     else
-        out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$bin" 2>&1)
+        out=$(CMOCKA_MESSAGE_OUTPUT=stdout "${wrap[@]}" "$bin" 2>&1)
     fi
     rc=$?
 

@@ -234,24 +234,8 @@ static int smp_progress(chan_t *c)
 static int smp_peer_check(chan_t *c, int peer)
 {
     smp_chan_t *s = (smp_chan_t *)c;
-    char path[64], buf[256], *p;
-    int dead = 0;
-    FILE *f;
 
-    if (kill(s->pids[peer], 0) != 0 && errno == ESRCH) {
-        dead = 1;
-    } else {
-        /* A dead child that its launcher has not reaped yet is a zombie. */
-        snprintf(path, sizeof(path), "/proc/%ld/stat", (long)s->pids[peer]);
-        f = fopen(path, "r");
-        if (f != NULL) {
-            if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
-                (p[2] == 'Z' || p[2] == 'X'))
-                dead = 1;
-            fclose(f);
-        }
-    }
-    if (!dead)
+    if (!boot_pid_gone(s->pids[peer]))
         return ARCOLL_OK;
     log_err("smp: rank %d (pid %ld) has exited", peer, (long)s->pids[peer]);
     return ARCOLL_ERR_PEER;

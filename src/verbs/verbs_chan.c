@@ -55,6 +55,8 @@ typedef struct verbs_stage_ent {
 /* What one rank tells all others at wire-up: header, then one QPN per rank. */
 typedef struct verbs_addr {
     uint32_t version;
+    int32_t pid; /* with host: lets peers on the same host see each other die */
+    char host[BOOT_HOSTNAME_MAX];
     uint16_t lid;
     uint8_t mtu;
     uint8_t has_gid;
@@ -62,7 +64,7 @@ typedef struct verbs_addr {
     uint32_t qpn[];
 } verbs_addr_t;
 
-#define VERBS_ADDR_VERSION 1
+#define VERBS_ADDR_VERSION 2
 
 typedef struct verbs_chan {
     chan_t super;
@@ -79,7 +81,9 @@ typedef struct verbs_chan {
     int imm;
     long timeout_ms;
     verbs_peer_t *peers;
+    int32_t *pids; /* of ranks on this host, 0 for the others */
     uint64_t outstanding;
+    int cq_room; /* CQEs the send CQ can still take: one per signaled WR in flight */
     char *stage;
     struct ibv_mr *stage_mr;
     uint64_t stage_head, stage_tail;
@@ -107,6 +111,7 @@ static int verbs_poll(verbs_chan_t *vc)
         log_err("verbs: ibv_poll_cq failed (%d)", n);
         return ARCOLL_ERR_CHANNEL;
     }
+    vc->cq_room += n;
     for (int i = 0; i < n; i++) {
         uint32_t peer = (uint32_t)(wc[i].wr_id >> VERBS_SEQ_BITS);
         uint64_t seq = wc[i].wr_id & ((1ULL << VERBS_SEQ_BITS) - 1);
@@ -176,7 +181,8 @@ static int verbs_wait_room(verbs_chan_t *vc, int peer, size_t stage_len)
     int rc;
 
     for (;;) {
-        int sq_ok = p->seq - p->done < VERBS_SQ_DEPTH - 1;
+        /* Room for this WR in the SQ, and for its CQE should it be signaled. */
+        int sq_ok = p->seq - p->done < VERBS_SQ_DEPTH - 1 && vc->cq_room > 0;
         int st_ok = stage_len == 0 ||
                     (VERBS_STAGE_SIZE - (vc->stage_head - vc->stage_tail) >= 2 * stage_len &&
                      vc->ent_head - vc->ent_tail < VERBS_STAGE_ENTS);
@@ -228,8 +234,10 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
         return ARCOLL_ERR_CHANNEL;
     }
     p->seq++;
-    if (signal)
+    if (signal) {
         p->unsignaled = 0;
+        vc->cq_room--;
+    }
     vc->outstanding++;
     return ARCOLL_OK;
 }
@@ -359,6 +367,12 @@ static int verbs_peer_check(chan_t *c, int peer)
 {
     verbs_chan_t *vc = (verbs_chan_t *)c;
 
+    /* On our host we can look at the process itself: the transport may keep
+     * acknowledging a dead peer's QP for a while (Soft-RoCE does). */
+    if (vc->pids[peer] > 0 && boot_pid_gone(vc->pids[peer])) {
+        log_err("verbs: rank %d (pid %d, on this host) has exited", peer, vc->pids[peer]);
+        return ARCOLL_ERR_PEER;
+    }
     if (vc->peers[peer].failed) {
         log_err("verbs: %s is unreachable (%s)", verbs_peer_desc(vc, peer),
                 ibv_wc_status_str((enum ibv_wc_status)vc->peers[peer].failed));
@@ -611,6 +625,8 @@ static int verbs_wireup(verbs_chan_t *vc)
         goto out;
     }
     mine->version = VERBS_ADDR_VERSION;
+    mine->pid = (int32_t)getpid();
+    snprintf(mine->host, sizeof(mine->host), "%s", b->hostname);
     mine->lid = vc->pa.lid;
     mine->mtu = (uint8_t)vc->pa.active_mtu;
     mine->has_gid = vc->gid_index >= 0;
@@ -628,6 +644,8 @@ static int verbs_wireup(verbs_chan_t *vc)
         goto out;
     for (int p = 0; p < b->size && rc == ARCOLL_OK; p++) {
         const verbs_addr_t *ra = (const verbs_addr_t *)(all + rec * (size_t)p);
+        /* A pid means something only on its own host (not a pretend node). */
+        vc->pids[p] = strncmp(ra->host, mine->host, sizeof(mine->host)) == 0 ? ra->pid : 0;
         if (p == b->rank)
             continue;
         if (ra->version != VERBS_ADDR_VERSION || ra->has_gid != mine->has_gid) {
@@ -659,6 +677,7 @@ static void verbs_destroy(chan_t *c)
             log_warn("verbs: ibv_destroy_qp failed: %s", strerror(rc));
     }
     free(vc->peers);
+    free(vc->pids);
     free(vc->ents);
     if (vc->stage_mr != NULL && (rc = ibv_dereg_mr(vc->stage_mr)) != 0)
         log_warn("verbs: ibv_dereg_mr (staging) failed: %s", strerror(rc));
@@ -727,6 +746,7 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
 {
     verbs_chan_t *vc;
     struct ibv_device_attr da;
+    long gid_want = cfg->gid_index;
     int cqe, rc;
 
     *out = NULL;
@@ -740,10 +760,32 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     vc->imm = cfg->notify == CORE_NOTIFY_IMM;
     vc->timeout_ms = cfg->timeout_ms;
     vc->max_inline = UINT32_MAX;
-    rc = verbs_dev_open(cfg->device, &vc->ctx, &vc->port, &vc->pa);
-    if (rc != ARCOLL_OK)
-        goto err;
-    rc = verbs_gid_choose(vc->ctx, vc->port, &vc->pa, cfg->gid_index, &vc->gid_index, &vc->gid);
+    if (cfg->wireup == CORE_WIREUP_RDMACM) {
+        /* librdmacm names device, port and GID from this host's IP address. */
+        char dev[80];
+        union ibv_gid want;
+        uint8_t port;
+        rc = verbs_rdmacm_resolve(cfg->device, dev, sizeof(dev) - 4, &port, &want);
+        if (rc != ARCOLL_OK)
+            goto err;
+        snprintf(dev + strlen(dev), 5, ":%u", port);
+        rc = verbs_dev_open(dev, &vc->ctx, &vc->port, &vc->pa);
+        if (rc != ARCOLL_OK)
+            goto err;
+        gid_want = cfg->gid_index >= 0 ? cfg->gid_index
+                                       : verbs_gid_find(vc->ctx, vc->port, &vc->pa, &want);
+        if (gid_want < 0) {
+            log_err("verbs: ARCOLL_WIREUP=rdmacm: the GID of the address is not in %s's table",
+                    dev);
+            rc = ARCOLL_ERR_CHANNEL;
+            goto err;
+        }
+    } else {
+        rc = verbs_dev_open(cfg->device, &vc->ctx, &vc->port, &vc->pa);
+        if (rc != ARCOLL_OK)
+            goto err;
+    }
+    rc = verbs_gid_choose(vc->ctx, vc->port, &vc->pa, gid_want, &vc->gid_index, &vc->gid);
     if (rc != ARCOLL_OK)
         goto err;
     rc = ARCOLL_ERR_CHANNEL;
@@ -757,17 +799,21 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
         goto err;
     }
     cqe = VERBS_SQ_DEPTH * (boot->size > 1 ? boot->size - 1 : 1);
-    vc->cq = ibv_create_cq(vc->ctx, cqe < da.max_cqe ? cqe : da.max_cqe, NULL, NULL, 0);
+    if (cqe > da.max_cqe)
+        cqe = da.max_cqe; /* then cq_room, not the SQs, bounds what is in flight */
+    vc->cq = ibv_create_cq(vc->ctx, cqe, NULL, NULL, 0);
     if (vc->cq == NULL) {
         log_err("verbs: ibv_create_cq(%d) failed: %s", cqe, strerror(errno));
         goto err;
     }
+    vc->cq_room = cqe;
     if (vc->imm && (rc = verbs_srq_fill(vc)) != ARCOLL_OK)
         goto err;
     rc = ARCOLL_ERR_NOMEM;
     vc->peers = calloc((size_t)boot->size, sizeof(*vc->peers));
+    vc->pids = calloc((size_t)boot->size, sizeof(*vc->pids));
     vc->ents = calloc(VERBS_STAGE_ENTS, sizeof(*vc->ents));
-    if (vc->peers == NULL || vc->ents == NULL ||
+    if (vc->peers == NULL || vc->pids == NULL || vc->ents == NULL ||
         posix_memalign((void **)&vc->stage, 4096, VERBS_STAGE_SIZE) != 0) {
         log_err("verbs: out of memory");
         goto err;

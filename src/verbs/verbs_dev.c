@@ -1,6 +1,9 @@
 /* Device, port and GID selection for the verbs channel, and the listing
  * that arcoll_info prints. docs/verbs.md, "Device and GID". */
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <rdma/rdma_cma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,4 +174,83 @@ void verbs_info_print(FILE *f)
         ibv_close_device(ctx);
     }
     ibv_free_device_list(list);
+}
+
+/* ARCOLL_WIREUP=rdmacm: ask librdmacm which device and port serve an IPv4
+ * address of this host (what rdma_cm would use to connect from it), and
+ * take the GID that carries that address. The first up, non-loopback IPv4
+ * interface that maps to an RDMA device (ARCOLL_DEVICE's, if set) wins. */
+int verbs_rdmacm_resolve(const char *want_dev, char *dev, size_t devlen, uint8_t *port,
+                         union ibv_gid *gid)
+{
+    struct ifaddrs *ifs, *ifa;
+    char name[64] = "";
+    int rc = ARCOLL_ERR_UNSUPPORTED;
+
+    if (want_dev != NULL && *want_dev)
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(want_dev, ":"), want_dev);
+    if (getifaddrs(&ifs) != 0) {
+        log_err("verbs: getifaddrs failed: %s", strerror(errno));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    for (ifa = ifs; ifa != NULL && rc != ARCOLL_OK; ifa = ifa->ifa_next) {
+        struct rdma_event_channel *ch;
+        struct rdma_cm_id *id;
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ifa->ifa_addr;
+        if (sin == NULL || sin->sin_family != AF_INET || !(ifa->ifa_flags & IFF_UP) ||
+            (ifa->ifa_flags & IFF_LOOPBACK))
+            continue;
+        ch = rdma_create_event_channel();
+        if (ch == NULL) {
+            log_err("verbs: rdma_create_event_channel failed: %s", strerror(errno));
+            rc = ARCOLL_ERR_CHANNEL;
+            break;
+        }
+        if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0) {
+            if (rdma_bind_addr(id, ifa->ifa_addr) == 0 && id->verbs != NULL &&
+                (!*name || strcmp(ibv_get_device_name(id->verbs->device), name) == 0)) {
+                snprintf(dev, devlen, "%s", ibv_get_device_name(id->verbs->device));
+                *port = id->port_num;
+                /* RoCE: ::ffff:a.b.c.d; InfiniBand: the source GID rdma_cm chose. */
+                memset(gid, 0, sizeof(*gid));
+                gid->raw[10] = gid->raw[11] = 0xff;
+                memcpy(&gid->raw[12], &sin->sin_addr, 4);
+                {
+                    struct ibv_port_attr pa;
+                    if (ibv_query_port(id->verbs, *port, &pa) == 0 &&
+                        pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+                        *gid = id->route.addr.addr.ibaddr.sgid;
+                }
+                log_debug("verbs: rdmacm maps %s (%s) to %s port %u", ifa->ifa_name,
+                          inet_ntoa(sin->sin_addr), dev, *port);
+                rc = ARCOLL_OK;
+            }
+            rdma_destroy_id(id);
+        } else {
+            log_err("verbs: rdma_create_id failed: %s", strerror(errno));
+        }
+        rdma_destroy_event_channel(ch);
+    }
+    freeifaddrs(ifs);
+    if (rc == ARCOLL_ERR_UNSUPPORTED)
+        log_err("verbs: ARCOLL_WIREUP=rdmacm: no IPv4 address of this host maps to %s%s",
+                *name ? "device " : "an RDMA device", name);
+    return rc;
+}
+
+/* The index of a GID in the port's table (prefer RoCE v2 among equal GIDs). */
+int verbs_gid_find(struct ibv_context *ctx, uint8_t port, const struct ibv_port_attr *pa,
+                   const union ibv_gid *gid)
+{
+    int best = -1;
+
+    for (int i = 0; i < pa->gid_tbl_len; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(ctx, port, (uint32_t)i, &e, 0) != 0 ||
+            memcmp(e.gid.raw, gid->raw, 16) != 0)
+            continue;
+        if (best < 0 || e.gid_type == IBV_GID_TYPE_ROCE_V2)
+            best = i;
+    }
+    return best;
 }

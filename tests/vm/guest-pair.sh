@@ -102,6 +102,7 @@ ap() {
 ap pair_matrix matrix
 ap pair_skew_random skew 300 200 random
 ARCOLL_NOTIFY=imm ap pair_imm_env env
+ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 ap pair_bad_input bad
 # ==== end of arcoll tests ================================================================
 

@@ -113,6 +113,7 @@ av verbs_matrix_np4 4 ok "$T/coll_test" matrix
 av verbs_matrix_np3 3 ok "$T/coll_test" matrix
 ARCOLL_NOTIFY=imm av verbs_imm_matrix_np3 3 ok "$T/coll_test" matrix
 ARCOLL_DEVICE=rxe0:1 ARCOLL_GID_INDEX="$G" av verbs_pinned_gid_env_np2 2 ok "$T/coll_test" env
+ARCOLL_WIREUP=rdmacm ARCOLL_LOG=info av verbs_rdmacm_env_np2 2 ok "$T/coll_test" env
 av verbs_skew_random_np4 4 ok "$T/coll_test" skew 1000 200 random
 av verbs_skew_late_np4 4 ok "$T/coll_test" skew 500 500 late
 ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok "$T/coll_test" skew 300 300 late

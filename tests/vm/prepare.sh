@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Prepare the Soft-RoCE test bed: host tools, a stock Debian kernel (which has rdma_rxe, unlike
 # the host's) and a tiny initramfs whose /init is tests/vm/init.
-# Usage: tests/vm/prepare.sh [CACHE_DIR]     (default ${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm})
+# Usage: tests/vm/prepare.sh [CACHE_DIR]     (default ${VMBED_CACHE:-$HOME/.cache/arcoll-vm})
 # Leaves CACHE_DIR/vmlinuz and CACHE_DIR/initramfs.cpio.gz. Idempotent: a second run only checks.
 # On failure the last line is "prepare: <reason>" (run.sh turns it into a skip).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-C=${1:-${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm}}
+C=${1:-${VMBED_CACHE:-$HOME/.cache/arcoll-vm}}
 die() {
     echo "prepare: $*" >&2
     exit 1

@@ -5,8 +5,8 @@
 #   pair    two guests = two nodes (node1, node2; 1 vCPU each) on a qemu UDP socket link
 # Logs: BUILD_DIR/vm/<guest>/{console.log,guest.log,rc,perftest/}. Last line:
 # "vm: N passed, N failed", or "vm: skipped: <reason>" (exit 0) when the bed cannot be had
-# (qemu/kernel not installable: not root, no apt) or ARCOLL_VM=0.
-# Env: ARCOLL_VM_CACHE, ARCOLL_VM_TIMEOUT (per guest, default 600 s), ARCOLL_VM_PORT (UDP
+# (qemu/kernel not installable: not root, no apt) or VMBED=0.
+# Env: VMBED_CACHE, VMBED_TIMEOUT (per guest, default 600 s), VMBED_PORT (UDP
 # base port for pair), other ARCOLL_*
 # (arcoll settings, forwarded into the guests).
 set -uo pipefail
@@ -22,18 +22,18 @@ case $MODE in single | pair | all) ;; *)
     exit 2
     ;;
 esac
-[ "${ARCOLL_VM:-1}" = 0 ] && skip "ARCOLL_VM=0"
+[ "${VMBED:-1}" = 0 ] && skip "VMBED=0"
 [ -d "$B" ] || {
     echo "vm: no build dir $B"
     echo "vm: 0 passed, 1 failed"
     exit 1
 }
 B=$(cd "$B" && pwd -P) # the guest sees host paths as they are: pass it an absolute, real one
-export ARCOLL_VM_CACHE=${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm}
-export ARCOLL_VM_TIMEOUT=${ARCOLL_VM_TIMEOUT:-600}
+export VMBED_CACHE=${VMBED_CACHE:-$HOME/.cache/arcoll-vm}
+export VMBED_TIMEOUT=${VMBED_TIMEOUT:-600}
 
 # qemu, the kernel and the initramfs (cached; installs as root). No bed: skip, not fail.
-if ! prep=$("$HERE/prepare.sh" "$ARCOLL_VM_CACHE" 2>&1); then
+if ! prep=$("$HERE/prepare.sh" "$VMBED_CACHE" 2>&1); then
     echo "$prep" | tail -n 5
     skip "$(echo "$prep" | grep '^prepare: ' | tail -1 | sed 's/^prepare: //')"
 fi
@@ -41,13 +41,13 @@ fi
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not found"
 
 # The guest mounts its own tmpfs on /tmp, /run and /var/tmp: a build dir there is re-shared.
-case $B/ in /tmp/* | /run/* | /var/tmp/*) export ARCOLL_VM_RO=$B ;; esac
-# Host arcoll settings (ARCOLL_*, not the harness's ARCOLL_VM_*) go into the guests as kernel
+case $B/ in /tmp/* | /run/* | /var/tmp/*) export VMBED_RO=$B ;; esac
+# Host arcoll settings (ARCOLL_*, not the harness's VMBED_*) go into the guests as kernel
 # cmdline words (so: no spaces); test switches go as VM_* (arcoll warns on unknown ARCOLL_*).
 FWD=(VM_BUILD="$B")
 while IFS= read -r kv; do
     [[ $kv == *[[:space:]]* ]] || FWD+=("$kv")
-done < <(env | grep -E '^ARCOLL_[A-Z0-9_]*=.' | grep -v '^ARCOLL_VM_')
+done < <(env | grep -E '^ARCOLL_[A-Z0-9_]*=.' | grep -v '^VMBED_')
 
 LOGS=$B/vm
 pass=0
@@ -84,7 +84,7 @@ report() {
     rc=$(cat "$d/rc" 2>/dev/null)
     if [ -z "$rc" ] || { [ "$rc" != 0 ] && [ $bad = 0 ]; } || [ $n = 0 ]; then
         local why="script exit $rc"
-        [ -z "$rc" ] && why="no result: qemu exit $qrc$([ "$qrc" = 124 ] && echo ", timed out after ${ARCOLL_VM_TIMEOUT}s")"
+        [ -z "$rc" ] && why="no result: qemu exit $qrc$([ "$qrc" = 124 ] && echo ", timed out after ${VMBED_TIMEOUT}s")"
         printf '%-4s %-32s %s\n' FAIL "vm/$g/guest" "($why)"
         fail=$((fail + 1))
         bad=1
@@ -101,7 +101,7 @@ report() {
 run_single() {
     local t=$SECONDS q
     stage "$LOGS/single" guest-single.sh
-    SMP=${ARCOLL_VM_SMP_SINGLE:-2} boot single 10.0.2.15/24 node1 \
+    SMP=${VMBED_SMP_SINGLE:-2} boot single 10.0.2.15/24 node1 \
         "-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0,romfile=" guest-single.sh
     wait $!
     q=$?
@@ -113,15 +113,15 @@ run_pair() {
     local t=$SECONDS p1 p2 q1 q2
     # A UDP socket link: each qemu sends its frames to the other's port on 127.0.0.1. (qemu's
     # TCP socket link delays small frames by tens of ms and drives rxe into retry storms.)
-    local port=${ARCOLL_VM_PORT:-$((20000 + RANDOM % 20000))}
+    local port=${VMBED_PORT:-$((20000 + RANDOM % 20000))}
     local hosts=arcoll_hosts=node1:192.168.77.1,node2:192.168.77.2
     stage "$LOGS/node1" guest-pair.sh
     stage "$LOGS/node2" guest-pair.sh
-    SMP=${ARCOLL_VM_SMP_PAIR:-1} boot node1 192.168.77.1/24 node1 \
+    SMP=${VMBED_SMP_PAIR:-1} boot node1 192.168.77.1/24 node1 \
         "-netdev socket,id=n0,udp=127.0.0.1:$((port + 2)),localaddr=127.0.0.1:$((port + 1)) -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:01,romfile=" \
         guest-pair.sh VM_PEER=192.168.77.2 $hosts
     p1=$!
-    SMP=${ARCOLL_VM_SMP_PAIR:-1} boot node2 192.168.77.2/24 node2 \
+    SMP=${VMBED_SMP_PAIR:-1} boot node2 192.168.77.2/24 node2 \
         "-netdev socket,id=n0,udp=127.0.0.1:$((port + 1)),localaddr=127.0.0.1:$((port + 2)) -device virtio-net-pci,netdev=n0,mac=52:54:00:77:00:02,romfile=" \
         guest-pair.sh VM_PEER=192.168.77.1 $hosts
     p2=$!

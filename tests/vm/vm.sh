@@ -9,8 +9,8 @@
 #   SCRIPT    path as seen in the guest (the host root is /; /tmp is the guest's own, the
 #             output dir is /tmp/vmout); none: interactive shell on the console
 #   KEY=VALUE extra kernel cmdline words: arcoll_hosts=..., ARCOLL_*=, VM_*= (see init)
-# Env: ARCOLL_VM_CACHE (prepare.sh's cache), SMP (default 2), MEM (2G), ACCEL (auto|tcg|kvm),
-#      ARCOLL_VM_TIMEOUT (s, default 600), ARCOLL_VM_RO (host dir to re-share read-only at
+# Env: VMBED_CACHE (prepare.sh's cache), SMP (default 2), MEM (2G), ACCEL (auto|tcg|kvm),
+#      VMBED_TIMEOUT (s, default 600), VMBED_RO (host dir to re-share read-only at
 #      its own path, for directories under /tmp, /run or /var/tmp that the guest's tmpfs hides)
 set -euo pipefail
 [ $# -ge 4 ] || {
@@ -20,7 +20,7 @@ set -euo pipefail
 OUT=$1 IP=$2 NAME=$3 NET=${4:-"-nic user,model=virtio-net-pci"}
 SCRIPT=${5:-}
 shift $(($# < 5 ? $# : 5))
-C=${ARCOLL_VM_CACHE:-$HOME/.cache/arcoll-vm}
+C=${VMBED_CACHE:-$HOME/.cache/arcoll-vm}
 if [ ! -f "$C/vmlinuz" ] || [ ! -f "$C/initramfs.cpio.gz" ]; then
     echo "vm.sh: no kernel in $C: run tests/vm/prepare.sh first" >&2
     exit 2
@@ -45,16 +45,16 @@ APPEND="console=ttyS0 quiet loglevel=4 panic=-1 arcoll_ip=$IP arcoll_host=$NAME"
 [ -n "$SCRIPT" ] && APPEND="$APPEND arcoll_script=$SCRIPT"
 RO=()
 # shellcheck disable=SC2054
-if [ -n "${ARCOLL_VM_RO:-}" ]; then
-    RO=(-fsdev "local,id=ro,path=$ARCOLL_VM_RO,security_model=none,readonly=on,multidevs=remap"
+if [ -n "${VMBED_RO:-}" ]; then
+    RO=(-fsdev "local,id=ro,path=$VMBED_RO,security_model=none,readonly=on,multidevs=remap"
         -device virtio-9p-pci,fsdev=ro,mount_tag=roshare)
-    APPEND="$APPEND arcoll_ro=$ARCOLL_VM_RO"
+    APPEND="$APPEND arcoll_ro=$VMBED_RO"
 fi
 [ $# -gt 0 ] && APPEND="$APPEND $*"
 
 # A guest that hangs must not hang CI: hard limit, then KILL if qemu ignores TERM.
 # shellcheck disable=SC2086
-exec timeout -k 10 "${ARCOLL_VM_TIMEOUT:-600}" qemu-system-x86_64 "${CPU[@]}" \
+exec timeout -k 10 "${VMBED_TIMEOUT:-600}" qemu-system-x86_64 "${CPU[@]}" \
     -m "${MEM:-2G}" -smp "${SMP:-2}" -machine q35 -nographic -no-reboot \
     -kernel "$C/vmlinuz" -initrd "$C/initramfs.cpio.gz" -append "$APPEND" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
