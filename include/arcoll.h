@@ -78,6 +78,9 @@ int arcoll_context_rank(arcoll_context_t ctx);
 int arcoll_context_size(arcoll_context_t ctx);
 /* Number of nodes (hosts) the context's ranks span, from the bootstrap. */
 int arcoll_context_nnodes(arcoll_context_t ctx);
+/* Memory this process has registered or shared for arcoll: every team's
+ * region (bounce and control slots) plus the channel's fixed buffers. */
+int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes);
 
 /* The team of all ranks of the context, in rank order. */
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx);

@@ -75,7 +75,8 @@ struct chan_ops {
 struct chan {
     const struct chan_ops *ops;
     boot_t *boot;
-    int zcopy; /* 1 if mem_reg works for every peer pair (agreed at init) */
+    int zcopy;          /* 1 if mem_reg works for every peer pair (agreed at init) */
+    size_t fixed_bytes; /* registered/shared memory of the channel itself */
 };
 
 /* Channel constructors (collective over the bootstrap). */

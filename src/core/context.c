@@ -385,6 +385,24 @@ int arcoll_context_nnodes(arcoll_context_t ctx)
     return core_ctx_check(ctx, "arcoll_context_nnodes") == ARCOLL_OK ? ctx->boot->nnodes : -1;
 }
 
+int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes)
+{
+    int rc = core_ctx_check(ctx, "arcoll_context_memory");
+    size_t sum;
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (bytes == NULL) {
+        log_err("arcoll_context_memory: bytes is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    sum = ctx->chan->fixed_bytes;
+    for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+        sum += t->region.len;
+    *bytes = sum;
+    return ARCOLL_OK;
+}
+
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
 {
     return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;

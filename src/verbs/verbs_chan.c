@@ -829,6 +829,7 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     if (rc != ARCOLL_OK)
         goto err;
     vc->super.zcopy = 1;
+    vc->super.fixed_bytes = VERBS_STAGE_SIZE;
     if (boot->rank == 0) {
         char g[64] = "none";
         if (vc->gid_index >= 0)
