@@ -36,7 +36,8 @@ FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf $(BUILD)/tests/coll_test \
+PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
+	$(BUILD)/bin/arcoll-pap-report $(BUILD)/tests/coll_test \
 	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch
 
 .PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
@@ -80,10 +81,25 @@ $(BUILD)/arcoll.pc: arcoll.pc.in
 # Programs link the shared library with an rpath to the build tree.
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 
-$(BUILD)/bin/arcoll-bench: bench/arcoll_bench.c $(BUILD)/lib/libarcoll.so
+BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $< -o $@ $(LINK_SHARED) -lm
+	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $(BENCH_SRC) -o $@ $(LINK_SHARED) -lm
+
+# The same benchmark with `mpi` as an algorithm (Open MPI's collectives under the same skew)
+# and an MPI bootstrap; built only where mpicc exists (Debian: libopenmpi-dev).
+MPICC ?= mpicc
+BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
+all: $(BENCH_MPI)
+
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \
+		$(if $(Q),echo "  LINK    $@";) \
+		OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -DARCOLL_BENCH_MPI \
+			$(BENCH_SRC) -o $@ $(LINK_SHARED) -lm; \
+	else echo "  SKIP    $@: no $(MPICC) (Debian package libopenmpi-dev)"; fi
 
 # Channel-level latency/bandwidth (internal API, hence the static library).
 $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
@@ -92,6 +108,12 @@ $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
 $(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+
+# Summary of an ARCOLL_PROFILE run (docs/profiling.md); its arithmetic is src/core/pap_stats.c.
+$(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
@@ -117,6 +139,14 @@ $(BUILD)/tests/coll_test_fault: tests/integ/coll_test.c $(FAULTLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
+
+# The benchmark's arithmetic, tested apart from any communication.
+$(BUILD)/tests/test_bench_stats: tests/unit/test_bench_stats.c bench/bench_stats.c \
+		bench/bench_stats.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< bench/bench_stats.c -o $@ \
+		$(shell pkg-config --libs cmocka) -lm $(EXTRA_LDFLAGS)
 
 # Unit tests see the internals: they link the static library.
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
@@ -166,12 +196,13 @@ install: all
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' arcoll.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc
-	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-pap-report \
+		$(DESTDIR)$(PREFIX)/bin/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/lib/libarcoll.* \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
-		$(DESTDIR)$(PREFIX)/bin/arcoll_info
+		$(DESTDIR)$(PREFIX)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/arcoll-pap-report
 
 deps:
 	@scripts/install-deps.sh

@@ -134,7 +134,8 @@ int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len);
  * the ARCOLL_* environment variables (e.g. "ARCOLL_ALLTOALL_ALG", "pap").
  * Every rank must set the same value between the same collectives. */
 int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value);
-/* Current value as a string (valid until the next config_set). */
+/* Current value as a string, in a buffer of the context that the next
+ * arcoll_config_get or arcoll_config_set overwrites. */
 const char *arcoll_config_get(arcoll_context_t ctx, const char *name);
 
 /* Human-readable description of a status code. */

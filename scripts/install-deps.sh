@@ -2,8 +2,10 @@
 # Install the Debian 12 packages arcoll needs to build, run and test, if any
 # are missing. As root it installs them; otherwise it names the command.
 set -eu
+# libopenmpi-dev: mpicc for arcoll-bench-mpi (Open MPI as a baseline); gnuplot-nox: the
+# benchmark's --plot (make run writes build/arcoll-run.png).
 PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibverbs-dev
-      librdmacm-dev openmpi-bin libopenmpi-dev"
+      librdmacm-dev openmpi-bin libopenmpi-dev gnuplot-nox"
 # Optional tools used by 'make check' when present (skipped with a notice otherwise).
 OPT_PKGS="valgrind clang-format"
 [ "${ARCOLL_DEPS_OPTIONAL:-1}" = 1 ] && PKGS="$PKGS $OPT_PKGS"

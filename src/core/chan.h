@@ -69,6 +69,8 @@ struct chan_ops {
     int (*progress)(chan_t *c);
     /* Is the peer still alive? (slow path, called while waiting on it) */
     int (*peer_check)(chan_t *c, int peer);
+    /* One line on the transport state toward the peer, for a timeout report. */
+    void (*peer_describe)(chan_t *c, int peer, char *buf, size_t len);
     void (*destroy)(chan_t *c);
 };
 
@@ -77,6 +79,9 @@ struct chan {
     boot_t *boot;
     int zcopy;          /* 1 if mem_reg works for every peer pair (agreed at init) */
     size_t fixed_bytes; /* registered/shared memory of the channel itself */
+    /* Message size per peer from which zero-copy beats the copy path on this
+     * channel (ARCOLL_ZCOPY_THRESHOLD=auto); measured, see docs/configuration.md. */
+    size_t zcopy_threshold;
 };
 
 /* Channel constructors (collective over the bootstrap). */

@@ -10,6 +10,7 @@
 
 #include "core/core.h"
 #include "core/log.h"
+#include "core/profile.h"
 
 #define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
 
@@ -168,7 +169,30 @@ static int coll_slow_path(coll_req_t *r, uint64_t now)
             "no data yet from team ranks %s; could not finish sending to team ranks %s",
             coll_name(r->type), (unsigned long long)r->epoch, r->alg->name, r->proto->name,
             r->bytes, t->ctx->cfg.timeout_ms, rx, tx);
+    /* What the transport knows about each peer we wait for, to tell a lost
+     * peer from a stuck link (logged, not returned). */
+    for (uint32_t peer = 0; c->ops->peer_describe != NULL && peer < t->size; peer++) {
+        coll_peer_t *p = &t->peers[peer];
+        char desc[160];
+        if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
+            continue;
+        c->ops->peer_describe(c, t->ranks[peer], desc, sizeof(desc));
+        log_warn("  team rank %u: rx %s (fragment %u), tx %s (fragment %u); %s", peer,
+                 p->rx_done ? "done" : "waiting", p->rx_frag,
+                 p->tx_state == COLL_TX_DONE ? "done"
+                 : p->tx_state               ? "active"
+                                             : "idle",
+                 p->tx_frag, desc);
+    }
     return ARCOLL_ERR_TIMEOUT;
+}
+
+/* The call is over with r->status: the profiler notes when (once per call,
+ * never in the polling loop). */
+static inline void coll_done(coll_req_t *r)
+{
+    if (__builtin_expect(r->prof_slot != 0, 0))
+        prof_call_end(r->team->ctx->prof, r);
 }
 
 static int coll_fail(coll_req_t *r, int rc)
@@ -177,6 +201,7 @@ static int coll_fail(coll_req_t *r, int rc)
     r->team->failed = rc;
     r->status = rc;
     r->active = 0;
+    coll_done(r);
     return rc;
 }
 
@@ -224,6 +249,7 @@ int coll_progress(coll_req_t *r)
             r->proto->finish(r);
             r->active = 0;
             r->status = ARCOLL_OK;
+            coll_done(r);
             return ARCOLL_OK;
         }
         if (outstanding < 0)
@@ -249,7 +275,7 @@ static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
 }
 
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
-               coll_req_t **out)
+               const void *site, coll_req_t **out)
 {
     struct arcoll_context *ctx = t->ctx;
     coll_req_t *r = &t->req;
@@ -298,8 +324,11 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
     r->alg = alg == CORE_ALG_DIRECT ? &coll_alg_direct : &coll_alg_pap;
     r->is_direct = alg == CORE_ALG_DIRECT;
     path = ctx->cfg.path;
-    if (path == CORE_PATH_AUTO)
-        path = bytes >= ctx->cfg.zcopy_threshold ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
+    if (path == CORE_PATH_AUTO) {
+        size_t thr = ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE ? ctx->chan->zcopy_threshold
+                                                                       : ctx->cfg.zcopy_threshold;
+        path = bytes >= thr ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
+    }
     if (path == CORE_PATH_ZCOPY && !ctx->chan->zcopy)
         path = CORE_PATH_COPY; /* the channel said so once, at init; all ranks agree */
     r->proto = path == CORE_PATH_ZCOPY ? &coll_proto_zcopy : &coll_proto_bounce;
@@ -318,6 +347,9 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
     r->next_check_ns = r->start_ns + COLL_CHECK_NS;
     r->active = 1;
     r->status = ARCOLL_INPROGRESS;
+    /* Arrival is start_ns: the call is accepted and nothing is sent yet. */
+    if (__builtin_expect(ctx->prof != NULL, 0))
+        prof_call_begin(ctx->prof, r, site);
 
     memcpy(r->rbuf + (size_t)t->rank * bytes, coll_src(r, t->rank), bytes);
     t->peers[t->rank].tx_state = COLL_TX_DONE;

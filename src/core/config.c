@@ -15,7 +15,9 @@ typedef struct cfg_var {
     const char *name;
     cfg_type_t type;
     size_t offset;
-    const char *const *values; /* CFG_ENUM: NULL-terminated, index = stored value */
+    /* CFG_ENUM: NULL-terminated, index = stored value; CFG_STRING: values[0]
+     * names the form of a non-default value (the default is stored as ""). */
+    const char *const *values;
     const char *dflt;
     long min, max; /* CFG_SIZE/CFG_LONG bounds */
     int agreed;    /* must be equal on every rank (part of the digest) */
@@ -30,6 +32,8 @@ static const char *const cfg_cma[] = {"auto", "off", NULL};
 static const char *const cfg_notify[] = {"flag", "imm", NULL};
 static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
 static const char *const cfg_onoff[] = {"off", "on", NULL};
+static const char *const cfg_device_form[] = {"name[:port]", NULL};
+static const char *const cfg_profile_form[] = {"FILE", NULL};
 
 #define CFG_OFF(f) offsetof(core_config_t, f)
 
@@ -42,8 +46,8 @@ static const cfg_var_t cfg_vars[] = {
      "allgather algorithm: direct or pap"},
     {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
-    {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "16k", 0, (long)1 << 40, 1,
-     "auto path: messages of at least this size per peer use zcopy"},
+    {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
+     1, "auto path: messages of at least this size per peer use zcopy; auto: the channel's"},
     {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
      "payload bytes of one bounce slot (2 per peer per team); larger messages fragment"},
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
@@ -53,8 +57,8 @@ static const cfg_var_t cfg_vars[] = {
      "busy polls before yielding the core (fewer when ranks outnumber cores)"},
     {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
      "smp zero-copy through process_vm_writev: auto (probe) or off (copy path)"},
-    {"ARCOLL_DEVICE", CFG_STRING, CFG_OFF(device), NULL, "auto", 0, CORE_CONFIG_STR - 1, 0,
-     "verbs device as name[:port]; auto: the first active port"},
+    {"ARCOLL_DEVICE", CFG_STRING, CFG_OFF(device), cfg_device_form, "auto", 0, CORE_CONFIG_STR - 1,
+     0, "verbs device as name[:port]; auto: the first active port"},
     {"ARCOLL_GID_INDEX", CFG_LONG, CFG_OFF(gid_index), NULL, "auto", -1, 255, 0,
      "verbs GID index; auto: the RoCE v2 GID of the port's IPv4 address, or none on IB"},
     {"ARCOLL_NOTIFY", CFG_ENUM, CFG_OFF(notify), cfg_notify, "flag", 0, 0, 1,
@@ -65,6 +69,9 @@ static const cfg_var_t cfg_vars[] = {
      "cache registrations of user buffers; on requires arcoll_mem_invalidate before free"},
     {"ARCOLL_REGCACHE_MAX", CFG_SIZE, CFG_OFF(regcache_max), NULL, "1g", 1 << 20, (long)1 << 46, 0,
      "bytes the registration cache keeps registered (LRU eviction)"},
+    {"ARCOLL_PROFILE", CFG_STRING, CFG_OFF(profile), cfg_profile_form, "off", 0,
+     CORE_CONFIG_PATH - 1, 0,
+     "record every collective's arrival/exit per rank into FILE.<rank> (arcoll-pap-report)"},
 };
 
 #define CFG_NVARS (sizeof(cfg_vars) / sizeof(cfg_vars[0]))
@@ -139,6 +146,10 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
         goto err_value;
     case CFG_SIZE: {
         size_t sz;
+        if (strcmp(v->dflt, "auto") == 0 && strcasecmp(value, "auto") == 0) {
+            *(size_t *)field = CORE_CONFIG_AUTO_SIZE; /* the channel decides */
+            return ARCOLL_OK;
+        }
         if (core_config_parse_size(value, &sz) != 0 || sz < (size_t)v->min || sz > (size_t)v->max)
             goto err_value;
         *(size_t *)field = sz;
@@ -147,7 +158,7 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
     case CFG_STRING:
         if (strlen(value) > (size_t)v->max)
             goto err_value;
-        snprintf(field, (size_t)v->max + 1, "%s", strcasecmp(value, "auto") == 0 ? "" : value);
+        snprintf(field, (size_t)v->max + 1, "%s", strcasecmp(value, v->dflt) == 0 ? "" : value);
         return ARCOLL_OK;
     case CFG_LONG: {
         char *end;
@@ -172,8 +183,8 @@ err_value:
         log_err("%s=%s is not valid; allowed values: %s", v->name, value ? value : "(null)",
                 allowed);
     } else if (v->type == CFG_STRING) {
-        log_err("%s=%s is not valid; expected auto or a name of at most %ld characters", v->name,
-                value ? value : "(null)", v->max);
+        log_err("%s=%s is not valid; expected %s or a name of at most %ld characters", v->name,
+                value ? value : "(null)", v->dflt, v->max);
     } else if (v->min < 0) {
         log_err("%s=%s is not valid; expected auto or an integer from 0 to %ld", v->name,
                 value ? value : "(null)", v->max);
@@ -244,14 +255,19 @@ const char *core_config_get(const core_config_t *cfg, const char *name, char *bu
     field = (const char *)cfg + v->offset;
     switch (v->type) {
     case CFG_ENUM: snprintf(buf, len, "%s", v->values[*(const int *)field]); break;
-    case CFG_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
+    case CFG_SIZE:
+        if (*(const size_t *)field == CORE_CONFIG_AUTO_SIZE)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%zu", *(const size_t *)field);
+        break;
     case CFG_LONG:
         if (v->min < 0 && *(const long *)field == v->min)
             snprintf(buf, len, "auto");
         else
             snprintf(buf, len, "%ld", *(const long *)field);
         break;
-    case CFG_STRING: snprintf(buf, len, "%s", *field ? field : "auto"); break;
+    case CFG_STRING: snprintf(buf, len, "%s", *field ? field : v->dflt); break;
     }
     return buf;
 }
@@ -275,14 +291,14 @@ uint64_t core_config_digest(const core_config_t *cfg)
 void core_config_print(const core_config_t *cfg, void *file)
 {
     FILE *f = file;
-    char buf[64], allowed[128];
+    char buf[CORE_CONFIG_PATH], allowed[128];
 
     for (size_t i = 0; i < CFG_NVARS; i++) {
         const cfg_var_t *v = &cfg_vars[i];
         if (v->type == CFG_ENUM)
             cfg_values_join(v, allowed, sizeof(allowed));
         else if (v->type == CFG_STRING)
-            snprintf(allowed, sizeof(allowed), "auto|name[:port]");
+            snprintf(allowed, sizeof(allowed), "%s|%s", v->dflt, v->values[0]);
         else if (v->min < 0)
             snprintf(allowed, sizeof(allowed), "auto|0..%ld", v->max);
         else

@@ -13,7 +13,9 @@ enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
 enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
 
-#define CORE_CONFIG_STR 64
+#define CORE_CONFIG_STR       64
+#define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
+#define CORE_CONFIG_PATH      256
 
 typedef struct core_config {
     int channel;
@@ -32,6 +34,8 @@ typedef struct core_config {
     int wireup;                   /* verbs: how the local address/GID is found */
     int regcache;                 /* cache implicit registrations (user reports frees) */
     size_t regcache_max;          /* bytes the cache may keep registered */
+    /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/core/profile.h) */
+    char profile[CORE_CONFIG_PATH];
 } core_config_t;
 
 /* Defaults, then every ARCOLL_* variable of the environment. */

@@ -5,6 +5,7 @@
 
 #include "core/core.h"
 #include "core/log.h"
+#include "core/profile.h"
 
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
@@ -173,6 +174,7 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
     chan_t *c = ctx->chan;
     struct arcoll_team *t = NULL;
     core_team_rec_t mine, *recs;
+    uint32_t id;
     int me, rc, brc;
 
     *out = NULL;
@@ -197,6 +199,8 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
         rc = brc;
         goto err_team;
     }
+    /* Every rank counts every creation, members or not: ids agree across ranks. */
+    id = ctx->next_team_id++;
     for (uint32_t j = 0; rc == ARCOLL_OK && t != NULL && j < t->size; j++) {
         const core_team_rec_t *rec = &recs[t->ranks[j]];
         if (!rec->member || rec->nranks != t->size || rec->hash != mine.hash) {
@@ -218,7 +222,7 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
         goto err_team;
     free(recs);
     if (t != NULL)
-        t->id = ctx->next_team_id++;
+        t->id = id;
     *out = t;
     return ARCOLL_OK;
 
@@ -241,8 +245,8 @@ static void core_ctx_unlink(struct arcoll_context *ctx)
 int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
 {
     struct arcoll_context *ctx;
-    uint64_t digest, *digests = NULL;
-    int *world = NULL;
+    uint64_t mine[2], *digests = NULL; /* per rank: settings digest, ARCOLL_PROFILE set */
+    int *world = NULL, profile = 0;
     int rc;
 
     if (out == NULL) {
@@ -279,18 +283,20 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
 
     /* Settings that change the wire protocol must agree, or peers would wait
      * for signals that never come. */
-    digests = malloc(sizeof(*digests) * (size_t)ctx->boot->size);
+    digests = malloc(sizeof(mine) * (size_t)ctx->boot->size);
     if (digests == NULL) {
         log_err("arcoll_init: out of memory");
         rc = ARCOLL_ERR_NOMEM;
         goto err_boot;
     }
-    digest = core_config_digest(&ctx->cfg);
-    rc = ctx->boot->allgather(ctx->boot, &digest, digests, sizeof(digest));
+    mine[0] = core_config_digest(&ctx->cfg);
+    mine[1] = ctx->cfg.profile[0] != '\0';
+    rc = ctx->boot->allgather(ctx->boot, mine, digests, sizeof(mine));
     if (rc != ARCOLL_OK)
         goto err_digests;
     for (int i = 0; i < ctx->boot->size; i++) {
-        if (digests[i] != digest) {
+        profile |= digests[2 * i + 1] != 0;
+        if (digests[2 * i] != mine[0]) {
             log_err("arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
                     "(channel, algorithms, path, thresholds and bounce size must agree)",
                     i, ctx->boot->rank);
@@ -318,6 +324,13 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     rc = core_team_create(ctx, world, ctx->boot->size, &ctx->teams);
     if (rc != ARCOLL_OK)
         goto err_world;
+    /* ARCOLL_PROFILE need not agree: the clock exchange involves every rank
+     * as soon as one profiles. */
+    if (profile) {
+        rc = prof_create(ctx, &ctx->prof);
+        if (rc != ARCOLL_OK)
+            goto err_teams;
+    }
     free(world);
     free(digests);
     if (ctx->oversubscribed && ctx->boot->local_rank == 0)
@@ -328,6 +341,8 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     *out = ctx;
     return ARCOLL_OK;
 
+err_teams:
+    core_team_free(ctx->teams);
 err_world:
     free(world);
 err_zmem:
@@ -352,6 +367,11 @@ int arcoll_finalize(arcoll_context_t ctx)
         return rc;
     for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
         lost |= t->failed == ARCOLL_ERR_PEER || t->failed == ARCOLL_ERR_TIMEOUT;
+    if (ctx->prof != NULL) {
+        prof_t *p = ctx->prof;
+        ctx->prof = NULL; /* its own collectives are not part of the profile */
+        prof_finalize(ctx, p, lost);
+    }
     /* Peers may still write into our regions until everyone is done; a lost
      * peer would make that barrier hang, so then we release locally. */
     if (!lost)
@@ -475,15 +495,16 @@ int arcoll_team_size(arcoll_team_t team)
     return core_team_check(team, "arcoll_team_size") == ARCOLL_OK ? (int)team->size : -1;
 }
 
+/* site: the application's return address, for the profiler. */
 static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, void *rbuf,
-                     size_t bytes, arcoll_request_t *req)
+                     size_t bytes, arcoll_request_t *req, const void *site)
 {
     coll_req_t *r;
     int rc = core_team_check(team, type == COLL_ALLTOALL ? "alltoall" : "allgather");
 
     if (rc != ARCOLL_OK)
         return rc;
-    rc = coll_start(team, type, sbuf, rbuf, bytes, &r);
+    rc = coll_start(team, type, sbuf, rbuf, bytes, site, &r);
     if (req != NULL) {
         /* A request that finished (or was a no-op) at once is handed back as NULL,
          * which test/wait treat as complete. */
@@ -495,12 +516,12 @@ static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, voi
 
 int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes)
 {
-    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, NULL);
+    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, NULL, __builtin_return_address(0));
 }
 
 int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes)
 {
-    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, NULL);
+    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, NULL, __builtin_return_address(0));
 }
 
 int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
@@ -510,7 +531,7 @@ int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t by
         log_err("arcoll_ialltoall: request pointer is NULL");
         return ARCOLL_ERR_INVALID;
     }
-    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, req);
+    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, req, __builtin_return_address(0));
 }
 
 int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
@@ -520,7 +541,7 @@ int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t b
         log_err("arcoll_iallgather: request pointer is NULL");
         return ARCOLL_ERR_INVALID;
     }
-    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, req);
+    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, req, __builtin_return_address(0));
 }
 
 static int core_req_check(arcoll_request_t *req, coll_req_t **out)
@@ -592,8 +613,9 @@ int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value)
 
     if (rc != ARCOLL_OK)
         return rc;
-    if (name != NULL && strcmp(name, "ARCOLL_CHANNEL") == 0) {
-        log_err("ARCOLL_CHANNEL can only be chosen at arcoll_init");
+    if (name != NULL &&
+        (strcmp(name, "ARCOLL_CHANNEL") == 0 || strcmp(name, "ARCOLL_PROFILE") == 0)) {
+        log_err("%s can only be chosen at arcoll_init", name);
         return ARCOLL_ERR_CONFIG;
     }
     return core_config_set(&ctx->cfg, name, value);

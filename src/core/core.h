@@ -74,14 +74,16 @@ struct coll_req {
     int zc_bounce; /* zcopy: our buffer is unregistered, peers use our bounce slots */
     int active;
     int status;
-    int deferred; /* error to report once every peer has been served */
+    int deferred;     /* error to report once every peer has been served */
+    size_t prof_slot; /* profiler record + 1; 0: not recorded (src/core/profile.h) */
 };
 
 struct arcoll_team {
     uint64_t magic;
     struct arcoll_context *ctx;
     struct arcoll_team *next;
-    uint32_t id;
+    uint32_t id; /* creation order in the context: equal on every member (and shared by
+                  * the teams of one split) */
     uint32_t rank, size;
     int *ranks; /* team rank -> context rank */
     wire_layout_t layout;
@@ -105,7 +107,8 @@ struct arcoll_context {
     struct arcoll_team *teams; /* world first */
     regcache_t *regcache;      /* registrations of user buffers (zcopy) */
     struct arcoll_mem *user_mems;
-    char cfgbuf[64];
+    struct prof *prof; /* PAP profiler, when any rank sets ARCOLL_PROFILE */
+    char cfgbuf[CORE_CONFIG_PATH];
 };
 
 /* Source of the block for a peer, and where it lands at the peer. */
@@ -127,9 +130,9 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 /* The size in a peer's advertisement/slot differs from ours. */
 int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
 
-/* Engine (src/core/coll.c). */
+/* Engine (src/core/coll.c). site: the application's call site (profiler), or NULL. */
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
-               coll_req_t **out);
+               const void *site, coll_req_t **out);
 int coll_progress(coll_req_t *r);
 int coll_wait(coll_req_t *r);
 /* For algorithms: start/continue writing to one peer; continue every peer

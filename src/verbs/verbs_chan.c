@@ -381,6 +381,25 @@ static int verbs_peer_check(chan_t *c, int peer)
     return ARCOLL_OK;
 }
 
+static void verbs_peer_describe(chan_t *c, int peer, char *buf, size_t len)
+{
+    static const char *const states[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    verbs_peer_t *p = &vc->peers[peer];
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    const char *st = "?";
+
+    if (p->qp != NULL && ibv_query_qp(p->qp, &a, IBV_QP_STATE, &ia) == 0 &&
+        a.qp_state < sizeof(states) / sizeof(states[0]))
+        st = states[a.qp_state];
+    snprintf(buf, len,
+             "verbs QP %u to rank %d: %s, WRs posted %llu, completed %llu, cq room %d%s%s",
+             p->qp ? p->qp->qp_num : 0, peer, st, (unsigned long long)p->seq,
+             (unsigned long long)p->done, vc->cq_room, p->failed ? ", failed: " : "",
+             p->failed ? ibv_wc_status_str((enum ibv_wc_status)p->failed) : "");
+}
+
 static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *mem)
 {
     struct ibv_mr *mr =
@@ -511,6 +530,7 @@ static const struct chan_ops verbs_ops = {
     .put_u64 = verbs_put_u64,
     .progress = verbs_progress,
     .peer_check = verbs_peer_check,
+    .peer_describe = verbs_peer_describe,
     .destroy = verbs_destroy,
 };
 
@@ -757,6 +777,8 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     }
     vc->super.ops = &verbs_ops;
     vc->super.boot = boot;
+    /* Past a few packets the staging copy costs more than a registration. */
+    vc->super.zcopy_threshold = 16u << 10;
     vc->imm = cfg->notify == CORE_NOTIFY_IMM;
     vc->timeout_ms = cfg->timeout_ms;
     vc->max_inline = UINT32_MAX;

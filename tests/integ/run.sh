@@ -106,9 +106,29 @@ if [ -x "$T/tcp_launch" ]; then
         --server 127.0.0.1:$port -- matrix & '$T/tcp_launch' --nodes 2 --node 0 --ppn 2 \
         --server 127.0.0.1:$port -- matrix; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
 fi
-# The benchmark validates its data while measuring.
-run bench-3-validate ok bash -c "$MPIRUN -np 3 $B/bin/arcoll-bench -m 1:16k -M 0,16 -i 20 -x 2 -v \
-    && echo 'bench: 1 passed, 0 failed'"
+# The PAP profiler: ARCOLL_PROFILE runs, arcoll-pap-report on them, and the report's errors.
+run pap-profile ok "$(dirname "$0")/pap_profile.sh" "$B"
+# The benchmark in each of its modes, validating every iteration of every algorithm (-c).
+BENCH="$B/bin/arcoll-bench"
+QUICK="-m 1:16k -i 20 -x 2 -c -q"
+run bench-1-random ok $MPIRUN -np 1 $BENCH $QUICK -M 0,16
+run bench-3-random-spin ok $MPIRUN -np 3 $BENCH $QUICK -M 0,16 -s spin -f
+run bench-4-random-sleep ok $MPIRUN -np 4 $BENCH $QUICK -M 0,16 -s sleep
+run bench-4-late ok $MPIRUN -np 4 $BENCH $QUICK -L 0.25,0.75 -M 32 -t alltoall
+run bench-3-late-delays-csv ok $MPIRUN -np 3 $BENCH $QUICK -L 0.5 -M 8 --arrivals delays \
+    -p copy -F csv
+run bench-2-zcopy-json ok $MPIRUN -np 2 $BENCH $QUICK -M 8 -p zcopy -F json -t allgather
+if command -v gnuplot >/dev/null; then
+    run bench-2-plot ok $MPIRUN -np 2 $BENCH $QUICK -M 0,8,32 --plot "$LOG/bench-2-plot.png"
+fi
+# The MPI build: Open MPI's own collectives under the same skew, arcoll bootstrapped over MPI.
+if [ -x "$B/bin/arcoll-bench-mpi" ]; then
+    MPIYIELD="$MPIRUN --mca mpi_yield_when_idle 1"
+    run bench-mpi-4-random ok $MPIYIELD -np 4 "$B/bin/arcoll-bench-mpi" $QUICK \
+        -a pap,direct,mpi -M 0,16
+    run bench-mpi-3-late ok $MPIYIELD -np 3 "$B/bin/arcoll-bench-mpi" $QUICK \
+        -a mpi,pap -L 0.25 -M 32 -F csv
+fi
 
 echo "integ: $pass passed, $fail failed"
 [ $fail -eq 0 ] || { echo "failed: ${failed_names[*]}"; exit 1; }

@@ -98,7 +98,19 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.alltoall_alg, CORE_ALG_PAP);
     assert_int_equal(cfg.allgather_alg, CORE_ALG_PAP);
     assert_int_equal(cfg.path, CORE_PATH_AUTO);
-    assert_int_equal(cfg.zcopy_threshold, 16384);
+    /* "auto": each channel brings its own measured crossover. */
+    assert_true(cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE);
+    {
+        char buf[32];
+        assert_string_equal(core_config_get(&cfg, "ARCOLL_ZCOPY_THRESHOLD", buf, sizeof(buf)),
+                            "auto");
+        assert_int_equal(core_config_set(&cfg, "ARCOLL_ZCOPY_THRESHOLD", "64k"), ARCOLL_OK);
+        assert_int_equal(cfg.zcopy_threshold, 65536);
+        assert_int_equal(core_config_set(&cfg, "ARCOLL_ZCOPY_THRESHOLD", "AUTO"), ARCOLL_OK);
+        assert_true(cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE);
+        /* Only variables whose default is auto take it. */
+        assert_int_equal(core_config_set(&cfg, "ARCOLL_BOUNCE_SIZE", "auto"), ARCOLL_ERR_CONFIG);
+    }
     assert_int_equal(cfg.bounce_size, 16384);
     assert_int_equal(cfg.timeout_ms, 60000);
     assert_int_equal(cfg.log_level, CORE_LOG_WARN);
@@ -109,7 +121,7 @@ static void test_defaults(void **state)
     assert_string_equal(get(&cfg, "ARCOLL_ALLTOALL_ALG"), "pap");
     assert_string_equal(get(&cfg, "ARCOLL_ALLGATHER_ALG"), "pap");
     assert_string_equal(get(&cfg, "ARCOLL_PATH"), "auto");
-    assert_string_equal(get(&cfg, "ARCOLL_ZCOPY_THRESHOLD"), "16384");
+    assert_string_equal(get(&cfg, "ARCOLL_ZCOPY_THRESHOLD"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_BOUNCE_SIZE"), "16384");
     assert_string_equal(get(&cfg, "ARCOLL_TIMEOUT_MS"), "60000");
     assert_string_equal(get(&cfg, "ARCOLL_LOG"), "warn");

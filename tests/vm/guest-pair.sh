@@ -81,14 +81,16 @@ PORT=23500
 ap() {
     local name=$1 log rc ok=0
     shift
+    [[ -z ${VM_ONLY:-} || $name =~ $VM_ONLY ]] || return 0
     log=$VMOUT/$name.log
     PORT=$((PORT + 1))
     step "arcoll verbs, 2 nodes x 2 ranks: $name: $*"
-    timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS="${AP_TIMEOUT_MS:-60000}" \
+    timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS="${AP_TIMEOUT_MS:-30000}" \
         "$B/tests/tcp_launch" --nodes 2 --node $NODE --ppn 2 --server 192.168.77.1:$PORT \
         --timeout 120 -- "$@" >"$log" 2>&1
     rc=$?
     tail -n 4 "$log"
+    rxe_counters
     # Rank 0 (node1) prints the job's summary, which names the node count.
     if [ $rc -eq 0 ] && { [ $NODE = 1 ] || grep -q '(2 nodes): [0-9]* passed, 0 failed' "$log"; }; then
         ok=1

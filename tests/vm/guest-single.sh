@@ -87,6 +87,7 @@ fi
 av() {
     local name=$1 np=$2 expect=$3 log rc t0 t1 ok=0
     shift 3
+    [[ -z ${VM_ONLY:-} || $name =~ $VM_ONLY ]] || return 0
     log=$VMOUT/$name.log
     step "arcoll verbs: $name: mpirun -np $np $*"
     read -r t0 _ </proc/uptime
@@ -95,6 +96,7 @@ av() {
     rc=$?
     read -r t1 _ </proc/uptime
     tail -n 6 "$log"
+    rxe_counters
     case $expect in
     ok) [ $rc -eq 0 ] && grep -q ' 0 failed' "$log" && ok=1 ;;
     kill:*) [ "$(grep -c KILL-OK "$log")" -eq "${expect#kill:}" ] && ok=1 ;;

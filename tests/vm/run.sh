@@ -45,6 +45,8 @@ case $B/ in /tmp/* | /run/* | /var/tmp/*) export VMBED_RO=$B ;; esac
 # Host arcoll settings (ARCOLL_*, not the harness's VMBED_*) go into the guests as kernel
 # cmdline words (so: no spaces); test switches go as VM_* (arcoll warns on unknown ARCOLL_*).
 FWD=(VM_BUILD="$B")
+# VMBED_ONLY=REGEX: run only the arcoll tests whose name matches (debugging a failure).
+[ -n "${VMBED_ONLY:-}" ] && FWD+=(VM_ONLY="$VMBED_ONLY")
 while IFS= read -r kv; do
     [[ $kv == *[[:space:]]* ]] || FWD+=("$kv")
 done < <(env | grep -E '^ARCOLL_[A-Z0-9_]*=.' | grep -v '^VMBED_')
@@ -134,13 +136,30 @@ run_pair() {
     echo "vm: pair of guests took $((SECONDS - t)) s"
 }
 
+# Two TCG guests on a loaded 2-core host have stalled once (writes from one node never became
+# visible within the timeout; docs/verbs.md, "Soft-RoCE test bed"). A failed pair is run once
+# more: the first attempt's failures stay printed above and its logs are kept, marked FLAKY.
+run_pair_retry() {
+    local p0=$pass f0=$fail
+    run_pair
+    [ $fail -eq $f0 ] && return
+    echo "FLAKY vm/pair: attempt 1 had $((fail - f0)) failure(s) (logs: $LOGS/pair-attempt1);" \
+        "running the pair once more"
+    rm -rf "$LOGS/pair-attempt1"
+    mkdir -p "$LOGS/pair-attempt1"
+    mv "$LOGS/node1" "$LOGS/node2" "$LOGS/pair-attempt1/"
+    pass=$p0
+    fail=$f0
+    run_pair
+}
+
 mkdir -p "$LOGS"
 case $MODE in
 single) run_single ;;
-pair) run_pair ;;
+pair) run_pair_retry ;;
 all)
     run_single
-    run_pair
+    run_pair_retry
     ;;
 esac
 echo "vm: $pass passed, $fail failed"
