@@ -124,13 +124,13 @@ $(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
-$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
 
 # coll_test across hosts: one launcher per node, bootstrap callbacks over TCP.
-$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c tests/integ/coll_test.c tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread

@@ -25,6 +25,7 @@
 
 #define COLL_TEST_NO_MAIN
 #include "coll_test.c"
+#include "launch_verdict.h"
 
 /* coll_test keeps member lists in arrays of 64 (sub-team) and 256 ints. */
 #define FORK_MAX_RANKS 64
@@ -217,16 +218,8 @@ int main(int argc, char **argv)
             expect_kill = kill_mode && r == n - 1;
             if (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0))
                 atomic_store(&sh->broken, 1); /* survivors must not wait for it */
-            if (expect_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
-                            : WIFEXITED(st) && WEXITSTATUS(st) == 0)
-                continue;
-            ok = 0;
-            if (WIFSIGNALED(st))
-                fprintf(stderr, "fork_test: rank %d killed by signal %d%s\n", r, WTERMSIG(st),
-                        expect_kill ? "" : " (unexpected)");
-            else
-                fprintf(stderr, "fork_test: rank %d exited with status %d%s\n", r, WEXITSTATUS(st),
-                        expect_kill ? ", expected death by SIGKILL" : "");
+            if (!launch_rank_ok("fork_test", r, st, expect_kill))
+                ok = 0;
             continue;
         }
         if (p < 0 && errno != EINTR) {

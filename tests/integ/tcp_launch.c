@@ -42,6 +42,7 @@
 
 #define COLL_TEST_NO_MAIN
 #include "coll_test.c"
+#include "launch_verdict.h"
 
 /* coll_test keeps member lists in arrays of 64 (sub-team) and 256 ints. */
 #define TCP_MAX_RANKS 64
@@ -864,17 +865,8 @@ int main(int argc, char **argv)
             }
             int r = op.node * op.ppn + i;
             expect_kill = op.kill_mode && r == op.size - 1;
-            good = expect_kill ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL
-                               : WIFEXITED(st) && WEXITSTATUS(st) == 0;
-            if (good)
-                continue;
-            ok = 0;
-            if (WIFSIGNALED(st))
-                fprintf(stderr, "tcp_launch: rank %d killed by signal %d%s\n", r, WTERMSIG(st),
-                        expect_kill ? "" : " (unexpected)");
-            else
-                fprintf(stderr, "tcp_launch: rank %d exited with status %d%s\n", r, WEXITSTATUS(st),
-                        expect_kill ? ", expected death by SIGKILL" : "");
+            if (!launch_rank_ok("tcp_launch", r, st, expect_kill))
+                ok = 0;
             continue;
         }
         if (p < 0 && errno != EINTR) {
