@@ -241,6 +241,8 @@ int coll_progress(coll_req_t *r)
             return coll_fail(r, rc);
     }
     if (!r->tx_left && !r->rx_left) {
+        /* The first count predates this pass's writes: count again before
+         * declaring the sends locally complete. */
         if (outstanding == 0)
             outstanding = c->ops->progress(c);
         if (outstanding == 0 && r->deferred)
