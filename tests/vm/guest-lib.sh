@@ -93,6 +93,27 @@ rxe_counters() {
     echo "rxe counters:${out:- all zero}"
 }
 
+# perftest_summary TOOL FILE: the client's result line, as a verdict detail (empty if none)
+perftest_summary() {
+    case $1 in
+    ib_write_lat) awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print "t_avg " $6 " us, t_typical " $5 " us"}' "$2" ;;
+    ib_write_bw) awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print "BW average " $4 " Gb/s"}' "$2" ;;
+    esac
+}
+
+# check_mpirun: Open MPI starts 2 ranks in this guest (needs no MCA settings here)
+check_mpirun() {
+    local out
+    step "mpirun -np 2 hostname"
+    out=$(timeout 60 mpirun --oversubscribe -np 2 hostname 2>&1)
+    echo "$out"
+    if [ "$(grep -cx "$(hostname)" <<<"$out")" -eq 2 ]; then
+        verdict PASS mpirun_hostname
+    else
+        verdict FAIL mpirun_hostname
+    fi
+}
+
 # Open MPI as root inside the guest: allow root, allow more ranks than vCPUs.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1

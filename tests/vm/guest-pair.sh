@@ -43,12 +43,7 @@ pair_perftest() {
         retry 30 timeout 120 "$tool" -d rxe0 -x "$G" -F "$@" "$PEER" >"$P/$name.client.txt" 2>&1
         rc=$?
         cat "$P/$name.client.txt"
-        case $tool in
-        ib_write_lat) detail=$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print "t_avg " $6 " us, t_typical " $5 " us"}' \
-            "$P/$name.client.txt") ;;
-        ib_write_bw) detail=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print "BW average " $4 " Gb/s"}' \
-            "$P/$name.client.txt") ;;
-        esac
+        detail=$(perftest_summary "$tool" "$P/$name.client.txt")
     fi
     rxe_counters # cumulative; retries here mean a lossy or slow link
     if [ $rc -eq 0 ] && [ -n "$detail" ]; then
@@ -61,14 +56,7 @@ pair_perftest ib_write_lat ib_write_lat -n 1000
 pair_perftest ib_write_bw ib_write_bw -s 65536 -n 500 --report_gbits
 
 # Open MPI inside one guest of the pair (eth0 only, no default route, no DNS).
-step "mpirun -np 2 hostname"
-out=$(timeout 60 mpirun --oversubscribe -np 2 hostname 2>&1)
-echo "$out"
-if [ "$(grep -cx "$(hostname)" <<<"$out")" -eq 2 ]; then
-    verdict PASS mpirun_hostname
-else
-    verdict FAIL mpirun_hostname
-fi
+check_mpirun
 
 # ==== arcoll across the two nodes =========================================================
 # Each guest starts its 2 ranks with tcp_launch (no ssh, no cross-guest PMIx server): the

@@ -41,12 +41,7 @@ perftest() {
     rc_s=$?
     cat "$P/$name.client.txt"
     rxe_counters # cumulative
-    case $tool in
-    ib_write_lat) detail=$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print "t_avg " $6 " us, t_typical " $5 " us"}' \
-        "$P/$name.client.txt") ;;
-    ib_write_bw) detail=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print "BW average " $4 " Gb/s"}' \
-        "$P/$name.client.txt") ;;
-    esac
+    detail=$(perftest_summary "$tool" "$P/$name.client.txt")
     if [ $rc_c -eq 0 ] && [ $rc_s -eq 0 ] && [ -n "$detail" ]; then
         verdict PASS "$name" "$detail"
     else
@@ -56,15 +51,8 @@ perftest() {
 perftest ib_write_lat ib_write_lat -n 1000
 perftest ib_write_bw ib_write_bw -s 65536 -n 1000 --report_gbits
 
-# Open MPI in the guest: as root, one node, loopback plus eth0; no MCA settings needed.
-step "mpirun -np 2 hostname"
-out=$(timeout 60 mpirun --oversubscribe -np 2 hostname 2>&1)
-echo "$out"
-if [ "$(grep -cx "$(hostname)" <<<"$out")" -eq 2 ]; then
-    verdict PASS mpirun_hostname
-else
-    verdict FAIL mpirun_hostname
-fi
+# Open MPI in the guest: as root, one node, loopback plus eth0.
+check_mpirun
 
 # arcoll's build, read from the host at its own path: PMIx bootstrap in the guest.
 if [ -n "$B" ] && [ -x "$B/bin/arcoll_info" ]; then
