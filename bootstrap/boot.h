@@ -17,7 +17,9 @@ struct boot {
     int local_rank; /* index among ranks on my node */
     int local_size; /* ranks on my node */
     int nnodes;
-    int *node_of; /* [size]: node index of every rank, nodes numbered by first rank */
+    int *node_of;        /* [size]: node index of every rank, nodes numbered by first rank */
+    int nhosts;          /* hosts (hostnames); nnodes is larger with ARCOLL_NODE_SIZE */
+    int host_local_size; /* ranks on my host, whatever the pretend nodes */
     char hostname[BOOT_HOSTNAME_MAX];
     /* Blocking, collective: rbuf gets size*len bytes in rank order. */
     int (*allgather)(boot_t *b, const void *sbuf, void *rbuf, size_t len);

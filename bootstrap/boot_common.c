@@ -9,24 +9,33 @@
 #include "bootstrap/boot.h"
 #include "core/log.h"
 
-/* ARCOLL_NODE_SIZE=k: pretend every k consecutive ranks share a node, so
- * multi-node code paths can be tested on one host. *k = 0 when unset. */
-static int boot_node_size_parse(int *k)
+/* ARCOLL_NODE_SIZE=k or k1,k2,...: split the ranks of each host into
+ * pretend nodes of k consecutive ranks (or of k1, k2, ... in turn, for
+ * unequal nodes), so multi-node code paths can be tested on one host.
+ * *n = 0 when unset. */
+#define BOOT_NODE_SIZES 16
+static int boot_node_size_parse(int *sizes, int *n)
 {
-    const char *s = getenv("ARCOLL_NODE_SIZE");
+    const char *s = getenv("ARCOLL_NODE_SIZE"), *p = s;
     char *end = NULL;
     long v;
 
-    *k = 0;
+    *n = 0;
     if (s == NULL)
         return ARCOLL_OK;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v <= 0 || v > INT_MAX) {
-        log_err("ARCOLL_NODE_SIZE=\"%s\" is invalid: expected a positive integer", s);
-        return ARCOLL_ERR_CONFIG;
-    }
-    *k = (int)v;
+    do {
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (errno != 0 || end == p || (*end != '\0' && *end != ',') || v <= 0 || v > INT_MAX ||
+            *n == BOOT_NODE_SIZES) {
+            log_err("ARCOLL_NODE_SIZE=\"%s\" is invalid: expected a positive integer or a list "
+                    "of up to %d of them (k1,k2,...)",
+                    s, BOOT_NODE_SIZES);
+            return ARCOLL_ERR_CONFIG;
+        }
+        sizes[(*n)++] = (int)v;
+        p = end + 1;
+    } while (*end == ',');
     return ARCOLL_OK;
 }
 
@@ -80,13 +89,46 @@ err:
     return ret;
 }
 
+/* Split each host's ranks into pretend nodes: node_of[] goes from host
+ * numbers to pretend node numbers (in order of first rank). */
+static int boot_nodes_pretend(boot_t *b, const int *sizes, int nsizes, int *node_of, int nhosts)
+{
+    int *count = calloc((size_t)nhosts, sizeof(int)), *cur = malloc(sizeof(int) * (size_t)nhosts);
+    int *turn = calloc((size_t)nhosts, sizeof(int)), nnodes = 0;
+
+    if (count == NULL || cur == NULL || turn == NULL) {
+        free(count);
+        free(cur);
+        free(turn);
+        log_err("out of memory computing pretend nodes");
+        return -1;
+    }
+    for (int r = 0; r < b->size; r++) {
+        int h = node_of[r];
+        if (count[h] == 0) {
+            cur[h] = nnodes++;
+        } else if (count[h] == sizes[turn[h] % nsizes]) {
+            turn[h]++;
+            count[h] = 0;
+            cur[h] = nnodes++;
+        }
+        count[h]++;
+        node_of[r] = cur[h];
+    }
+    free(count);
+    free(cur);
+    free(turn);
+    return nnodes;
+}
+
 int boot_nodes_compute(boot_t *b)
 {
     int *node_of = NULL;
-    int nnodes = 0, k, ret;
-    int local_rank = 0, local_size = 0;
+    int nnodes = 0, nhosts = 0, nsizes, ret;
+    int sizes[BOOT_NODE_SIZES];
+    int local_rank = 0, local_size = 0, host_local_size = 0;
 
-    ret = boot_node_size_parse(&k);
+    ret = boot_node_size_parse(sizes, &nsizes);
     if (ret != ARCOLL_OK)
         goto err;
     node_of = malloc((size_t)b->size * sizeof(*node_of));
@@ -95,15 +137,18 @@ int boot_nodes_compute(boot_t *b)
         ret = ARCOLL_ERR_NOMEM;
         goto err;
     }
-    if (k > 0) {
-        /* Purely local, so no allgather: every rank derives the same map. */
-        for (int r = 0; r < b->size; r++)
-            node_of[r] = r / k;
-        nnodes = (b->size - 1) / k + 1;
-    } else {
-        ret = boot_nodes_from_hosts(b, node_of, &nnodes);
-        if (ret != ARCOLL_OK)
+    ret = boot_nodes_from_hosts(b, node_of, &nhosts);
+    if (ret != ARCOLL_OK)
+        goto err_node_of;
+    for (int r = 0; r < b->size; r++)
+        host_local_size += node_of[r] == node_of[b->rank];
+    nnodes = nhosts;
+    if (nsizes > 0) {
+        nnodes = boot_nodes_pretend(b, sizes, nsizes, node_of, nhosts);
+        if (nnodes < 0) {
+            ret = ARCOLL_ERR_NOMEM;
             goto err_node_of;
+        }
     }
 
     for (int r = 0; r < b->size; r++) {
@@ -116,11 +161,13 @@ int boot_nodes_compute(boot_t *b)
     free(b->node_of);
     b->node_of = node_of;
     b->nnodes = nnodes;
+    b->nhosts = nhosts;
     b->local_rank = local_rank;
     b->local_size = local_size;
+    b->host_local_size = host_local_size;
     log_debug("bootstrap: rank %d/%d on %s: node %d of %d, local rank %d/%d%s", b->rank, b->size,
               b->hostname, node_of[b->rank], nnodes, local_rank, local_size,
-              k > 0 ? " (ARCOLL_NODE_SIZE)" : "");
+              nsizes > 0 ? " (ARCOLL_NODE_SIZE)" : "");
     return ARCOLL_OK;
 
 err_node_of:

@@ -195,7 +195,7 @@ static inline void coll_done(coll_req_t *r)
         prof_call_end(r->team->ctx->prof, r);
 }
 
-static int coll_fail(coll_req_t *r, int rc)
+int coll_fail(coll_req_t *r, int rc)
 {
     r->proto->finish(r);
     r->team->failed = rc;
@@ -203,6 +203,17 @@ static int coll_fail(coll_req_t *r, int rc)
     r->active = 0;
     coll_done(r);
     return rc;
+}
+
+int coll_finish(coll_req_t *r)
+{
+    if (r->deferred)
+        return coll_fail(r, r->deferred);
+    r->proto->finish(r);
+    r->active = 0;
+    r->status = ARCOLL_OK;
+    coll_done(r);
+    return ARCOLL_OK;
 }
 
 /* One pass of the state machine: receive what landed, write what may be
@@ -216,6 +227,8 @@ int coll_progress(coll_req_t *r)
 
     if (!r->active)
         return r->status;
+    if (r->hier)
+        return shm_progress(r);
     outstanding = c->ops->progress(c);
     if (outstanding < 0)
         return coll_fail(r, outstanding);
@@ -245,15 +258,8 @@ int coll_progress(coll_req_t *r)
          * declaring the sends locally complete. */
         if (outstanding == 0)
             outstanding = c->ops->progress(c);
-        if (outstanding == 0 && r->deferred)
-            return coll_fail(r, r->deferred);
-        if (outstanding == 0) {
-            r->proto->finish(r);
-            r->active = 0;
-            r->status = ARCOLL_OK;
-            coll_done(r);
-            return ARCOLL_OK;
-        }
+        if (outstanding == 0)
+            return coll_finish(r);
         if (outstanding < 0)
             return coll_fail(r, outstanding);
     }
@@ -276,13 +282,39 @@ static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen && blen && x < y + blen && y < x + alen;
 }
 
+/* The shared-memory aware algorithms need a node holding two members and a
+ * message the node segment holds; otherwise their flat counterpart runs.
+ * Every rank decides alike (same team shape, settings and size). */
+static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg)
+{
+    int flat = alg == CORE_ALG_PAP_SHM ? CORE_ALG_PAP : CORE_ALG_DIRECT;
+
+    if (alg != CORE_ALG_SHM_DIRECT && alg != CORE_ALG_PAP_SHM)
+        return alg;
+    if (t->hier != NULL && bytes <= t->hier->max_bytes && bytes <= t->ctx->cfg.shm_max)
+        return alg;
+    if (!t->hier_noticed++ && t->rank == 0)
+        log_info("%s: %s runs as %s on this team (%s)", coll_name(type),
+                 alg == CORE_ALG_PAP_SHM ? "pap_shm" : "shm_direct",
+                 flat == CORE_ALG_PAP ? "pap" : "direct",
+                 t->hier == NULL ? "no node holds two of its ranks"
+                                 : "messages above ARCOLL_SHM_MAX for this job shape");
+    return flat;
+}
+
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
                const void *site, coll_req_t **out)
+{
+    return coll_start_ex(t, type, sbuf, rbuf, bytes, site, 0, -1, out);
+}
+
+int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
+                  size_t bytes, const void *site, unsigned flags, int alg, coll_req_t **out)
 {
     struct arcoll_context *ctx = t->ctx;
     coll_req_t *r = &t->req;
     size_t slen, rlen;
-    int path, alg, rc;
+    int path, rc;
 
     *out = NULL;
     if (t->failed) {
@@ -322,8 +354,16 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
     r->sbuf = sbuf;
     r->rbuf = rbuf;
     r->bytes = bytes;
-    alg = type == COLL_ALLTOALL ? ctx->cfg.alltoall_alg : ctx->cfg.allgather_alg;
-    r->alg = alg == CORE_ALG_DIRECT ? &coll_alg_direct : &coll_alg_pap;
+    if (alg < 0)
+        alg = type == COLL_ALLTOALL ? ctx->cfg.alltoall_alg : ctx->cfg.allgather_alg;
+    alg = coll_alg_pick(t, type, bytes, alg);
+    r->hier = alg == CORE_ALG_PAP_SHM      ? COLL_HIER_PAP
+              : alg == CORE_ALG_SHM_DIRECT ? COLL_HIER_DIRECT
+                                           : 0;
+    r->alg = alg == CORE_ALG_DIRECT       ? &coll_alg_direct
+             : alg == CORE_ALG_PAP        ? &coll_alg_pap
+             : alg == CORE_ALG_SHM_DIRECT ? &coll_alg_shm_direct
+                                          : &coll_alg_pap_shm;
     r->is_direct = alg == CORE_ALG_DIRECT;
     path = ctx->cfg.path;
     if (path == CORE_PATH_AUTO) {
@@ -350,10 +390,20 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
     r->active = 1;
     r->status = ARCOLL_INPROGRESS;
     /* Arrival is start_ns: the call is accepted and nothing is sent yet. */
-    if (__builtin_expect(ctx->prof != NULL, 0))
+    if (__builtin_expect(ctx->prof != NULL, 0) && !(flags & COLL_F_INNER))
         prof_call_begin(ctx->prof, r, site);
 
-    memcpy(r->rbuf + (size_t)t->rank * bytes, coll_src(r, t->rank), bytes);
+    if (r->hier) {
+        r->proto = &coll_proto_node;
+        rc = shm_start(r);
+        if (rc != ARCOLL_OK)
+            return coll_fail(r, rc);
+        *out = r;
+        return coll_progress(r);
+    }
+    /* Inner phases leave their own block where the outer call reads it. */
+    if (!(flags & COLL_F_INNER))
+        memcpy(r->rbuf + (size_t)t->rank * bytes, coll_src(r, t->rank), bytes);
     t->peers[t->rank].tx_state = COLL_TX_DONE;
     t->peers[t->rank].rx_done = 1;
 

@@ -25,7 +25,7 @@ typedef struct cfg_var {
 } cfg_var_t;
 
 static const char *const cfg_channels[] = {"smp", "verbs", NULL};
-static const char *const cfg_algs[] = {"direct", "pap", NULL};
+static const char *const cfg_algs[] = {"direct", "pap", "shm_direct", "pap_shm", NULL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
@@ -41,15 +41,19 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
      "transport: smp (shared memory, one node) or verbs (InfiniBand/RoCE)"},
     {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "pap", 0, 0, 1,
-     "alltoall algorithm: direct (arrival-oblivious baseline) or pap (PAP_Direct)"},
+     "alltoall algorithm: direct (arrival-oblivious baseline), pap (PAP_Direct), shm_direct "
+     "or pap_shm (node masters through shared memory, seed 002 4.4)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
-     "allgather algorithm: direct or pap"},
+     "allgather algorithm: direct, pap, shm_direct or pap_shm"},
     {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
     {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
      1, "auto path: messages of at least this size per peer use zcopy; auto: the channel's"},
     {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
      "payload bytes of one bounce slot (2 per peer per team); larger messages fragment"},
+    {"ARCOLL_SHM_MAX", CFG_SIZE, CFG_OFF(shm_max), NULL, "64k", 0, 1L << 30, 1,
+     "largest bytes per rank that shm_direct/pap_shm carry (sizes each team's node segment); "
+     "larger calls run direct/pap"},
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
      "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
     {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0, "log level on stderr"},

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
-enum { CORE_ALG_DIRECT, CORE_ALG_PAP };
+enum { CORE_ALG_DIRECT, CORE_ALG_PAP, CORE_ALG_SHM_DIRECT, CORE_ALG_PAP_SHM };
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
@@ -24,6 +24,7 @@ typedef struct core_config {
     int path;
     size_t zcopy_threshold; /* auto: messages of at least this many bytes go zero-copy */
     size_t bounce_size;     /* payload bytes of one bounce slot */
+    size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
     long timeout_ms;
     int log_level;
     long spin_count; /* busy polls before yielding the core */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "core/log.h"
@@ -67,6 +68,8 @@ typedef struct core_team_rec {
     uint32_t nranks;
     uint64_t hash;
     chan_rkey_t rkey;
+    int64_t pid;      /* for the node segment's name and liveness checks */
+    uint64_t seg_tag; /* master: the node segment's tag */
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -76,6 +79,7 @@ void core_team_free(struct arcoll_team *t)
     if (t == NULL)
         return;
     c = t->ctx->chan;
+    hier_free(t);
     for (uint32_t j = 0; t->peer_region != NULL && j < t->size; j++)
         if (j != t->rank && t->peer_region[j].rkey.kind != 0)
             c->ops->rmem_release(c, &t->peer_region[j]);
@@ -120,7 +124,7 @@ static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int 
 }
 
 /* Local half of team creation: the team object and its region. */
-static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, int me,
+static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, int me, int grouped,
                            struct arcoll_team **out)
 {
     chan_t *c = ctx->chan;
@@ -155,6 +159,11 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
     if (rc != ARCOLL_OK)
         goto err_team;
     *chan_mem_u64(&t->region, 0) = WIRE_MAGIC;
+    if (grouped) {
+        rc = hier_plan(t);
+        if (rc != ARCOLL_OK)
+            goto err_team;
+    }
     log_debug("team of %d ranks: region %llu bytes (bounce %llu per slot)", n,
               (unsigned long long)t->layout.total, (unsigned long long)t->layout.bounce);
     *out = t;
@@ -167,13 +176,17 @@ err_team:
 
 /* Collective over the whole context. Every rank reaches the allgather and
  * the barrier even when its own arguments are bad, so that one rank's error
- * never leaves the others hanging; the others then see it as "did not join". */
-int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out)
+ * never leaves the others hanging; the others then see it as "did not join".
+ * grouped: plan node segments (hier.h). */
+static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, int grouped,
+                          struct arcoll_team **out)
 {
     boot_t *b = ctx->boot;
     chan_t *c = ctx->chan;
     struct arcoll_team *t = NULL;
     core_team_rec_t mine, *recs;
+    long *pids = NULL;
+    uint64_t *tags = NULL;
     uint32_t id;
     int me, rc, brc;
 
@@ -187,12 +200,14 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
     }
     rc = core_team_validate(ctx, ranks, n, &me);
     if (rc == ARCOLL_OK && n > 0)
-        rc = core_team_alloc(ctx, ranks, n, me, &t);
+        rc = core_team_alloc(ctx, ranks, n, me, grouped, &t);
     if (t != NULL) {
         mine.member = 1;
         mine.nranks = (uint32_t)n;
         mine.hash = core_ranks_hash(ranks, n);
         mine.rkey = t->region.rkey;
+        mine.pid = (int64_t)getpid();
+        mine.seg_tag = t->hier != NULL ? t->hier->seg.tag : 0;
     }
     brc = b->allgather(b, &mine, recs, sizeof(mine));
     if (brc != ARCOLL_OK) {
@@ -212,14 +227,32 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
             rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);
         }
     }
+    if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
+        pids = malloc(sizeof(*pids) * t->size);
+        tags = malloc(sizeof(*tags) * t->size);
+        if (pids == NULL || tags == NULL) {
+            log_err("arcoll_team_create: out of memory");
+            rc = ARCOLL_ERR_NOMEM;
+        } else {
+            for (uint32_t j = 0; j < t->size; j++) {
+                pids[j] = (long)recs[t->ranks[j]].pid;
+                tags[j] = recs[t->ranks[j]].seg_tag;
+            }
+            rc = hier_attach(t, pids, tags);
+        }
+    }
     /* Everyone has imported: names used to find regions may go (smp unlinks). */
     brc = b->barrier(b);
     if (t != NULL && c->ops->mem_seal != NULL)
         c->ops->mem_seal(c, &t->region);
+    if (t != NULL)
+        hier_seal(t);
     if (rc == ARCOLL_OK)
         rc = brc;
     if (rc != ARCOLL_OK)
         goto err_team;
+    free(tags);
+    free(pids);
     free(recs);
     if (t != NULL)
         t->id = id;
@@ -228,8 +261,43 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
 
 err_team:
     core_team_free(t);
+    free(tags);
+    free(pids);
     free(recs);
     return rc;
+}
+
+/* A team, then (a second round every rank takes part in, since only members
+ * know the team's shape) the team of its node masters for phase 2 of the
+ * shared-memory aware algorithms. */
+int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out)
+{
+    struct arcoll_team *t = NULL;
+    int *masters = NULL, nm = 0, rc, mrc;
+
+    *out = NULL;
+    rc = core_team_make(ctx, ranks, n, 1, &t);
+    if (t != NULL) {
+        masters = malloc(sizeof(*masters) * t->size);
+        if (masters == NULL) {
+            log_err("arcoll_team_create: out of memory");
+            rc = ARCOLL_ERR_NOMEM;
+        } else {
+            hier_masters(t, masters, &nm);
+        }
+    }
+    mrc = core_team_make(ctx, masters, rc == ARCOLL_OK ? nm : 0, 0,
+                         t != NULL && t->hier != NULL ? &t->hier->masters
+                                                      : &(struct arcoll_team *){NULL});
+    free(masters);
+    if (rc == ARCOLL_OK)
+        rc = mrc;
+    if (rc != ARCOLL_OK) {
+        core_team_free(t);
+        return rc;
+    }
+    *out = t;
+    return ARCOLL_OK;
 }
 
 static void core_ctx_unlink(struct arcoll_context *ctx)
@@ -279,7 +347,7 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
         goto err_ctx;
     core_log_rank = ctx->boot->rank;
     boot_topo_query(&ctx->topo);
-    ctx->oversubscribed = ctx->boot->local_size > ctx->topo.npus;
+    ctx->oversubscribed = ctx->boot->host_local_size > ctx->topo.npus;
 
     /* Settings that change the wire protocol must agree, or peers would wait
      * for signals that never come. */
@@ -335,7 +403,7 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     free(digests);
     if (ctx->oversubscribed && ctx->boot->local_rank == 0)
         log_info("%d ranks on %d processing units: polling yields the core early",
-                 ctx->boot->local_size, ctx->topo.npus);
+                 ctx->boot->host_local_size, ctx->topo.npus);
     ctx->next = core_live;
     core_live = ctx;
     *out = ctx;
@@ -417,8 +485,14 @@ int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes)
         return ARCOLL_ERR_INVALID;
     }
     sum = ctx->chan->fixed_bytes;
-    for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+    for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next) {
         sum += t->region.len;
+        if (t->hier != NULL && t->hier->masters != NULL)
+            sum += t->hier->masters->region.len;
+        /* A node segment is shared: count this rank's part of it. */
+        if (t->hier != NULL)
+            sum += t->hier->seg.len / t->hier->lsize;
+    }
     *bytes = sum;
     return ARCOLL_OK;
 }

@@ -8,6 +8,7 @@
 #include "bootstrap/boot.h"
 #include "core/chan.h"
 #include "core/config.h"
+#include "core/hier.h"
 #include "core/wire.h"
 #include "zcopy/zmem.h"
 
@@ -42,6 +43,9 @@ extern const coll_proto_t coll_proto_bounce;
 extern const coll_proto_t coll_proto_zcopy;
 extern const coll_alg_t coll_alg_direct;
 extern const coll_alg_t coll_alg_pap;
+extern const coll_alg_t coll_alg_shm_direct;
+extern const coll_alg_t coll_alg_pap_shm;
+extern const coll_proto_t coll_proto_node;
 
 enum { COLL_TX_IDLE = 0, COLL_TX_ACTIVE, COLL_TX_DONE };
 
@@ -76,7 +80,18 @@ struct coll_req {
     int status;
     int deferred;     /* error to report once every peer has been served */
     size_t prof_slot; /* profiler record + 1; 0: not recorded (src/core/profile.h) */
+    /* Shared-memory aware algorithms (src/pap/alg_shm.c) */
+    int hier;          /* 0: flat; COLL_HIER_DIRECT or COLL_HIER_PAP */
+    uint32_t h_phase;  /* master: COLL_PH_* */
+    uint32_t h_left;   /* blocks still to copy out */
+    coll_req_t *inner; /* master: phase 2 among the masters */
 };
+
+enum { COLL_HIER_DIRECT = 1, COLL_HIER_PAP = 2 };
+enum { COLL_PH_LOCAL = 0, COLL_PH_NET, COLL_PH_DONE };
+
+/* coll_start_ex flags: a phase of another collective (no self copy, not profiled). */
+#define COLL_F_INNER 1u
 
 struct arcoll_team {
     uint64_t magic;
@@ -93,6 +108,8 @@ struct arcoll_team {
     uint64_t seq;             /* epoch of the last collective started */
     int failed;               /* a collective failed: epochs may disagree */
     coll_req_t req;           /* the one collective in flight */
+    hier_t *hier;             /* node grouping, NULL if no node holds two members */
+    int hier_noticed;         /* the one-line fallback notice was given */
 };
 
 struct arcoll_context {
@@ -133,7 +150,17 @@ int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
 /* Engine (src/core/coll.c). site: the application's call site (profiler), or NULL. */
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
                const void *site, coll_req_t **out);
+/* alg: CORE_ALG_* or -1 for the configured one. */
+int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
+                  size_t bytes, const void *site, unsigned flags, int alg, coll_req_t **out);
 int coll_progress(coll_req_t *r);
+/* End a call with rc (< 0): the team is failed from now on. */
+int coll_fail(coll_req_t *r, int rc);
+/* Finish a call (shared-memory aware algorithms): OK or the deferred error. */
+int coll_finish(coll_req_t *r);
+/* Shared-memory aware algorithms (src/pap/alg_shm.c). */
+int shm_start(coll_req_t *r);
+int shm_progress(coll_req_t *r);
 int coll_wait(coll_req_t *r);
 /* For algorithms: start/continue writing to one peer; continue every peer
  * whose multi-fragment message is under way. */

@@ -21,83 +21,52 @@
 #include "core/chan.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "smp/smp_seg.h"
 
 enum { SMP_KIND_SEG = 1, SMP_KIND_CMA = 2 };
 
 typedef struct smp_chan {
     chan_t super;
     pid_t *pids; /* [boot->size] */
-    uint64_t next_seg;
 } smp_chan_t;
-
-static void smp_seg_name(char *buf, size_t len, pid_t pid, uint64_t id)
-{
-    snprintf(buf, len, "/arcoll.%ld.%llu", (long)pid, (unsigned long long)id);
-}
 
 static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
 {
-    smp_chan_t *s = (smp_chan_t *)c;
-    uint64_t id = s->next_seg++;
-    char name[64];
-    void *addr;
-    int fd, err;
+    smp_seg_t *seg = malloc(sizeof(*seg));
+    int rc;
 
-    smp_seg_name(name, sizeof(name), getpid(), id);
-    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-        log_err("smp: shm_open(%s) failed: %s", name, strerror(errno));
+    if (seg == NULL) {
+        log_err("smp: out of memory");
         return ARCOLL_ERR_NOMEM;
     }
-    /* Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS
-     * in the middle of a collective. */
-    err = posix_fallocate(fd, 0, (off_t)len);
-    if (err != 0) {
-        log_err("smp: reserving %zu bytes of shared memory for %s failed: %s "
-                "(is /dev/shm large enough?)",
-                len, name, strerror(err));
-        goto err_unlink;
+    rc = smp_seg_create(seg, len);
+    if (rc != ARCOLL_OK) {
+        free(seg);
+        return rc;
     }
-    addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (addr == MAP_FAILED) {
-        log_err("smp: mmap of %zu bytes of %s failed: %s", len, name, strerror(errno));
-        goto err_unlink;
-    }
-    close(fd);
     memset(mem, 0, sizeof(*mem));
-    mem->addr = addr;
+    mem->addr = seg->addr;
     mem->len = len;
     mem->rkey.kind = SMP_KIND_SEG;
-    mem->rkey.key = id;
+    mem->rkey.key = seg->tag;
     mem->rkey.len = len;
     mem->rkey.owner = (uint32_t)c->boot->rank;
-    mem->priv = (void *)1; /* name still linked */
+    mem->priv = seg;
     return ARCOLL_OK;
-
-err_unlink:
-    shm_unlink(name);
-    close(fd);
-    return ARCOLL_ERR_NOMEM;
 }
 
 static void smp_mem_seal(chan_t *c, chan_mem_t *mem)
 {
-    char name[64];
-
     (void)c;
-    if (mem->priv == NULL)
-        return;
-    smp_seg_name(name, sizeof(name), getpid(), mem->rkey.key);
-    if (shm_unlink(name) != 0)
-        log_warn("smp: shm_unlink(%s) failed: %s", name, strerror(errno));
-    mem->priv = NULL;
+    smp_seg_unlink(mem->priv);
 }
 
 static void smp_mem_free(chan_t *c, chan_mem_t *mem)
 {
-    smp_mem_seal(c, mem);
-    if (munmap(mem->addr, mem->len) != 0)
-        log_warn("smp: munmap of a region failed: %s", strerror(errno));
+    (void)c;
+    smp_seg_free(mem->priv);
+    free(mem->priv);
+    mem->priv = NULL;
     mem->addr = NULL;
 }
 
@@ -127,9 +96,8 @@ static void smp_mem_dereg(chan_t *c, chan_mem_t *mem)
 static int smp_rmem_import(chan_t *c, int peer, const chan_rkey_t *rkey, chan_rmem_t *rm)
 {
     smp_chan_t *s = (smp_chan_t *)c;
-    char name[64];
-    struct stat st;
-    int fd;
+    smp_seg_t seg;
+    int rc;
 
     if (peer < 0 || peer >= c->boot->size || rkey->owner != (uint32_t)peer) {
         log_err("smp: key of rank %u presented as rank %d's", rkey->owner, peer);
@@ -143,28 +111,11 @@ static int smp_rmem_import(chan_t *c, int peer, const chan_rkey_t *rkey, chan_rm
         log_err("smp: rank %d sent a key of unknown kind %u", peer, rkey->kind);
         return ARCOLL_ERR_CHANNEL;
     }
-    smp_seg_name(name, sizeof(name), s->pids[peer], rkey->key);
-    fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0) {
-        log_err("smp: shm_open(%s) of rank %d failed: %s", name, peer, strerror(errno));
-        return ARCOLL_ERR_CHANNEL;
-    }
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < rkey->len) {
-        log_err("smp: segment %s of rank %d is smaller than advertised", name, peer);
-        goto err_close;
-    }
-    rm->map = mmap(NULL, rkey->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (rm->map == MAP_FAILED) {
-        rm->map = NULL;
-        log_err("smp: mmap of rank %d's segment %s failed: %s", peer, name, strerror(errno));
-        goto err_close;
-    }
-    close(fd);
+    rc = smp_seg_attach(&seg, (long)s->pids[peer], rkey->key, rkey->len);
+    if (rc != ARCOLL_OK)
+        return rc;
+    rm->map = seg.addr;
     return ARCOLL_OK;
-
-err_close:
-    close(fd);
-    return ARCOLL_ERR_CHANNEL;
 }
 
 static void smp_rmem_release(chan_t *c, chan_rmem_t *rm)
@@ -324,10 +275,10 @@ int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     int rc, ok;
 
     *out = NULL;
-    if (boot->nnodes != 1) {
-        log_err("smp: the shared-memory channel needs all ranks on one node, this job has %d "
-                "nodes (use ARCOLL_CHANNEL=verbs)",
-                boot->nnodes);
+    if (boot->nhosts != 1) {
+        log_err("smp: the shared-memory channel needs all ranks on one host, this job spans %d "
+                "(use ARCOLL_CHANNEL=verbs)",
+                boot->nhosts);
         return ARCOLL_ERR_UNSUPPORTED;
     }
     s = calloc(1, sizeof(*s));

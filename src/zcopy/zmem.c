@@ -94,30 +94,18 @@ void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref)
     memset(ref, 0, sizeof(*ref));
 }
 
-/* Public API: docs in arcoll.h. */
-
-int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *out)
+int zmem_pin(struct arcoll_context *ctx, void *addr, size_t len, struct arcoll_mem **out)
 {
-    struct arcoll_mem *m;
-    int rc = core_ctx_check(ctx, "arcoll_mem_register");
+    struct arcoll_mem *m = calloc(1, sizeof(*m));
+    int rc;
 
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (out == NULL || (addr == NULL && len > 0) || len == 0) {
-        log_err("arcoll_mem_register: %s", out == NULL ? "handle pointer is NULL"
-                                           : len == 0  ? "length is 0"
-                                                       : "address is NULL");
-        return ARCOLL_ERR_INVALID;
-    }
-    m = calloc(1, sizeof(*m));
     if (m == NULL) {
-        log_err("arcoll_mem_register: out of memory");
+        log_err("registering %zu bytes: out of memory", len);
         return ARCOLL_ERR_NOMEM;
     }
     rc = regcache_get(ctx->regcache, addr, len, &m->ent);
     if (rc != ARCOLL_OK) {
-        log_err("arcoll_mem_register: registering %zu bytes at %p failed: %s", len, addr,
-                arcoll_strerror(rc));
+        log_err("registering %zu bytes at %p failed: %s", len, addr, arcoll_strerror(rc));
         free(m);
         return rc;
     }
@@ -129,12 +117,8 @@ int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem
     return ARCOLL_OK;
 }
 
-int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
+void zmem_unpin(struct arcoll_context *ctx, struct arcoll_mem *mem)
 {
-    int rc = core_ctx_check(ctx, "arcoll_mem_deregister");
-
-    if (rc != ARCOLL_OK)
-        return rc;
     for (struct arcoll_mem **pp = &ctx->user_mems; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == mem) {
             *pp = mem->next;
@@ -142,6 +126,37 @@ int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
             regcache_invalidate(ctx->regcache, mem->addr, mem->len);
             regcache_put(ctx->regcache, mem->ent);
             free(mem);
+            return;
+        }
+    }
+}
+
+/* Public API: docs in arcoll.h. */
+
+int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *out)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_register");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (out == NULL || (addr == NULL && len > 0) || len == 0) {
+        log_err("arcoll_mem_register: %s", out == NULL ? "handle pointer is NULL"
+                                           : len == 0  ? "length is 0"
+                                                       : "address is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    return zmem_pin(ctx, addr, len, out);
+}
+
+int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_deregister");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    for (struct arcoll_mem *m = ctx->user_mems; m != NULL; m = m->next) {
+        if (m == mem) {
+            zmem_unpin(ctx, mem);
             return ARCOLL_OK;
         }
     }

@@ -23,5 +23,9 @@ int zmem_create(struct arcoll_context *ctx);
 void zmem_destroy(struct arcoll_context *ctx);
 int zmem_get(struct arcoll_context *ctx, void *addr, size_t len, zmem_ref_t *ref);
 void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref);
+/* Register memory until zmem_unpin (arcoll_mem_register's work, also used
+ * for the library's own node segments); zmem_get then finds it. */
+int zmem_pin(struct arcoll_context *ctx, void *addr, size_t len, struct arcoll_mem **out);
+void zmem_unpin(struct arcoll_context *ctx, struct arcoll_mem *m);
 
 #endif

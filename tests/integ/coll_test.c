@@ -27,6 +27,27 @@
 
 static int rank, nranks, passed, failed;
 
+/* Algorithms under test: all, or the comma-separated COLL_TEST_ALGS. */
+static const char *all_algs[] = {"direct", "pap", "shm_direct", "pap_shm"};
+static const char *algs[4];
+static int nalgs;
+
+static void algs_init(void)
+{
+    const char *env = getenv("COLL_TEST_ALGS");
+
+    nalgs = 0;
+    for (int a = 0; a < 4; a++) {
+        const char *p = env != NULL ? strstr(env, all_algs[a]) : NULL;
+        size_t len = strlen(all_algs[a]);
+        /* whole words only: "pap" must not match inside "pap_shm" */
+        while (p != NULL && ((p > env && p[-1] != ',') || (p[len] != '\0' && p[len] != ',')))
+            p = strstr(p + 1, all_algs[a]);
+        if (env == NULL || p != NULL)
+            algs[nalgs++] = all_algs[a];
+    }
+}
+
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
         if (cond) {                                                              \
@@ -114,13 +135,13 @@ static void one(arcoll_team_t team, int alltoall, int nonblocking, uint64_t call
 
 static void test_matrix(arcoll_context_t ctx)
 {
-    static const char *algs[] = {"direct", "pap"}, *paths[] = {"copy", "zcopy", "auto"};
+    static const char *paths[] = {"copy", "zcopy", "auto"};
     static const size_t sizes[] = {0, 1, 7, 4096, 1 << 20};
     arcoll_team_t world = arcoll_team_world(ctx);
     uint64_t call = 0;
     char what[128];
 
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < nalgs; a++) {
         set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
         set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
         for (int p = 0; p < 3; p++) {
@@ -149,7 +170,7 @@ static void test_matrix(arcoll_context_t ctx)
         CHECK(rc == ARCOLL_OK && sub != NULL, "team_create: %s", arcoll_strerror(rc));
         if (rc == ARCOLL_OK) {
             CHECK(arcoll_team_size(sub) == k, "sub-team size %d want %d", arcoll_team_size(sub), k);
-            for (int a = 0; a < 2; a++) {
+            for (int a = 0; a < nalgs; a++) {
                 set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
                 set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
                 for (int p = 0; p < 2; p++) {
@@ -160,6 +181,33 @@ static void test_matrix(arcoll_context_t ctx)
                         one(sub, c, 0, ++call, 1000, what);
                     }
                 }
+            }
+            rc = arcoll_team_destroy(ctx, sub);
+            CHECK(rc == ARCOLL_OK, "team_destroy: %s", arcoll_strerror(rc));
+        }
+    }
+    /* All ranks, even ones first: with pretend nodes, a node's ranks are not
+     * consecutive in the team (the shared-memory algorithms' general case). */
+    set(ctx, "ARCOLL_BOUNCE_SIZE", "16k");
+    {
+        int members[256], k = 0;
+        arcoll_team_t sub;
+        for (int i = 0; i < nranks; i += 2)
+            members[k++] = i;
+        for (int i = 1; i < nranks; i += 2)
+            members[k++] = i;
+        int rc = arcoll_team_create(ctx, members, k, &sub);
+        CHECK(rc == ARCOLL_OK && sub != NULL, "team_create: %s", arcoll_strerror(rc));
+        if (rc == ARCOLL_OK) {
+            for (int a = 0; a < nalgs; a++) {
+                set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
+                set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+                for (int c = 0; c < 2; c++)
+                    for (int nb = 0; nb < 2; nb++) {
+                        snprintf(what, sizeof(what), "interleaved team %s %s 1000 B%s",
+                                 c ? "alltoall" : "allgather", algs[a], nb ? " nonblocking" : "");
+                        one(sub, c, nb, ++call, 1000, what);
+                    }
             }
             rc = arcoll_team_destroy(ctx, sub);
             CHECK(rc == ARCOLL_OK, "team_destroy: %s", arcoll_strerror(rc));
@@ -179,7 +227,7 @@ static void delay_us(long us)
  * the next epoch while it still reads the current one. */
 static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char *mode)
 {
-    static const char *algs[] = {"direct", "pap"}, *paths[] = {"copy", "zcopy"};
+    static const char *paths[] = {"copy", "zcopy"};
     int late = strcmp(mode, "late") == 0;
     arcoll_team_t team;
     uint64_t call = 0;
@@ -196,7 +244,7 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
     if (rc != ARCOLL_OK)
         return;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < nalgs; a++) {
         set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
         set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
         for (int p = 0; p < 2; p++) {
@@ -445,6 +493,7 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     }
     rank = arcoll_context_rank(ctx);
     nranks = arcoll_context_size(ctx);
+    algs_init();
     if (strcmp(mode, "matrix") == 0)
         test_matrix(ctx);
     else if (strcmp(mode, "skew") == 0)

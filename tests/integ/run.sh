@@ -74,12 +74,36 @@ for n in 3 4 8; do
 done
 # Algorithm and path chosen by the environment, as a user would, at 1 to 8 ranks.
 for n in 1 2 3 5 8; do
-    for cfg in direct:copy direct:zcopy pap:copy pap:zcopy; do
+    for cfg in direct:copy direct:zcopy pap:copy pap:zcopy pap_shm:auto; do
         alg=${cfg%:*} path=${cfg#*:}
         run "mpirun-$n-env-$alg-$path" ok env ARCOLL_ALLTOALL_ALG=$alg ARCOLL_ALLGATHER_ALG=$alg \
             ARCOLL_PATH=$path $MPIRUN -np $n "$T/coll_test" env
     done
 done
+# Shared-memory aware algorithms on pretend nodes (ARCOLL_NODE_SIZE): equal nodes of 2 and
+# 4, unequal nodes (3,1 and 3,2,1: padded areas), non-consecutive node members (the
+# interleaved team of the matrix), back-to-back skew, bad input and a killed rank.
+SHM="env COLL_TEST_ALGS=shm_direct,pap_shm"
+for shape in 4:2 8:2 8:4 6:3,1 7:3,2,1 5:2; do
+    n=${shape%%:*} k=${shape#*:}
+    run "shm-$n-nodes-$k-matrix" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" matrix
+done
+for shape in 8:2 8:4 5:3,1; do
+    n=${shape%%:*} k=${shape#*:}
+    run "shm-$n-nodes-$k-skew-random" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
+        "$T/coll_test" skew 1000 200 random
+    run "shm-$n-nodes-$k-skew-late" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
+        "$T/coll_test" skew 1000 500 late
+done
+for alg in shm_direct pap_shm; do
+    run "shm-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
+        ARCOLL_ALLGATHER_ALG=$alg $MPIRUN -np 4 "$T/coll_test" bad
+done
+run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm \
+    ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 "$T/coll_test" kill
+# Node segments with the epoch check disabled must be caught (one node: no flat phase 2).
+run fault-no-epoch-shm-is-caught fail $SHM ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
+    $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix

@@ -18,7 +18,7 @@
 static const char *const all_vars[] = {
     "ARCOLL_CHANNEL",         "ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG", "ARCOLL_PATH",
     "ARCOLL_ZCOPY_THRESHOLD", "ARCOLL_BOUNCE_SIZE",  "ARCOLL_TIMEOUT_MS",    "ARCOLL_LOG",
-    "ARCOLL_SPIN_COUNT",      "ARCOLL_SMP_CMA",
+    "ARCOLL_SPIN_COUNT",      "ARCOLL_SMP_CMA",      "ARCOLL_SHM_MAX",
 };
 #define N_VARS (sizeof(all_vars) / sizeof(all_vars[0]))
 
@@ -139,8 +139,12 @@ typedef struct enum_case {
 
 static const enum_case_t enum_cases[] = {
     {"ARCOLL_CHANNEL", offsetof(core_config_t, channel), {"smp", "verbs"}},
-    {"ARCOLL_ALLTOALL_ALG", offsetof(core_config_t, alltoall_alg), {"direct", "pap"}},
-    {"ARCOLL_ALLGATHER_ALG", offsetof(core_config_t, allgather_alg), {"direct", "pap"}},
+    {"ARCOLL_ALLTOALL_ALG",
+     offsetof(core_config_t, alltoall_alg),
+     {"direct", "pap", "shm_direct", "pap_shm"}},
+    {"ARCOLL_ALLGATHER_ALG",
+     offsetof(core_config_t, allgather_alg),
+     {"direct", "pap", "shm_direct", "pap_shm"}},
     {"ARCOLL_PATH", offsetof(core_config_t, path), {"copy", "zcopy", "auto"}},
     {"ARCOLL_LOG", offsetof(core_config_t, log_level), {"none", "error", "warn", "info", "debug"}},
     {"ARCOLL_SMP_CMA", offsetof(core_config_t, smp_cma), {"auto", "off"}},

@@ -91,9 +91,12 @@ ap() {
 }
 ap pair_matrix matrix
 ap pair_skew_random skew 300 200 random
+# Shared-memory aware algorithms on real nodes: each guest's two ranks share a node segment.
+COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 300 300 late
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 ap pair_bad_input bad
+ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=pap_shm ap pair_shm_bad_input bad
 # ==== end of arcoll tests ================================================================
 
 step "done"

@@ -100,16 +100,24 @@ av() {
 T=$B/tests
 av verbs_info 1 ok bash -c "'$B/bin/arcoll_info' && echo 'info: 1 passed, 0 failed'"
 av verbs_matrix_np4 4 ok "$T/coll_test" matrix
-av verbs_matrix_np3 3 ok "$T/coll_test" matrix
-ARCOLL_NOTIFY=imm av verbs_imm_matrix_np3 3 ok "$T/coll_test" matrix
+# Verbs features below run the flat algorithms only (COLL_TEST_ALGS); np4 above runs all four.
+FLAT="env COLL_TEST_ALGS=direct,pap"
+av verbs_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
+ARCOLL_NOTIFY=imm av verbs_imm_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
 ARCOLL_DEVICE=rxe0:1 ARCOLL_GID_INDEX="$G" av verbs_pinned_gid_env_np2 2 ok "$T/coll_test" env
 ARCOLL_WIREUP=rdmacm ARCOLL_LOG=info av verbs_rdmacm_env_np2 2 ok "$T/coll_test" env
-av verbs_skew_random_np4 4 ok "$T/coll_test" skew 1000 200 random
-av verbs_skew_late_np4 4 ok "$T/coll_test" skew 500 500 late
-ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok "$T/coll_test" skew 300 300 late
+av verbs_skew_random_np4 4 ok $FLAT "$T/coll_test" skew 1000 200 random
+av verbs_skew_late_np4 4 ok $FLAT "$T/coll_test" skew 500 500 late
+ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok $FLAT "$T/coll_test" skew 300 300 late
+# Shared-memory aware algorithms on pretend nodes: node segments in shared memory, the
+# masters' phase 2 over verbs; equal nodes of 2 and unequal nodes of 3 and 1.
+SHMA="env COLL_TEST_ALGS=shm_direct,pap_shm"
+ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_matrix_np4 4 ok $SHMA "$T/coll_test" matrix
+ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_skew_late_np4 4 ok $SHMA "$T/coll_test" skew 200 500 late
+ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 300 200 random
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
-ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok "$T/coll_test_fault" matrix
+ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
 # A wrong rkey must give the documented error (a remote access error), not a hang.
 ARCOLL_FAULT=bad_rkey ARCOLL_PATH=zcopy AV_TIMEOUT_MS=5000 \
     av verbs_bad_rkey_np2 2 'error:remote access error' "$T/coll_test_fault" env

@@ -1,0 +1,182 @@
+/* Node grouping and node segments of a team (hier.h). */
+#include "core/hier.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+/* An area larger than this is not worth it: the node segment holds three. */
+#define HIER_AREA_MAX ((uint64_t)16 << 20)
+
+static void hier_layout_init(hier_t *h)
+{
+    hier_layout_t *l = &h->lay;
+
+    l->area = (uint64_t)h->nnodes * h->lmax * h->lmax * h->max_bytes;
+    l->off_arrive = WIRE_LINE;
+    l->off_done = l->off_arrive + (uint64_t)h->lmax * WIRE_LINE;
+    l->off_all = l->off_done + (uint64_t)h->nnodes * WIRE_LINE;
+    l->off_send = l->off_all + WIRE_LINE;
+    l->off_recv = l->off_send + 2 * l->area;
+    l->total = l->off_recv + l->area;
+}
+
+static void hier_release(hier_t *h)
+{
+    free(h->pub);
+    free(h->got);
+    free(h->local_pid);
+    free(h->node_first);
+    free(h->node_rank);
+    free(h->node_size);
+    free(h);
+}
+
+/* Group the team's ranks by node: fills everything but the segment. */
+static int hier_group(const struct arcoll_team *t, hier_t *h)
+{
+    const boot_t *b = t->ctx->boot;
+    uint32_t *team_node = NULL; /* context node -> team node */
+    int rc = ARCOLL_ERR_NOMEM;
+
+    team_node = malloc(sizeof(*team_node) * (size_t)b->nnodes);
+    h->node_size = calloc(t->size, sizeof(*h->node_size));
+    h->node_first = malloc(sizeof(*h->node_first) * t->size);
+    if (team_node == NULL || h->node_size == NULL || h->node_first == NULL)
+        goto out;
+    for (int i = 0; i < b->nnodes; i++)
+        team_node[i] = HIER_NONE;
+    for (uint32_t q = 0; q < t->size; q++) {
+        int cn = b->node_of[t->ranks[q]];
+        uint32_t e = team_node[cn];
+        if (e == HIER_NONE) {
+            e = team_node[cn] = h->nnodes++;
+            h->node_first[e] = q;
+        } else if (h->node_first[e] != HIER_NONE && h->node_first[e] + h->node_size[e] != q) {
+            h->node_first[e] = HIER_NONE; /* not consecutive in the team */
+        }
+        if (q == t->rank) {
+            h->node = e;
+            h->lrank = h->node_size[e];
+        }
+        if (++h->node_size[e] > h->lmax)
+            h->lmax = h->node_size[e];
+    }
+    h->lsize = h->node_size[h->node];
+    h->node_rank = malloc(sizeof(*h->node_rank) * (size_t)h->nnodes * h->lmax);
+    h->got = malloc((size_t)h->nnodes * h->lmax);
+    h->pub = malloc(h->nnodes);
+    h->local_pid = calloc(h->lsize, sizeof(*h->local_pid));
+    if (h->node_rank == NULL || h->got == NULL || h->pub == NULL || h->local_pid == NULL)
+        goto out;
+    for (size_t i = 0; i < (size_t)h->nnodes * h->lmax; i++)
+        h->node_rank[i] = HIER_NONE;
+    memset(h->node_size, 0, sizeof(*h->node_size) * t->size);
+    for (uint32_t q = 0; q < t->size; q++) {
+        uint32_t e = team_node[b->node_of[t->ranks[q]]];
+        h->node_rank[(size_t)e * h->lmax + h->node_size[e]++] = q;
+    }
+    rc = ARCOLL_OK;
+out:
+    if (rc != ARCOLL_OK)
+        log_err("arcoll_team_create: out of memory grouping %u ranks by node", t->size);
+    free(team_node);
+    return rc;
+}
+
+int hier_plan(struct arcoll_team *t)
+{
+    struct arcoll_context *ctx = t->ctx;
+    hier_t *h;
+    uint64_t cap;
+    int rc;
+
+    t->hier = NULL;
+    h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        log_err("arcoll_team_create: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    rc = hier_group(t, h);
+    if (rc != ARCOLL_OK)
+        goto err_hier;
+    if (h->lmax < 2) {
+        hier_release(h); /* one rank per node: nothing to share */
+        return ARCOLL_OK;
+    }
+    /* The same on every rank: it decides, per call, which algorithm runs. */
+    cap = HIER_AREA_MAX / ((uint64_t)h->nnodes * h->lmax * h->lmax);
+    h->max_bytes = ctx->cfg.shm_max < cap ? ctx->cfg.shm_max : (size_t)cap;
+    if (h->max_bytes == 0) {
+        hier_release(h);
+        return ARCOLL_OK;
+    }
+    hier_layout_init(h);
+    if (hier_is_master(h)) {
+        rc = smp_seg_create(&h->seg, h->lay.total);
+        if (rc != ARCOLL_OK)
+            goto err_hier;
+        *(uint64_t *)h->seg.addr = WIRE_MAGIC;
+        /* Phase 2 reads and writes the areas: register them once, not per call. */
+        if (h->nnodes > 1 && ctx->chan->zcopy &&
+            zmem_pin(ctx, h->seg.addr, h->seg.len, &h->pin) != ARCOLL_OK)
+            log_debug("node segment not registered; phase 2 registers per call");
+    }
+    log_debug("team of %u ranks: %u nodes, up to %u ranks per node, node segment %llu "
+              "bytes (up to %zu bytes per rank)",
+              t->size, h->nnodes, h->lmax, (unsigned long long)h->lay.total, h->max_bytes);
+    t->hier = h;
+    return ARCOLL_OK;
+
+err_hier:
+    hier_release(h);
+    return rc;
+}
+
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *tag)
+{
+    hier_t *h = t->hier;
+    uint32_t master;
+
+    if (h == NULL)
+        return ARCOLL_OK;
+    for (uint32_t s = 0; s < h->lsize; s++)
+        h->local_pid[s] = pid[h->node_rank[(size_t)h->node * h->lmax + s]];
+    if (hier_is_master(h))
+        return ARCOLL_OK;
+    master = h->node_rank[(size_t)h->node * h->lmax];
+    return smp_seg_attach(&h->seg, pid[master], tag[master], h->lay.total);
+}
+
+void hier_seal(struct arcoll_team *t)
+{
+    if (t->hier != NULL)
+        smp_seg_unlink(&t->hier->seg);
+}
+
+void hier_masters(const struct arcoll_team *t, int *list, int *n)
+{
+    const hier_t *h = t->hier;
+
+    *n = 0;
+    if (h == NULL || !hier_is_master(h) || h->nnodes < 2)
+        return;
+    for (uint32_t e = 0; e < h->nnodes; e++)
+        list[(*n)++] = t->ranks[h->node_rank[(size_t)e * h->lmax]];
+}
+
+void hier_free(struct arcoll_team *t)
+{
+    hier_t *h = t->hier;
+
+    if (h == NULL)
+        return;
+    core_team_free(h->masters);
+    if (h->pin != NULL)
+        zmem_unpin(t->ctx, h->pin);
+    smp_seg_free(&h->seg);
+    hier_release(h);
+    t->hier = NULL;
+}

@@ -1,0 +1,359 @@
+/*
+ * Shared-memory aware Shm_Direct and PAP_Shm_Direct (seed 002 §4.4-4.5),
+ * on the node segments of core/hier.h; docs/protocol.md "Node segments".
+ *
+ * Phase 1: every rank copies its outgoing blocks into its node's send area
+ *   (one copy) and sets its arrive word. Phase 2: the master, once all its
+ *   local ranks arrived, runs the Direct (shm_direct) or PAP_Direct (pap_shm)
+ *   collective of the same kind among the masters, from the send area into
+ *   the receive area. Phase 3: ranks copy their blocks out (one copy):
+ *   pap_shm publishes one done word per source node as soon as that node's
+ *   data is in, shm_direct one word once all is in.
+ * Blocks from the rank's own node need no master: they are copied out of the
+ * send area as soon as their writer's arrive word is set.
+ */
+#include <string.h>
+
+#include "core/core.h"
+#include "core/log.h"
+
+#ifdef ARCOLL_FAULTS
+extern int wire_fault_no_epoch;
+#endif
+
+static const char *shm_coll_name(const coll_req_t *r)
+{
+    return r->type == COLL_ALLTOALL ? "alltoall" : "allgather";
+}
+
+static char *shm_at(const hier_t *h, uint64_t off)
+{
+    return (char *)h->seg.addr + off;
+}
+
+static _Atomic uint64_t *shm_word(const hier_t *h, uint64_t off)
+{
+    return (_Atomic uint64_t *)shm_at(h, off);
+}
+
+static char *shm_send(const coll_req_t *r)
+{
+    const hier_t *h = r->team->hier;
+
+    return shm_at(h, h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area);
+}
+
+/* Local rank s has arrived at this call: its arrive word holds this epoch,
+ * or the next one if s already finished this call (it can be no further
+ * ahead: finishing the next call needs our arrival). Its size for an epoch
+ * sits in the word of that epoch's bank, so the next call cannot hide it. */
+static int shm_arrived(const coll_req_t *r, uint32_t s, uint64_t *size)
+{
+    const hier_t *h = r->team->hier;
+    const _Atomic uint64_t *w = shm_word(h, h->lay.off_arrive + (uint64_t)s * WIRE_LINE);
+
+    uint64_t e = atomic_load_explicit(w, memory_order_acquire);
+
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_no_epoch && e != 0)
+        e = r->epoch; /* tests: any earlier arrival passes for this one */
+#endif
+    if ((int64_t)(e - r->epoch) < 0)
+        return 0;
+    *size = atomic_load_explicit(w + 1 + (r->epoch & 1), memory_order_relaxed);
+    return 1;
+}
+
+/* Where block (node, s -> l) sits in an area: alltoall [node][s][l],
+ * allgather [node][s]. */
+static size_t shm_block(const coll_req_t *r, uint32_t node, uint32_t s, uint32_t l)
+{
+    const hier_t *h = r->team->hier;
+    size_t i = (size_t)node * h->lmax + s;
+
+    return (r->type == COLL_ALLTOALL ? i * h->lmax + l : i) * r->bytes;
+}
+
+/* Phase 1: our blocks into the send area, then our arrive word. */
+static void shm_arrive(coll_req_t *r)
+{
+    const hier_t *h = r->team->hier;
+    char *send = shm_send(r);
+    size_t m = r->bytes;
+    _Atomic uint64_t *w = shm_word(h, h->lay.off_arrive + (uint64_t)h->lrank * WIRE_LINE);
+
+    if (r->type == COLL_ALLGATHER) {
+        memcpy(send + shm_block(r, 0, h->lrank, 0), r->sbuf, m);
+    } else {
+        for (uint32_t d = 0; d < h->nnodes; d++) {
+            char *dst = send + shm_block(r, d, h->lrank, 0);
+            if (h->node_first[d] != HIER_NONE) { /* the usual case: one run per node */
+                memcpy(dst, r->sbuf + (size_t)h->node_first[d] * m, (size_t)h->node_size[d] * m);
+                continue;
+            }
+            for (uint32_t l = 0; l < h->node_size[d]; l++)
+                memcpy(dst + (size_t)l * m, r->sbuf + (size_t)h->node_rank[d * h->lmax + l] * m, m);
+        }
+    }
+    atomic_store_explicit(w + 1 + (r->epoch & 1), (uint64_t)m, memory_order_relaxed);
+    atomic_store_explicit(w, r->epoch, memory_order_release);
+}
+
+int shm_start(coll_req_t *r)
+{
+    hier_t *h = r->team->hier;
+
+    memset(h->got, 0, (size_t)h->nnodes * h->lmax);
+    memset(h->pub, 0, h->nnodes);
+    r->h_left = r->team->size;
+    r->h_phase = hier_is_master(h) ? COLL_PH_LOCAL : COLL_PH_DONE;
+    r->inner = NULL;
+    shm_arrive(r);
+    return ARCOLL_OK;
+}
+
+/* Copy node e's blocks for us (from its local rank s, or all of them with
+ * HIER_NONE) out of an area where that node's blocks are at index at: the
+ * receive area (at = e), or the send area for our own node's blocks (at =
+ * our node for alltoall, 0 for allgather, whose send area is one node's). */
+static void shm_copy_node(coll_req_t *r, const char *area, uint32_t at, uint32_t e, uint32_t s)
+{
+    const hier_t *h = r->team->hier;
+    uint32_t lo = s == HIER_NONE ? 0 : s, hi = s == HIER_NONE ? h->node_size[e] : s + 1;
+    size_t m = r->bytes;
+
+    if (r->type == COLL_ALLGATHER && s == HIER_NONE && h->node_first[e] != HIER_NONE) {
+        memcpy(r->rbuf + (size_t)h->node_first[e] * m, area + shm_block(r, at, 0, 0),
+               (size_t)h->node_size[e] * m);
+        return;
+    }
+    for (uint32_t i = lo; i < hi; i++)
+        memcpy(r->rbuf + (size_t)h->node_rank[e * h->lmax + i] * m,
+               area + shm_block(r, at, i, h->lrank), m);
+}
+
+/* Phase 3 (and our own node's blocks): copy out whatever is ready. */
+static void shm_copy_out(coll_req_t *r)
+{
+    hier_t *h = r->team->hier;
+    const char *send = shm_send(r), *recv = shm_at(h, h->lay.off_recv);
+
+    for (uint32_t s = 0; s < h->lsize; s++) {
+        uint8_t *got = &h->got[h->node * h->lmax + s];
+        uint64_t size;
+        if (*got || !shm_arrived(r, s, &size))
+            continue;
+        if (size != r->bytes) {
+            if (!r->deferred)
+                log_err("%s (epoch %llu): local rank %u of this node uses %llu bytes per rank, "
+                        "this rank %zu: message sizes must agree",
+                        shm_coll_name(r), (unsigned long long)r->epoch, s, (unsigned long long)size,
+                        r->bytes);
+            r->deferred = ARCOLL_ERR_MISMATCH;
+        } else {
+            shm_copy_node(r, send, r->type == COLL_ALLTOALL ? h->node : 0, h->node, s);
+        }
+        *got = 1;
+        r->h_left--;
+    }
+    if (h->nnodes < 2 || r->h_left == 0)
+        return;
+    if (r->hier == COLL_HIER_DIRECT) {
+        uint64_t w = atomic_load_explicit(shm_word(h, h->lay.off_all), memory_order_acquire);
+        if (!wire_done_epoch_match(w, r->epoch))
+            return;
+    }
+    for (uint32_t e = 0; e < h->nnodes; e++) {
+        uint8_t *got = &h->got[e * h->lmax];
+        uint64_t w;
+        if (e == h->node || *got)
+            continue;
+        w = atomic_load_explicit(shm_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+                                 memory_order_acquire);
+        if (!wire_done_epoch_match(w, r->epoch))
+            continue;
+        if (wire_done_status(w) != 0) {
+            if (!r->deferred)
+                r->deferred = -(int)wire_done_status(w); /* logged by the master */
+        } else {
+            shm_copy_node(r, recv, e, e, HIER_NONE);
+        }
+        *got = 1;
+        r->h_left -= h->node_size[e];
+    }
+}
+
+/* Master: node e's data is in the receive area (status 0), or never will be. */
+static void shm_publish(coll_req_t *r, uint32_t e, int rc)
+{
+    hier_t *h = r->team->hier;
+
+    if (h->pub[e])
+        return;
+    h->pub[e] = 1;
+    atomic_store_explicit(shm_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+                          wire_done_word(r->epoch, (unsigned)-rc), memory_order_release);
+}
+
+static void shm_publish_rest(coll_req_t *r, int rc)
+{
+    hier_t *h = r->team->hier;
+
+    for (uint32_t e = 0; e < h->nnodes; e++)
+        if (e != h->node)
+            shm_publish(r, e, rc);
+    atomic_store_explicit(shm_word(h, h->lay.off_all), wire_done_word(r->epoch, (unsigned)-rc),
+                          memory_order_release);
+}
+
+/* Master, phase 1 -> 2: once every local rank arrived, start the masters'
+ * collective. A local size mismatch still runs it, with a size no other
+ * master uses, so that every node learns of the error (docs/protocol.md). */
+static int shm_master_local(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    hier_t *h = t->hier;
+    size_t bytes;
+    int mismatch = 0, rc;
+
+    for (uint32_t s = 0; s < h->lsize; s++) {
+        uint64_t size;
+        if (!shm_arrived(r, s, &size))
+            return ARCOLL_OK;
+        mismatch |= size != r->bytes;
+    }
+    if (h->nnodes < 2) {
+        r->h_phase = COLL_PH_DONE;
+        return ARCOLL_OK;
+    }
+    bytes = r->bytes * h->lmax * (r->type == COLL_ALLTOALL ? h->lmax : 1);
+    if (mismatch)
+        bytes--; /* >= 3: a mismatch needs two local ranks */
+    rc = coll_start_ex(h->masters, r->type, shm_send(r), shm_at(h, h->lay.off_recv), bytes, NULL,
+                       COLL_F_INNER, r->hier == COLL_HIER_PAP ? CORE_ALG_PAP : CORE_ALG_DIRECT,
+                       &r->inner);
+    if (rc < 0)
+        return rc;
+    r->inner = &h->masters->req;
+    r->h_phase = COLL_PH_NET;
+    return ARCOLL_OK;
+}
+
+/* Master, phase 2: progress the masters' collective, publish what is in. */
+static int shm_master_net(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    hier_t *h = t->hier;
+    coll_req_t *in = r->inner;
+    int rc = coll_progress(in);
+
+    if (rc < 0)
+        return rc; /* published by shm_fail */
+    if (r->hier == COLL_HIER_PAP) {
+        /* A peer's block counts as in once its receive is done without a
+         * size error (a mismatch marks it done too, and sets deferred). */
+        for (uint32_t e = 0; e < h->nnodes; e++)
+            if (e != h->node && !h->pub[e] && h->masters->peers[e].rx_done)
+                shm_publish(r, e, in->deferred ? in->deferred : ARCOLL_OK);
+    }
+    if (rc == ARCOLL_OK) {
+        shm_publish_rest(r, ARCOLL_OK);
+        r->h_phase = COLL_PH_DONE;
+    }
+    return ARCOLL_OK;
+}
+
+static int shm_slow_path(coll_req_t *r, uint64_t now)
+{
+    hier_t *h = r->team->hier;
+
+    r->next_check_ns = now + 100000000ULL;
+    for (uint32_t s = 0; s < h->lsize; s++) {
+        if (s == h->lrank || !boot_pid_gone(h->local_pid[s]))
+            continue;
+        log_err("%s (epoch %llu): local rank %u of this node (pid %ld) has exited",
+                shm_coll_name(r), (unsigned long long)r->epoch, s, h->local_pid[s]);
+        return ARCOLL_ERR_PEER;
+    }
+    if (now < r->deadline_ns)
+        return ARCOLL_INPROGRESS;
+    log_err("%s (epoch %llu, %s, %zu bytes) timed out after %ld ms (ARCOLL_TIMEOUT_MS): %s; "
+            "%u of %u blocks not copied out",
+            shm_coll_name(r), (unsigned long long)r->epoch, r->alg->name, r->bytes,
+            r->team->ctx->cfg.timeout_ms,
+            r->h_phase == COLL_PH_LOCAL ? "waiting for this node's ranks to arrive"
+            : r->h_phase == COLL_PH_NET ? "waiting for the other nodes' masters"
+                                        : "waiting for this node's master",
+            r->h_left, r->team->size);
+    return ARCOLL_ERR_TIMEOUT;
+}
+
+/* The call fails: tell this node's ranks (master), end the masters' call if
+ * it is still under way (it releases its registrations, and that team is
+ * failed too), then fail ours. */
+static int shm_fail(coll_req_t *r, int rc)
+{
+    hier_t *h = r->team->hier;
+
+    if (hier_is_master(h) && h->nnodes > 1)
+        shm_publish_rest(r, rc);
+    if (r->inner != NULL && r->inner->active)
+        coll_fail(r->inner, rc);
+    return coll_fail(r, rc);
+}
+
+int shm_progress(coll_req_t *r)
+{
+    int rc = ARCOLL_OK;
+
+    if (r->h_phase == COLL_PH_LOCAL)
+        rc = shm_master_local(r);
+    if (rc == ARCOLL_OK && r->h_phase == COLL_PH_NET)
+        rc = shm_master_net(r);
+    if (rc < 0)
+        return shm_fail(r, rc);
+    shm_copy_out(r);
+    if (r->h_left == 0 && r->h_phase == COLL_PH_DONE)
+        return coll_finish(r);
+    if ((++r->polls & 63) == 0) {
+        uint64_t now = core_time_ns();
+        if (now >= r->next_check_ns) {
+            rc = shm_slow_path(r, now);
+            if (rc != ARCOLL_INPROGRESS)
+                return shm_fail(r, rc);
+        }
+    }
+    return ARCOLL_INPROGRESS;
+}
+
+static int shm_proto_none(coll_req_t *r, uint32_t peer)
+{
+    (void)r;
+    (void)peer;
+    return 0;
+}
+
+static int shm_proto_start(coll_req_t *r)
+{
+    (void)r;
+    return ARCOLL_OK;
+}
+
+static void shm_proto_finish(coll_req_t *r)
+{
+    (void)r;
+}
+
+/* The engine's per-peer hooks do not apply: shm_progress drives the call. */
+const coll_proto_t coll_proto_node = {
+    .name = "node",
+    .start = shm_proto_start,
+    .arrived = shm_proto_none,
+    .tx_ready = shm_proto_none,
+    .tx = shm_proto_none,
+    .rx = shm_proto_none,
+    .finish = shm_proto_finish,
+};
+
+const coll_alg_t coll_alg_shm_direct = {.name = "shm_direct", .tx_progress = NULL};
+const coll_alg_t coll_alg_pap_shm = {.name = "pap_shm", .tx_progress = NULL};
