@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Soft-RoCE tests: real libibverbs over rdma_rxe inside qemu guests (TCG), against this build.
-# Usage: tests/vm/run.sh BUILD_DIR [single|pair|all]
+# Usage: tests/vm/run.sh BUILD_DIR [single|pair|all|bench]
 #   single  one guest (2 vCPUs): rxe, perftest in-guest, Open MPI, arcoll
 #   pair    two guests = two nodes (node1, node2; 1 vCPU each) on a qemu UDP socket link
+#   bench   one guest: mpirun -np ${VMBED_BENCH_NP:-4} arcoll-bench $VMBED_BENCH over verbs
+#           (a measurement, not a test: the output is BUILD_DIR/vm/bench/bench.out)
 # Logs: BUILD_DIR/vm/<guest>/{console.log,guest.log,rc,perftest/}. Last line:
 # "vm: N passed, N failed", or "vm: skipped: <reason>" (exit 0) when the bed cannot be had
 # (qemu/kernel not installable: not root, no apt) or VMBED=0.
@@ -17,8 +19,8 @@ skip() {
     echo "vm: skipped: $*"
     exit 0
 }
-case $MODE in single | pair | all) ;; *)
-    echo "usage: $0 BUILD_DIR [single|pair|all]" >&2
+case $MODE in single | pair | all | bench) ;; *)
+    echo "usage: $0 BUILD_DIR [single|pair|all|bench]" >&2
     exit 2
     ;;
 esac
@@ -153,8 +155,21 @@ run_pair_retry() {
     run_pair
 }
 
+run_bench() {
+    stage "$LOGS/bench" guest-bench.sh
+    # The arguments have spaces, which the kernel command line cannot carry: a file.
+    printf '%s\n' "${VMBED_BENCH:--a pap,direct -m 1:4k -M 0,32}" >"$LOGS/bench/args"
+    SMP=${VMBED_SMP_SINGLE:-2} boot bench 10.0.2.15/24 node1 \
+        "-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0,romfile=" guest-bench.sh \
+        VM_BENCH_NP="${VMBED_BENCH_NP:-4}"
+    wait $!
+    report bench $?
+    cat "$LOGS/bench/bench.out" 2>/dev/null
+}
+
 mkdir -p "$LOGS"
 case $MODE in
+bench) run_bench ;;
 single) run_single ;;
 pair) run_pair_retry ;;
 all)
