@@ -82,7 +82,7 @@ $(BUILD)/arcoll.pc: arcoll.pc.in
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 
 BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
-$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $(BENCH_SRC) -o $@ $(LINK_SHARED) -lm
@@ -93,13 +93,37 @@ MPICC ?= mpicc
 BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
 all: $(BENCH_MPI)
 
-$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \
 		$(if $(Q),echo "  LINK    $@";) \
 		OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -DARCOLL_BENCH_MPI \
 			$(BENCH_SRC) -o $@ $(LINK_SHARED) -lm; \
 	else echo "  SKIP    $@: no $(MPICC) (Debian package libopenmpi-dev)"; fi
+
+# The PMPI shim: an unmodified MPI program's MPI_Alltoall/MPI_Allgather on arcoll under
+# LD_PRELOAD (docs/embedding.md); its test program and latency benchmark. Only where mpicc
+# exists, like arcoll-bench-mpi.
+SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
+	$(BUILD)/bin/arcoll-mpi-lat)
+all: $(SHIM)
+
+$(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c include/arcoll_mpi.h $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -shared $< -o $@ $(LINK_SHARED)
+
+# -rdynamic: ARCOLL_PROFILE names the test's functions as call sites.
+$(BUILD)/tests/shim_test: tests/mpi/shim_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -rdynamic $< -o $@
+
+$(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h \
+		include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ -lm
 
 # Channel-level latency/bandwidth (internal API, hence the static library).
 $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
