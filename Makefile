@@ -125,6 +125,15 @@ $(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/be
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ -lm
 
+# A toy MPI channel embedding arcoll through the public API (docs/embedding.md).
+EXAMPLES := $(BUILD)/examples/oob_channel
+all: $(EXAMPLES)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+
 # Channel-level latency/bandwidth (internal API, hence the static library).
 $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
 	@mkdir -p $(dir $@)
@@ -191,6 +200,14 @@ unit: all
 integ: all
 	@tests/integ/run.sh $(BUILD)
 
+# Only the embedding tests (example channel, PMPI shim), or only srun --mpi=pmix.
+.PHONY: mpi slurm
+mpi: all
+	@tests/mpi/run.sh $(BUILD)
+
+slurm: all
+	@tests/slurm/run.sh $(BUILD)
+
 # Only the Soft-RoCE guests: make vm [VM=single|pair|all]
 vm: all
 	@tests/vm/run.sh $(BUILD) $(or $(VM),all)
@@ -222,9 +239,12 @@ install: all
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc
 	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-pap-report \
 		$(DESTDIR)$(PREFIX)/bin/
+	install -m 644 include/arcoll_mpi.h $(DESTDIR)$(PREFIX)/include/
+	$(if $(SHIM),install -m 755 $(BUILD)/lib/libarcoll_mpi.so $(DESTDIR)$(PREFIX)/lib/)
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/lib/libarcoll.* \
+	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/include/arcoll_mpi.h \
+		$(DESTDIR)$(PREFIX)/lib/libarcoll.* $(DESTDIR)$(PREFIX)/lib/libarcoll_mpi.so \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
 		$(DESTDIR)$(PREFIX)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/arcoll-pap-report
 
