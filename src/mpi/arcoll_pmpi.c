@@ -7,7 +7,7 @@
  * MPI_Alltoall/MPI_Allgather: contexts bootstrap through callbacks, and
  * arcoll_team_create is collective over a whole context, which a
  * communicator's members alone could not satisfy. The context's bootstrap
- * runs PMPI collectives on a private duplicate of the communicator, so its
+ * runs PMPI collectives on a private copy of the communicator, so its
  * traffic never meets the application's. The context hangs on the
  * communicator as an attribute whose delete callback frees it, so it goes
  * with MPI_Comm_free; MPI_Finalize frees the remaining ones, newest first
@@ -38,7 +38,7 @@ enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
 typedef struct shim_comm {
     struct shim_comm *next, *prev; /* live list, newest first */
     MPI_Comm comm;                 /* the application's */
-    MPI_Comm oob;                  /* private duplicate for the bootstrap */
+    MPI_Comm oob;                  /* private copy (same group) for the bootstrap */
     arcoll_context_t ctx;          /* NULL: every call on comm goes to PMPI */
     arcoll_team_t team;
 } shim_comm_t;
@@ -50,6 +50,7 @@ static int shim_wrank = -1; /* rank in MPI_COMM_WORLD, for log lines */
 static int shim_led;        /* communicators this process was rank 0 of (profile names) */
 static int shim_busy;       /* inside a shim call: MPI calls from within go straight through */
 static shim_comm_t *shim_live;
+static unsigned shim_nlive;
 /* The attribute of a communicator this rank had no memory for: it uses PMPI,
  * as the others learn from the first allreduce of shim_comm_create. */
 static shim_comm_t shim_comm_nomem;
@@ -109,13 +110,16 @@ static int shim_oob_barrier(void *user)
 
 static void shim_comm_unlink(shim_comm_t *c)
 {
+    if (c->prev == NULL && shim_live != c)
+        return; /* never linked */
     if (c->prev != NULL)
         c->prev->next = c->next;
-    else if (shim_live == c)
+    else
         shim_live = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
     c->next = c->prev = NULL;
+    shim_nlive--;
 }
 
 /* Collective over the communicator: the attribute's delete callback. */
@@ -197,13 +201,13 @@ static int shim_profile_name(shim_comm_t *c, char *name, size_t len)
     return 0;
 }
 
-/* Collective over comm (the first alltoall/allgather on it): duplicate it,
+/* Collective over comm (the first alltoall/allgather on it): copy it,
  * create the context, and agree that every rank has one. NULL only when the
  * decision could not even be shared (out of memory, the attribute not set). */
 static shim_comm_t *shim_comm_create(MPI_Comm comm)
 {
     shim_comm_t *c = calloc(1, sizeof(*c));
-    arcoll_oob_t oob;
+    arcoll_oob_t oob = {0};
     char prof[1024];
     const char *cfg[3] = {NULL, NULL, NULL};
     int inter = 0, ok, all = 0, rc = ARCOLL_OK;
@@ -219,7 +223,10 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
     ok = c != NULL;
     if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all)
         goto decided;
-    if (PMPI_Comm_dup(comm, &c->oob) != MPI_SUCCESS) {
+    /* A split, not a dup: a dup would run the application's attribute copy
+     * callbacks on our communicator. */
+    PMPI_Comm_rank(comm, &oob.rank);
+    if (PMPI_Comm_split(comm, 0, oob.rank, &c->oob) != MPI_SUCCESS) {
         c->oob = MPI_COMM_NULL;
         all = 0;
         goto decided;
@@ -230,11 +237,9 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
         cfg[0] = "ARCOLL_PROFILE";
         cfg[1] = prof;
     }
-    memset(&oob, 0, sizeof(oob));
     oob.allgather = shim_oob_allgather;
     oob.barrier = shim_oob_barrier;
     oob.user = c;
-    PMPI_Comm_rank(comm, &oob.rank);
     PMPI_Comm_size(comm, &oob.size);
     rc = arcoll_init_config(&oob, cfg, &c->ctx);
     ok = rc == ARCOLL_OK;
@@ -273,6 +278,7 @@ decided:
     if (shim_live != NULL)
         shim_live->prev = c;
     shim_live = c;
+    shim_nlive++;
     if (c->ctx != NULL)
         shim_stats.comms_arcoll++;
     else
@@ -433,8 +439,14 @@ int MPI_Finalize(void)
 {
     if (shim_state == SHIM_ON) {
         shim_busy++;
-        while (shim_live != NULL)
-            PMPI_Comm_delete_attr(shim_live->comm, shim_keyval); /* unlinks it */
+        while (shim_live != NULL) {
+            shim_comm_t *c = shim_live;
+            unsigned n = shim_nlive;
+            /* The delete callback finalizes, unlinks and frees c; should MPI
+             * refuse, do it here. */
+            if (PMPI_Comm_delete_attr(c->comm, shim_keyval) != MPI_SUCCESS || shim_nlive == n)
+                shim_comm_destroy(c);
+        }
         PMPI_Comm_free_keyval(&shim_keyval);
         shim_busy--;
         shim_state = SHIM_OFF;

@@ -33,6 +33,7 @@ enum { ALLTOALL, ALLGATHER };
 enum { MODE_SHIM, MODE_MULTIPLE, MODE_PLAIN };
 
 static int mode, wrank, wsize;
+static int copies; /* calls of the application's attribute copy callback */
 static long passed, failed;
 static arcoll_mpi_stats_fn stats_fn;
 
@@ -149,6 +150,17 @@ out:
     free(ref);
 }
 
+static int count_copy(MPI_Comm comm, int key, void *extra, void *in, void *out, int *flag)
+{
+    (void)comm;
+    (void)key;
+    (void)extra;
+    copies++;
+    *(void **)out = in;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
 /* Plain datatypes x sizes x both collectives, then the cases for PMPI. */
 static void comm_suite(const char *cname, MPI_Comm comm, size_t maxbytes)
 {
@@ -202,7 +214,7 @@ int main(int argc, char **argv)
     size_t maxbytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 65536;
     arcoll_mpi_stats_t s0, s1;
     MPI_Comm dup, evens, reversed, inter = MPI_COMM_NULL;
-    int provided, bad = 0;
+    int provided, bad = 0, key;
     long sums[2];
 
     mode = strcmp(mname, "multiple") == 0 ? MODE_MULTIPLE
@@ -228,9 +240,14 @@ int main(int argc, char **argv)
         return 1;
     }
     stats(&s0);
+    /* An attribute of the application's: the shim's own communicators must not copy it. */
+    MPI_Comm_create_keyval(count_copy, MPI_COMM_NULL_DELETE_FN, &key, NULL);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, key, &key);
 
     comm_suite("MPI_COMM_WORLD", MPI_COMM_WORLD, maxbytes);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    verdict(copies == 1, "the application's attribute was copied by the shim", "WORLD", ALLTOALL,
+            MPI_BYTE, 0);
     comm_suite("dup(WORLD)", dup, maxbytes);
     /* Even and odd world ranks: rank sets that are not contiguous. */
     MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wrank, &evens);
@@ -266,6 +283,8 @@ int main(int argc, char **argv)
                 "unexpected communicator or error counts", "all", ALLTOALL, MPI_BYTE, 0);
     }
 
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, key);
+    MPI_Comm_free_keyval(&key);
     sums[0] = passed;
     sums[1] = failed;
     MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
