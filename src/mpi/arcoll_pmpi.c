@@ -202,8 +202,9 @@ static int shim_profile_name(shim_comm_t *c, char *name, size_t len)
 }
 
 /* Collective over comm (the first alltoall/allgather on it): copy it,
- * create the context, and agree that every rank has one. NULL only when the
- * decision could not even be shared (out of memory, the attribute not set). */
+ * create the context, and agree that every rank has one; a record without a
+ * context sends the communicator to PMPI for good. NULL only when the
+ * attribute could not be set. */
 static shim_comm_t *shim_comm_create(MPI_Comm comm)
 {
     shim_comm_t *c = calloc(1, sizeof(*c));
