@@ -82,7 +82,7 @@ $(BUILD)/arcoll.pc: arcoll.pc.in
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 
 BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
-$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $(BENCH_SRC) -o $@ $(LINK_SHARED) -lm
@@ -93,13 +93,46 @@ MPICC ?= mpicc
 BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
 all: $(BENCH_MPI)
 
-$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \
 		$(if $(Q),echo "  LINK    $@";) \
 		OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -DARCOLL_BENCH_MPI \
 			$(BENCH_SRC) -o $@ $(LINK_SHARED) -lm; \
 	else echo "  SKIP    $@: no $(MPICC) (Debian package libopenmpi-dev)"; fi
+
+# The PMPI shim: an unmodified MPI program's MPI_Alltoall/MPI_Allgather on arcoll under
+# LD_PRELOAD (docs/embedding.md); its test program and latency benchmark. Only where mpicc
+# exists, like arcoll-bench-mpi.
+SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
+	$(BUILD)/bin/arcoll-mpi-lat)
+all: $(SHIM)
+
+$(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c include/arcoll_mpi.h $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -shared $< -o $@ $(LINK_SHARED)
+
+# -rdynamic: ARCOLL_PROFILE names the test's functions as call sites.
+$(BUILD)/tests/shim_test: tests/mpi/shim_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -rdynamic $< -o $@
+
+$(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h \
+		include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ -lm
+
+# A toy MPI channel embedding arcoll through the public API (docs/embedding.md).
+EXAMPLES := $(BUILD)/examples/oob_channel
+all: $(EXAMPLES)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # Channel-level latency/bandwidth (internal API, hence the static library).
 $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
@@ -167,6 +200,14 @@ unit: all
 integ: all
 	@tests/integ/run.sh $(BUILD)
 
+# Only the embedding tests (example channel, PMPI shim), or only srun --mpi=pmix.
+.PHONY: mpi slurm
+mpi: all
+	@tests/mpi/run.sh $(BUILD)
+
+slurm: all
+	@tests/slurm/run.sh $(BUILD)
+
 # Only the Soft-RoCE guests: make vm [VM=single|pair|all]
 vm: all
 	@tests/vm/run.sh $(BUILD) $(or $(VM),all)
@@ -198,9 +239,12 @@ install: all
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc
 	install -m 755 $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-pap-report \
 		$(DESTDIR)$(PREFIX)/bin/
+	install -m 644 include/arcoll_mpi.h $(DESTDIR)$(PREFIX)/include/
+	$(if $(SHIM),install -m 755 $(BUILD)/lib/libarcoll_mpi.so $(DESTDIR)$(PREFIX)/lib/)
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/lib/libarcoll.* \
+	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/include/arcoll_mpi.h \
+		$(DESTDIR)$(PREFIX)/lib/libarcoll.* $(DESTDIR)$(PREFIX)/lib/libarcoll_mpi.so \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
 		$(DESTDIR)$(PREFIX)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/arcoll-pap-report
 

@@ -39,6 +39,7 @@
 #endif
 
 #include "arcoll.h"
+#include "bench/bench_clock.h"
 #include "bench/bench_stats.h"
 
 #define MAX_ALGS   6
@@ -115,26 +116,6 @@ typedef struct bench {
     int json_first;
     double t_start, t_progress;
 } bench_t;
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-/* Wait until the absolute CLOCK_MONOTONIC time `until` (us). */
-static void wait_until(double until, int spin)
-{
-    if (spin) {
-        while (now_us() < until)
-            ;
-        return;
-    }
-    struct timespec ts = {(time_t)(until / 1e6), (long)(fmod(until, 1e6) * 1e3)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
 
 static int check(const bench_t *b, int rc, const char *what)
 {

@@ -6,10 +6,16 @@
  * Every collective is called by all members of a team in the same order
  * (MPI semantics). A team runs at most one collective at a time.
  *
- * Thread safety: none of these calls is thread safe on the same context;
- * distinct contexts may be used from distinct threads. The library starts
- * no threads: nonblocking calls progress inside arcoll_test/arcoll_wait/
- * arcoll_progress.
+ * Thread safety, stated per call below with these words:
+ *   [any]        any thread at any time, concurrently with anything.
+ *   [serialized] at most one such call at a time in the whole process, from
+ *                any thread (MPI_THREAD_SERIALIZED): the library keeps
+ *                process-wide state (the live handles it validates against,
+ *                the last error message), so two threads must not call it at
+ *                once even on distinct contexts.
+ * The library starts no threads and installs no signal handlers: nonblocking
+ * calls progress only inside arcoll_test/arcoll_wait/arcoll_progress.
+ * docs/embedding.md describes the lifecycle for a layer that embeds arcoll.
  */
 #ifndef ARCOLL_H
 #define ARCOLL_H
@@ -29,6 +35,10 @@ extern "C" {
 #define ARCOLL_VERSION_MINOR  1
 #define ARCOLL_VERSION_PATCH  0
 #define ARCOLL_VERSION_STRING "0.1.0"
+/* One number for comparisons: (major << 16) | (minor << 8) | patch. */
+#define ARCOLL_VERSION                                                                \
+    (((unsigned)ARCOLL_VERSION_MAJOR << 16) | ((unsigned)ARCOLL_VERSION_MINOR << 8) | \
+     (unsigned)ARCOLL_VERSION_PATCH)
 
 /* Status codes: 0 is success, 1 "in progress", negatives are errors. */
 typedef enum {
@@ -50,12 +60,21 @@ typedef struct arcoll_context *arcoll_context_t;
 typedef struct arcoll_team *arcoll_team_t;
 typedef struct arcoll_request *arcoll_request_t;
 
+/* The version of the library loaded at run time, encoded as ARCOLL_VERSION
+ * (compare it with the header's to catch a mismatched libarcoll.so); if
+ * string is not NULL it gets e.g. "0.1.0". [any] */
+unsigned arcoll_version(const char **string);
+
 /*
  * Out-of-band bootstrap supplied by an embedding runtime (e.g. an MPI
  * channel). allgather: every rank contributes len bytes, rbuf receives
  * size*len bytes ordered by rank; it is blocking and collective. barrier:
- * blocking and collective. Both return 0 on success. Called only inside
- * arcoll_init, arcoll_team_create, arcoll_team_destroy and arcoll_finalize.
+ * blocking and collective. Both return 0 on success; any other value makes
+ * the arcoll call fail with ARCOLL_ERR_BOOTSTRAP. Called only inside
+ * arcoll_init, arcoll_team_create, arcoll_team_destroy and arcoll_finalize,
+ * in the same order on every rank, never from another thread, never
+ * re-entered; the struct is copied by arcoll_init (user must stay valid
+ * until arcoll_finalize returns). docs/embedding.md, "Out-of-band".
  */
 typedef struct arcoll_oob {
     int (*allgather)(const void *sbuf, void *rbuf, size_t len, void *user);
@@ -66,14 +85,25 @@ typedef struct arcoll_oob {
 } arcoll_oob_t;
 
 /* Create a context. oob == NULL bootstraps through PMIx (a process started
- * without a launcher is a singleton of size 1). Collective over all ranks. */
+ * without a launcher is a singleton of size 1). Collective over all ranks.
+ * A process may hold several contexts at once (e.g. one per communicator).
+ * [serialized] */
 int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *ctx);
+/* arcoll_init with settings that override the ARCOLL_* environment for this
+ * context only: config is NULL or a NULL-terminated list of name, value
+ * pairs, e.g. {"ARCOLL_CHANNEL", "verbs", "ARCOLL_PROFILE", "/tmp/p", NULL},
+ * with the names and values of docs/configuration.md (ARCOLL_CHANNEL and
+ * ARCOLL_PROFILE included). A bad setting fails this rank before any
+ * communication (ARCOLL_ERR_CONFIG or _INVALID): pass the same on every
+ * rank. [serialized] */
+int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *ctx);
 
 /* Collective over all ranks of the context; frees every team of it.
  * Any handle of the context is invalid afterwards (calls report
- * ARCOLL_ERR_STATE). */
+ * ARCOLL_ERR_STATE). [serialized] */
 int arcoll_finalize(arcoll_context_t ctx);
 
+/* Queries: -1 (or an error) for a handle that is not live. [serialized] */
 int arcoll_context_rank(arcoll_context_t ctx);
 int arcoll_context_size(arcoll_context_t ctx);
 /* Number of nodes (hosts) the context's ranks span, from the bootstrap. */
@@ -82,15 +112,17 @@ int arcoll_context_nnodes(arcoll_context_t ctx);
  * region (bounce and control slots) plus the channel's fixed buffers. */
 int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes);
 
-/* The team of all ranks of the context, in rank order. */
+/* The team of all ranks of the context, in rank order. [serialized] */
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
 
 /* Collective over ALL ranks of the context (like MPI_Comm_split): each rank
  * passes the ordered member list of the team it joins (it must be a member),
- * or nranks == 0 to join none (*team is then NULL). */
+ * or nranks == 0 to join none (*team is then NULL). [serialized] */
 int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team);
-/* Collective over the context, like create. The world team is not destroyed. */
+/* Collective over the context, like create. The world team is not destroyed.
+ * [serialized] */
 int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
+/* [serialized] */
 int arcoll_team_rank(arcoll_team_t team);
 int arcoll_team_size(arcoll_team_t team);
 
@@ -98,11 +130,15 @@ int arcoll_team_size(arcoll_team_t team);
  * rbuf comes from team rank j. allgather: sbuf (bytes) is sent to all,
  * rbuf holds size*bytes. bytes == 0 is a local no-op. Buffers must not
  * overlap. Returns only once all outgoing writes are complete and all
- * incoming data has landed. */
+ * incoming data has landed. On ARCOLL_ERR_TIMEOUT, _PEER or _CHANNEL the
+ * team is failed: later calls on it return ARCOLL_ERR_STATE (destroy it, or
+ * finalize; docs/embedding.md, "Failures"). [serialized] */
 int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 
-/* Nonblocking forms: buffers belong to the library until completion. */
+/* Nonblocking forms: buffers belong to the library until completion. One
+ * collective at a time per team (another start returns ARCOLL_ERR_STATE).
+ * [serialized] */
 int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                      arcoll_request_t *req);
 int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
@@ -111,8 +147,15 @@ int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t b
  * *req set to NULL). */
 int arcoll_test(arcoll_request_t *req);
 int arcoll_wait(arcoll_request_t *req);
-/* Progress every outstanding request of the context. */
+/* Progress every outstanding request of the context. [serialized] */
 int arcoll_progress(arcoll_context_t ctx);
+
+/* For a layer that calls arcoll on an application's behalf (an MPI
+ * library): attribute the next collective this thread starts to the code
+ * address site, e.g. the layer's own __builtin_return_address(0), in
+ * ARCOLL_PROFILE records (docs/profiling.md) instead of the direct caller.
+ * Applies to one call. [any] */
+void arcoll_call_site(const void *site);
 
 /*
  * Memory registration for the zero-copy path (docs/verbs.md). By default a
@@ -123,7 +166,9 @@ int arcoll_progress(arcoll_context_t ctx);
  * registrations are cached too, and the caller must report with
  * arcoll_mem_invalidate every free/unmap of memory used in a collective (as
  * an MPI library's memory hooks would), or RDMA could land in pages the
- * allocator has handed elsewhere.
+ * allocator has handed elsewhere. The caller owns registered memory; arcoll
+ * only reads or writes it during a collective on a buffer inside it.
+ * [serialized]
  */
 typedef struct arcoll_mem *arcoll_mem_t;
 int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *mem);
@@ -132,15 +177,18 @@ int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len);
 
 /* Set a configuration variable at run time, with the names and values of
  * the ARCOLL_* environment variables (e.g. "ARCOLL_ALLTOALL_ALG", "pap").
- * Every rank must set the same value between the same collectives. */
+ * Every rank must set the same value between the same collectives.
+ * [serialized] */
 int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value);
 /* Current value as a string, in a buffer of the context that the next
  * arcoll_config_get or arcoll_config_set overwrites. */
 const char *arcoll_config_get(arcoll_context_t ctx, const char *name);
 
-/* Human-readable description of a status code. */
+/* Human-readable description of a status code (a static string). [any] */
 const char *arcoll_strerror(int status);
-/* The message of the last error detected on this context (never NULL). */
+/* The message of the last error detected in this process, on any context
+ * (never NULL; ctx is not used). Valid until the next arcoll call.
+ * [serialized] */
 const char *arcoll_last_error(arcoll_context_t ctx);
 
 #if defined(__GNUC__)

@@ -6,8 +6,9 @@ set -eu
 # benchmark's --plot (make run writes build/arcoll-run.png).
 PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibverbs-dev
       librdmacm-dev openmpi-bin libopenmpi-dev gnuplot-nox"
-# Optional tools used by 'make check' when present (skipped with a notice otherwise).
-OPT_PKGS="valgrind clang-format"
+# Optional tools used by 'make check' when present (skipped with a notice otherwise); the
+# Slurm daemons and munge: tests/slurm/ (srun --mpi=pmix).
+OPT_PKGS="valgrind clang-format munge slurmctld slurmd slurm-client"
 [ "${ARCOLL_DEPS_OPTIONAL:-1}" = 1 ] && PKGS="$PKGS $OPT_PKGS"
 missing=""
 for p in $PKGS; do

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/embed.h"
 #include "core/log.h"
 #include "core/profile.h"
 
@@ -312,6 +313,11 @@ static void core_ctx_unlink(struct arcoll_context *ctx)
 
 int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
 {
+    return arcoll_init_config(oob, NULL, out);
+}
+
+int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *out)
+{
     struct arcoll_context *ctx;
     uint64_t mine[2], *digests = NULL; /* per rank: settings digest, ARCOLL_PROFILE set */
     int *world = NULL, profile = 0;
@@ -329,6 +335,15 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     }
     ctx->magic = CORE_CTX_MAGIC;
     rc = core_config_init(&ctx->cfg);
+    /* The caller's settings win over the environment, for this context only. */
+    for (size_t i = 0; rc == ARCOLL_OK && config != NULL && config[i] != NULL; i += 2) {
+        if (config[i + 1] == NULL) {
+            log_err("arcoll_init_config: %s has no value", config[i]);
+            rc = ARCOLL_ERR_INVALID;
+        } else {
+            rc = core_config_set(&ctx->cfg, config[i], config[i + 1]);
+        }
+    }
     if (rc != ARCOLL_OK)
         goto err_ctx;
     core_log_level = ctx->cfg.log_level;
@@ -574,8 +589,13 @@ static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, voi
                      size_t bytes, arcoll_request_t *req, const void *site)
 {
     coll_req_t *r;
-    int rc = core_team_check(team, type == COLL_ALLTOALL ? "alltoall" : "allgather");
+    const void *given = core_call_site; /* arcoll_call_site: applies to this call only */
+    int rc;
 
+    core_call_site = NULL;
+    if (given != NULL)
+        site = given;
+    rc = core_team_check(team, type == COLL_ALLTOALL ? "alltoall" : "allgather");
     if (rc != ARCOLL_OK)
         return rc;
     rc = coll_start(team, type, sbuf, rbuf, bytes, site, &r);

@@ -46,6 +46,7 @@ typedef struct prof_sync {
  * shift of it. Equal identities read the same clock. */
 typedef struct prof_hello {
     uint64_t ok;
+    uint64_t seq; /* contexts profiled earlier into this rank's FILE (prof_prefix_uses) */
     int64_t ns_shift;
     char boot_id[PROF_BOOT_ID];
 } prof_hello_t;
@@ -73,7 +74,7 @@ typedef struct prof_sizes {
 struct prof {
     int record;     /* ARCOLL_PROFILE is set on this rank (else: take part only) */
     int same_clock; /* our CLOCK_MONOTONIC is rank 0's: the offset is exactly 0 */
-    unsigned seq;   /* contexts profiled earlier in this process */
+    unsigned seq;   /* FILE.ctx<seq>: agreed by the context's ranks (0: plain FILE) */
     prof_rec_t *recs;
     size_t nrecs, cap;
     uint64_t dropped;
@@ -86,7 +87,34 @@ struct prof {
     core_config_t cfg0; /* the settings of arcoll_init, for measuring T */
 };
 
-static unsigned prof_seq;
+/* How many contexts of this process have profiled into each FILE prefix. A
+ * process may hold several contexts (an MPI shim keeps one per communicator)
+ * and ranks may have taken part in different numbers of them, so the k of
+ * FILE.ctx<k> is agreed at prof_create. Kept for the life of the process. */
+typedef struct prof_prefix {
+    struct prof_prefix *next;
+    unsigned uses;
+    char name[CORE_CONFIG_PATH];
+} prof_prefix_t;
+
+static prof_prefix_t *prof_prefixes;
+
+/* The use count of prefix name, created at 0; NULL if out of memory. */
+static unsigned *prof_prefix_uses(const char *name)
+{
+    prof_prefix_t *e;
+
+    for (e = prof_prefixes; e != NULL; e = e->next)
+        if (strcmp(e->name, name) == 0)
+            return &e->uses;
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    e->next = prof_prefixes;
+    prof_prefixes = e;
+    return &e->uses;
+}
 
 #ifdef ARCOLL_FAULTS
 /* ARCOLL_FAULT=clock_skew (tests): rank r's clock reads r * 3 ms ahead and
@@ -205,6 +233,7 @@ int prof_create(struct arcoll_context *ctx, prof_t **out)
     prof_xrec_t x; /* every rank sends a whole record */
     prof_hello_t *mine = &x.hello;
     prof_t *p;
+    unsigned *uses = NULL;
     int all_ok = 1, rc;
 
     *out = NULL;
@@ -217,7 +246,11 @@ int prof_create(struct arcoll_context *ctx, prof_t **out)
     p = calloc(1, sizeof(*p));
     memset(&x, 0, sizeof(x));
     prof_hello_fill(mine);
-    mine->ok = p != NULL;
+    if (ctx->cfg.profile[0] != '\0') {
+        uses = prof_prefix_uses(ctx->cfg.profile);
+        mine->seq = uses != NULL ? *uses : 0;
+    }
+    mine->ok = p != NULL && (uses != NULL || ctx->cfg.profile[0] == '\0');
     rc = b->allgather(b, &x, xbuf, sizeof(*xbuf));
     if (rc != ARCOLL_OK)
         goto err_p;
@@ -229,7 +262,12 @@ int prof_create(struct arcoll_context *ctx, prof_t **out)
         goto err_p;
     }
     p->xbuf = xbuf;
-    p->seq = prof_seq++;
+    /* The largest count of any rank: a number none of them has used yet. */
+    for (int i = 0; i < b->size; i++)
+        if (xbuf[i].hello.seq > p->seq)
+            p->seq = (unsigned)xbuf[i].hello.seq;
+    if (uses != NULL)
+        *uses = p->seq + 1;
     p->same_clock = mine->boot_id[0] != '\0' && strcmp(mine->boot_id, xbuf[0].hello.boot_id) == 0 &&
                     mine->ns_shift == xbuf[0].hello.ns_shift;
 #ifdef ARCOLL_FAULTS

@@ -130,6 +130,11 @@ av verbs_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanperf' 65536 1000 &&
     echo 'chanperf: 1 passed, 0 failed'"
 ARCOLL_NOTIFY=imm av verbs_imm_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanperf' 65536 1000 &&
     echo 'chanperf: 1 passed, 0 failed'"
+# The PMPI shim over verbs: an ordinary MPI program's MPI_Alltoall/MPI_Allgather on arcoll,
+# a context per communicator (world, a duplicate, two splits), checked against PMPI.
+if [ -e "$B/lib/libarcoll_mpi.so" ]; then
+    av verbs_shim_np3 3 ok env LD_PRELOAD="$B/lib/libarcoll_mpi.so" "$T/shim_test" shim 4096
+fi
 # ==== end of arcoll tests ================================================================
 
 step "done"

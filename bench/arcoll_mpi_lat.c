@@ -1,0 +1,281 @@
+/*
+ * arcoll-mpi-lat: OSU-style latency of MPI_Alltoall and MPI_Allgather in an
+ * ordinary MPI program, side by side with PMPI_Alltoall/PMPI_Allgather (the
+ * MPI library's own, which a PMPI shim does not see) in the same run, under
+ * the same arrival skew. With libarcoll_mpi.so preloaded the MPI_* column is
+ * arcoll through the shim; without it both columns are the MPI library, and
+ * their ratio shows what the method itself adds (should be ~1).
+ *
+ *   mpirun -np 4 env LD_PRELOAD=build/lib/libarcoll_mpi.so build/bin/arcoll-mpi-lat
+ *
+ * Options: -t alltoall|allgather|both, -m [MIN:]MAX bytes per block (1:64k),
+ * -i ITERS (200; a tenth above 8 KiB), -x WARMUP (20), -M MIF[,MIF..] (0,32),
+ * -s spin|sleep (spin unless ranks outnumber cores), -S SEED, -c (validate).
+ *
+ * Each iteration: PMPI_Barrier, then rank r waits delay_r (random in
+ * [0, MIF x T), the same draw for both columns), arrives, calls, leaves.
+ * Latency is arrival to exit; the bound is the last rank's arrival minus
+ * one's own (no rank can leave before the last one arrives), so
+ * "latency - bound" is the time the call took after everyone was there. T is
+ * one message of the size between ranks 0 and 1 (half a PMPI ping-pong
+ * round trip). Arrivals use CLOCK_MONOTONIC, which all ranks share only on
+ * one host: run it on one host. The two columns alternate which goes first.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arcoll_mpi.h"
+#include "bench/bench_clock.h"
+#include "bench/bench_stats.h"
+
+enum { COL_MPI, COL_PMPI, NCOLS };
+
+typedef struct lat_opts {
+    int colls[2], ncolls;
+    size_t min, max;
+    int iters, warmup, spin, validate;
+    double mifs[8];
+    int nmifs;
+    uint64_t seed;
+} lat_opts_t;
+
+static int rank, nranks;
+
+static int coll_call(int col, int coll, const char *s, char *r, int bytes)
+{
+    if (coll == 0)
+        return col == COL_MPI
+                   ? MPI_Alltoall(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD)
+                   : PMPI_Alltoall(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
+    return col == COL_MPI ? MPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD)
+                          : PMPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+/* T(size): half the round trip of a PMPI ping-pong between ranks 0 and 1,
+ * the median of 11 batches of 10, known to every rank. */
+static double measure_t(char *buf, int bytes)
+{
+    double v[11], t = 0;
+
+    if (nranks < 2)
+        return 0;
+    for (int b = 0; b < 11; b++) {
+        PMPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_us();
+        for (int i = 0; i < 10 && rank < 2; i++) {
+            if (rank == 0) {
+                PMPI_Send(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+                PMPI_Recv(buf, bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                PMPI_Recv(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                PMPI_Send(buf, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+            }
+        }
+        v[b] = (now_us() - t0) / 20;
+    }
+    if (rank == 0)
+        t = bstat_median(v, 11);
+    PMPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return t;
+}
+
+static unsigned char fill_byte(int from, int to, size_t k, int it)
+{
+    return (unsigned char)(from * 29 + to * 7 + (int)(k % 13) + it * 3);
+}
+
+/* One (collective, size, MIF) point: res[col]; returns wrong blocks seen. */
+static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, double t_us, char *s,
+                      char *r, bstat_point_t *res)
+{
+    int iters = bstat_iters((size_t)bytes, o->iters), warm = bstat_iters((size_t)bytes, o->warmup);
+    size_t nrec = (size_t)iters * NCOLS * 2;
+    double *mine = malloc(nrec * sizeof(double)), *all = malloc(nrec * sizeof(double) * nranks);
+    double *arrive = malloc(sizeof(double) * (size_t)iters * nranks);
+    double *lat = malloc(sizeof(double) * (size_t)iters * nranks);
+    double *delay = malloc(sizeof(double) * nranks), *rank_sum = malloc(sizeof(double) * nranks);
+    int *perm = malloc(sizeof(int) * nranks);
+    bstat_skew_t sk = {BSTAT_SKEW_RANDOM, mif, 0, o->seed};
+    size_t slen = coll == 0 ? (size_t)bytes * nranks : (size_t)bytes;
+    long bad = 0;
+
+    if (!mine || !all || !arrive || !lat || !delay || !rank_sum || !perm) {
+        fprintf(stderr, "arcoll-mpi-lat[%d]: out of memory\n", rank);
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int it = -warm; it < iters; it++) {
+        bstat_delays(&sk, (uint64_t)(it + warm) * 2654435761u + (uint64_t)bytes, nranks, t_us, perm,
+                     delay);
+        for (int k = 0; k < NCOLS; k++) {
+            int col = (it + k) % NCOLS; /* alternate which column goes first */
+            if (o->validate)
+                for (size_t i = 0; i < slen; i++)
+                    s[i] = (char)fill_byte(rank, coll == 0 ? (int)(i / (size_t)bytes) : 0,
+                                           i % (size_t)bytes, it + col);
+            PMPI_Barrier(MPI_COMM_WORLD);
+            double tb = now_us();
+            if (delay[rank] > 0)
+                wait_until(tb + delay[rank], o->spin);
+            double t0 = now_us();
+            if (coll_call(col, coll, s, r, bytes) != MPI_SUCCESS)
+                bad++;
+            double t1 = now_us();
+            for (int j = 0; o->validate && j < nranks; j++)
+                for (size_t i = 0; i < (size_t)bytes; i++)
+                    if ((unsigned char)r[(size_t)j * bytes + i] !=
+                        fill_byte(j, coll == 0 ? rank : 0, i, it + col)) {
+                        bad++;
+                        break;
+                    }
+            if (it >= 0) {
+                mine[((size_t)it * NCOLS + col) * 2] = t0;
+                mine[((size_t)it * NCOLS + col) * 2 + 1] = t1 - t0;
+            }
+        }
+    }
+    PMPI_Allgather(mine, (int)nrec, MPI_DOUBLE, all, (int)nrec, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int col = 0; col < NCOLS; col++) {
+        for (int it = 0; it < iters; it++)
+            for (int j = 0; j < nranks; j++) {
+                const double *m = all + (size_t)j * nrec + ((size_t)it * NCOLS + col) * 2;
+                arrive[(size_t)it * nranks + j] = m[0];
+                lat[(size_t)it * nranks + j] = m[1];
+            }
+        bstat_point(arrive, lat, iters, nranks, rank_sum, &res[col]);
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    free(mine);
+    free(all);
+    free(arrive);
+    free(lat);
+    free(delay);
+    free(rank_sum);
+    free(perm);
+    return bad;
+}
+
+static int parse(int argc, char **argv, lat_opts_t *o)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int opt, spin = -1;
+
+    *o = (lat_opts_t){{0, 1}, 2, 1, 65536, 200, 20, 0, 0, {0, 32}, 2, 1};
+    while ((opt = getopt(argc, argv, "t:m:i:x:M:s:S:c")) != -1) {
+        switch (opt) {
+        case 't':
+            o->ncolls = strcmp(optarg, "both") == 0 ? 2 : 1;
+            o->colls[0] = strcmp(optarg, "allgather") == 0;
+            if (o->ncolls == 1 && !o->colls[0] && strcmp(optarg, "alltoall") != 0)
+                return -1;
+            break;
+        case 'm': {
+            char *colon = strchr(optarg, ':');
+            if (colon != NULL) {
+                *colon = '\0';
+                if (bstat_parse_size(optarg, &o->min) != 0)
+                    return -1;
+            }
+            if (bstat_parse_size(colon ? colon + 1 : optarg, &o->max) != 0 || o->min < 1 ||
+                o->max < o->min || o->max > (1u << 20))
+                return -1;
+            break;
+        }
+        case 'i': o->iters = atoi(optarg); break;
+        case 'x': o->warmup = atoi(optarg); break;
+        case 'M': {
+            o->nmifs = 0;
+            for (char *t = strtok(optarg, ","); t != NULL && o->nmifs < 8; t = strtok(NULL, ","))
+                o->mifs[o->nmifs++] = atof(t);
+            break;
+        }
+        case 's':
+            spin = strcmp(optarg, "spin") == 0 ? 1 : strcmp(optarg, "sleep") == 0 ? 0 : -2;
+            break;
+        case 'S': o->seed = strtoull(optarg, NULL, 0); break;
+        case 'c': o->validate = 1; break;
+        default: return -1;
+        }
+    }
+    if (spin == -2 || o->iters < 1 || o->warmup < 0 || o->nmifs == 0)
+        return -1;
+    o->spin = spin >= 0 ? spin : nranks <= cores;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const names[] = {"alltoall", "allgather"};
+    arcoll_mpi_stats_fn stats_fn;
+    arcoll_mpi_stats_t s0, s1;
+    lat_opts_t o;
+    long bad = 0;
+    char *s, *r;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (parse(argc, argv, &o) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "usage: arcoll-mpi-lat [-t alltoall|allgather|both] [-m [MIN:]MAX] "
+                            "[-i ITERS] [-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
+    memset(&s0, 0, sizeof(s0));
+    if (stats_fn != NULL)
+        stats_fn(&s0);
+    s = malloc(o.max * (size_t)nranks);
+    r = malloc(o.max * (size_t)nranks);
+    if (s == NULL || r == NULL)
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    memset(s, 1, o.max * (size_t)nranks);
+    if (rank == 0) {
+        printf("# arcoll-mpi-lat: %d ranks, skew by %s, seed %llu; MPI_* %s\n", nranks,
+               o.spin ? "spinning" : "sleeping", (unsigned long long)o.seed,
+               stats_fn ? "goes through libarcoll_mpi.so" : "is the MPI library (no shim loaded)");
+        printf("# latency = arrival to exit, mean over ranks and iterations (us); bound = last "
+               "arrival - own arrival\n");
+        printf("%-9s %8s %5s %8s %9s %10s %10s %9s %10s %10s\n", "coll", "bytes", "MIF", "T(us)",
+               "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio", "shim-bnd", "PMPI-bnd");
+    }
+    for (int c = 0; c < o.ncolls; c++)
+        for (int m = 0; m < o.nmifs; m++)
+            for (size_t b = o.min; b <= o.max; b *= 2) {
+                bstat_point_t res[NCOLS];
+                double t_us = measure_t(s, (int)b);
+                bad += run_point(&o, o.colls[c], (int)b, o.mifs[m], t_us, s, r, res);
+                if (rank == 0)
+                    printf("%-9s %8zu %5g %8.2f %9.2f %10.2f %10.2f %9.3f %10.2f %10.2f\n",
+                           names[o.colls[c]], b, o.mifs[m], t_us, res[COL_MPI].bound_mean,
+                           res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean,
+                           bstat_ratio(res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean),
+                           res[COL_MPI].lat_mean - res[COL_MPI].bound_mean,
+                           res[COL_PMPI].lat_mean - res[COL_PMPI].bound_mean);
+                fflush(stdout);
+            }
+    if (stats_fn != NULL) {
+        unsigned long long mine[2], sum[2];
+        stats_fn(&s1);
+        mine[0] =
+            s1.alltoall_arcoll + s1.allgather_arcoll - s0.alltoall_arcoll - s0.allgather_arcoll;
+        mine[1] = s1.alltoall_mpi + s1.allgather_mpi - s0.alltoall_mpi - s0.allgather_mpi;
+        PMPI_Reduce(mine, sum, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("# shim: %llu MPI_* calls ran on arcoll, %llu went to PMPI (all ranks)\n",
+                   sum[0], sum[1]);
+    }
+    if (rank == 0)
+        printf("arcoll-mpi-lat: %d passed, %d failed\n", bad == 0, bad != 0);
+    free(s);
+    free(r);
+    MPI_Finalize();
+    return bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,37 @@
+/*
+ * libarcoll_mpi.so: a PMPI interposition library. Preloaded (LD_PRELOAD) or
+ * linked before libmpi, it runs an unmodified MPI program's MPI_Alltoall and
+ * MPI_Allgather on arcoll wherever it can and hands every other call to the
+ * MPI library (docs/embedding.md, "The PMPI shim").
+ *
+ * Programs need not include this header. It declares what the shim exports
+ * besides the MPI functions: counters, which a test or a tool finds with
+ * dlsym(RTLD_DEFAULT, "arcoll_mpi_stats") so as to run with or without it.
+ */
+#ifndef ARCOLL_MPI_H
+#define ARCOLL_MPI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct arcoll_mpi_stats {
+    unsigned long long alltoall_arcoll;  /* MPI_Alltoall calls that arcoll ran */
+    unsigned long long alltoall_mpi;     /* ... handed to PMPI_Alltoall */
+    unsigned long long allgather_arcoll; /* MPI_Allgather calls that arcoll ran */
+    unsigned long long allgather_mpi;    /* ... handed to PMPI_Allgather */
+    unsigned long long comms_arcoll;     /* communicators given an arcoll context */
+    unsigned long long comms_mpi;        /* communicators left to MPI for good */
+    unsigned long long comms_freed;      /* arcoll contexts freed with their communicator */
+    unsigned long long errors;           /* arcoll calls that failed (MPI error raised) */
+} arcoll_mpi_stats_t;
+
+/* This process's counters since MPI_Init. Returns 0. Call between MPI calls
+ * (MPI_THREAD_SERIALIZED rules). */
+int arcoll_mpi_stats(arcoll_mpi_stats_t *out);
+typedef int (*arcoll_mpi_stats_fn)(arcoll_mpi_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ARCOLL_MPI_H */

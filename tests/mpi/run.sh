@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Embedding tests: the example channel (examples/oob_channel.c) and the PMPI shim
+# (libarcoll_mpi.so preloaded into tests/mpi/shim_test.c, an ordinary MPI program) at 2-8
+# ranks, its fallbacks, ARCOLL_PROFILE through it, and proof that the test fails without it.
+# Usage: tests/mpi/run.sh BUILD_DIR [FILTER]; last line "mpi: N passed, N failed".
+set -u
+B=${1:-build}
+FILTER=${2:-}
+LOG=$B/mpi-logs
+mkdir -p "$LOG"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export ARCOLL_TIMEOUT_MS=${ARCOLL_TIMEOUT_MS:-20000}
+pass=0
+fail=0
+failed=()
+
+# t NAME EXPECT CMD...: EXPECT is ok (exit 0), ok:TEXT (exit 0 and TEXT in the output) or
+# fails:TEXT (exit non-zero and TEXT in the output); every command gets 300 s.
+t() {
+    local name=$1 expect=$2 rc good=0 start=$SECONDS
+    shift 2
+    [ -z "$FILTER" ] || [[ $name == *$FILTER* ]] || return 0
+    timeout 300 "$@" >"$LOG/$name.log" 2>&1
+    rc=$?
+    case $expect in
+    ok) [ $rc -eq 0 ] && good=1 ;;
+    ok:*) [ $rc -eq 0 ] && grep -qF -- "${expect#ok:}" "$LOG/$name.log" && good=1 ;;
+    fails:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "${expect#fails:}" "$LOG/$name.log" &&
+        good=1 ;;
+    esac
+    if [ $good = 1 ]; then
+        pass=$((pass + 1))
+        printf 'PASS %-34s %3ds  %s\n' "$name" $((SECONDS - start)) \
+            "$(grep -m1 -E 'passed, [0-9]+ failed|ended as expected' "$LOG/$name.log")"
+    else
+        fail=$((fail + 1))
+        failed+=("$name")
+        printf 'FAIL %-34s %3ds  (exit %d, expected %s)\n' "$name" $((SECONDS - start)) $rc "$expect"
+        tail -n 20 "$LOG/$name.log" | sed 's/^/    /'
+    fi
+}
+
+# The example channel: forked ranks, bootstrap over socket pairs, a peer that dies.
+EX=$B/examples/oob_channel
+t example-oob-1 ok:"1 of 1 ranks" "$EX" 1
+t example-oob-4 ok:"4 of 4 ranks" "$EX" 4
+t example-oob-5-peer-dies ok:"a peer process is gone" env ARCOLL_TIMEOUT_MS=5000 "$EX" 5 fail
+
+SHIM=$B/lib/libarcoll_mpi.so
+if [ ! -e "$SHIM" ] || ! command -v mpirun >/dev/null; then
+    echo "SKIP shim tests: no $SHIM or no mpirun (Debian packages libopenmpi-dev, openmpi-bin)"
+else
+    SHIM=$(cd "$(dirname "$SHIM")" && pwd)/libarcoll_mpi.so
+    # A sanitizer build's shim needs the sanitizer runtime loaded first.
+    asan=$(ldd "$SHIM" | awk '/libasan/ {print $3}')
+    PRE=${asan:+$asan:}$SHIM
+    # Open MPI leaks at exit by design: no leak checks for MPI programs (as in tests/integ).
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+    MPIRUN="mpirun --oversubscribe --bind-to none"
+    ST=$B/tests/shim_test
+    for n in 2 3 4 5 8; do
+        t "shim-$n" ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" "$ST" shim
+    done
+    t shim-4-direct-zcopy ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
+        ARCOLL_ALLTOALL_ALG=direct ARCOLL_ALLGATHER_ALG=direct ARCOLL_PATH=zcopy "$ST" shim
+    t shim-3-copy-small-bounce ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$ST" shim
+    # MPI_THREAD_MULTIPLE: every call must go to PMPI.
+    t shim-3-thread-multiple ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" "$ST" multiple
+    # The fallbacks say why at ARCOLL_LOG=debug.
+    t shim-3-debug-in-place ok:"MPI_IN_PLACE: to PMPI" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        ARCOLL_LOG=debug "$ST" shim
+    t shim-3-debug-intercomm ok:"intercommunicator: its collectives go to PMPI" \
+        grep -F "intercommunicator" "$LOG/shim-3-debug-in-place.log"
+    # The test must be able to fail: without the shim nothing runs on arcoll.
+    t shim-missing-is-caught fails:"libarcoll_mpi.so is not loaded" $MPIRUN -np 2 "$ST" shim
+    # ARCOLL_PROFILE through the shim: one profile per communicator, the application's call
+    # sites (not the shim's) in the report.
+    P=$LOG/prof
+    rm -f "$P".*
+    t shim-4-profile ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" ARCOLL_PROFILE="$P" \
+        "$ST" shim
+    t shim-4-profile-report-world ok:"shim_test+0x" "$B/bin/arcoll-pap-report" "$P"
+    sub=$(find "$LOG" -name 'prof.comm*.0' | sort | head -1)
+    t shim-4-profile-report-split ok:"shim_test+0x" "$B/bin/arcoll-pap-report" "${sub%.0}"
+    # The latency benchmark through the shim, validating every call.
+    t mpi-lat-3-shim ok:"went to PMPI" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        "$B/bin/arcoll-mpi-lat" -m 1:4k -i 10 -x 2 -M 0,16 -c
+fi
+
+echo "mpi: $pass passed, $fail failed"
+[ $fail -eq 0 ] || {
+    echo "failed: ${failed[*]}"
+    exit 1
+}
