@@ -64,6 +64,10 @@ else
     done
     t shim-4-direct-zcopy ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
         ARCOLL_ALLTOALL_ALG=direct ARCOLL_ALLGATHER_ALG=direct ARCOLL_PATH=zcopy "$ST" shim
+    # Shared-memory aware algorithms under the shim: a context per communicator, each with
+    # its own node segments (pretend nodes of 2; split communicators have unequal nodes).
+    t shim-8-pap_shm-nodes-2 ok:" 0 failed" $MPIRUN -np 8 env LD_PRELOAD="$PRE" \
+        ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=shm_direct "$ST" shim
     t shim-3-copy-small-bounce ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$ST" shim
     # MPI_THREAD_MULTIPLE: every call must go to PMPI.
