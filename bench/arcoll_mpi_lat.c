@@ -244,7 +244,8 @@ int main(int argc, char **argv)
         printf("# latency = arrival to exit, mean over ranks and iterations (us); bound = last "
                "arrival - own arrival\n");
         printf("%-9s %8s %5s %8s %9s %10s %10s %9s %10s %10s\n", "coll", "bytes", "MIF", "T(us)",
-               "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio", "shim-bnd", "PMPI-bnd");
+               "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio",
+               stats_fn ? "shim-bnd" : "MPI_-bnd", "PMPI-bnd");
     }
     for (int c = 0; c < o.ncolls; c++)
         for (int m = 0; m < o.nmifs; m++)
