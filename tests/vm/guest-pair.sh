@@ -90,7 +90,7 @@ ap() {
     fi
 }
 ap pair_matrix matrix
-ap pair_skew_random skew 300 200 random
+COLL_TEST_ALGS=direct,pap ap pair_skew_random skew 300 200 random
 # Shared-memory aware algorithms on real nodes: each guest's two ranks share a node segment.
 COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 300 300 late
 ARCOLL_NOTIFY=imm ap pair_imm_env env
