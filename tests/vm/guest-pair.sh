@@ -92,7 +92,7 @@ ap() {
 ap pair_matrix matrix
 COLL_TEST_ALGS=direct,pap ap pair_skew_random skew 300 200 random
 # Shared-memory aware algorithms on real nodes: each guest's two ranks share a node segment.
-COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 300 300 late
+COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 150 300 late
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 ap pair_bad_input bad
