@@ -42,7 +42,7 @@
 #include "bench/bench_clock.h"
 #include "bench/bench_stats.h"
 
-#define MAX_ALGS   6
+#define MAX_ALGS   8
 #define MAX_MIFS   16
 #define MAX_LATES  8
 #define MAX_POINTS (MAX_MIFS * MAX_LATES)

@@ -287,16 +287,20 @@ static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
  * Every rank decides alike (same team shape, settings and size). */
 static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg)
 {
-    int flat = alg == CORE_ALG_PAP_SHM ? CORE_ALG_PAP : CORE_ALG_DIRECT;
+    int flat;
 
-    if (alg != CORE_ALG_SHM_DIRECT && alg != CORE_ALG_PAP_SHM)
+    if (alg == CORE_ALG_AUTO)
+        alg = CORE_ALG_PAP; /* the tuning table: TODO(issue 6) */
+    if (alg == CORE_ALG_DIRECT || alg == CORE_ALG_PAP)
         return alg;
-    if (t->hier != NULL && bytes <= t->hier->max_bytes && bytes <= t->ctx->cfg.shm_max)
+    flat = alg == CORE_ALG_PAP_SHM || alg == CORE_ALG_SA || alg == CORE_ALG_RD ? CORE_ALG_PAP
+                                                                               : CORE_ALG_DIRECT;
+    if (alg != CORE_ALG_SA && alg != CORE_ALG_SA_DIRECT && alg != CORE_ALG_RD && t->hier != NULL &&
+        bytes <= t->hier->max_bytes && bytes <= t->ctx->cfg.shm_max)
         return alg;
     if (!t->hier_noticed++ && t->rank == 0)
-        log_info("%s: %s runs as %s on this team (%s)", coll_name(type),
-                 alg == CORE_ALG_PAP_SHM ? "pap_shm" : "shm_direct",
-                 flat == CORE_ALG_PAP ? "pap" : "direct",
+        log_info("%s: %s runs as %s on this team (%s)", coll_name(type), core_alg_name(alg),
+                 core_alg_name(flat),
                  t->hier == NULL ? "no node holds two of its ranks"
                                  : "messages above ARCOLL_SHM_MAX for this job shape");
     return flat;
@@ -357,12 +361,13 @@ int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, voi
     if (alg < 0)
         alg = type == COLL_ALLTOALL ? ctx->cfg.alltoall_alg : ctx->cfg.allgather_alg;
     alg = coll_alg_pick(t, type, bytes, alg);
-    r->hier = alg == CORE_ALG_PAP_SHM      ? COLL_HIER_PAP
-              : alg == CORE_ALG_SHM_DIRECT ? COLL_HIER_DIRECT
-                                           : 0;
+    r->hier = alg == CORE_ALG_PAP_SHM                                ? COLL_HIER_PAP
+              : alg == CORE_ALG_SHM_DIRECT || alg == CORE_ALG_LEADER ? COLL_HIER_DIRECT
+                                                                     : 0;
     r->alg = alg == CORE_ALG_DIRECT       ? &coll_alg_direct
              : alg == CORE_ALG_PAP        ? &coll_alg_pap
              : alg == CORE_ALG_SHM_DIRECT ? &coll_alg_shm_direct
+             : alg == CORE_ALG_LEADER     ? &coll_alg_leader
                                           : &coll_alg_pap_shm;
     r->is_direct = alg == CORE_ALG_DIRECT;
     path = ctx->cfg.path;

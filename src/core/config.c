@@ -25,7 +25,10 @@ typedef struct cfg_var {
 } cfg_var_t;
 
 static const char *const cfg_channels[] = {"smp", "verbs", NULL};
-static const char *const cfg_algs[] = {"direct", "pap", "shm_direct", "pap_shm", NULL};
+/* One list for both collectives (the index is the CORE_ALG_* value); the
+ * alltoall-only ones are refused for allgather in core_config_set. */
+static const char *const cfg_algs[] = {"direct",    "pap", "shm_direct", "pap_shm", "sa",
+                                       "sa_direct", "rd",  "leader",     "auto",    NULL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
@@ -37,14 +40,22 @@ static const char *const cfg_profile_form[] = {"FILE", NULL};
 
 #define CFG_OFF(f) offsetof(core_config_t, f)
 
+const char *core_alg_name(int alg)
+{
+    return alg >= 0 && alg < CORE_ALG_COUNT ? cfg_algs[alg] : "?";
+}
+
 static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
      "transport: smp (shared memory, one node) or verbs (InfiniBand/RoCE)"},
     {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "pap", 0, 0, 1,
      "alltoall algorithm: direct (arrival-oblivious baseline), pap (PAP_Direct), shm_direct "
-     "or pap_shm (node masters through shared memory, seed 002 4.4)"},
+     "or pap_shm (node masters through shared memory, seed 002 4.4), sa or sa_direct "
+     "(non-leader send-side aggregation, PAP or Direct inter-node step, seed 001), rd "
+     "(receive-side distribution), leader (one leader per node, Direct), auto (by size and "
+     "job shape, ARCOLL_TUNE)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
-     "allgather algorithm: direct, pap, shm_direct or pap_shm"},
+     "allgather algorithm: direct, pap, shm_direct, pap_shm or auto"},
     {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
     {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
@@ -213,6 +224,14 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
     v = cfg_var_find(name);
     if (v == NULL) {
         log_err("unknown configuration variable %s (see docs/configuration.md)", name);
+        return ARCOLL_ERR_CONFIG;
+    }
+    if (v->offset == CFG_OFF(allgather_alg) && value != NULL &&
+        (strcmp(value, "sa") == 0 || strcmp(value, "sa_direct") == 0 || strcmp(value, "rd") == 0 ||
+         strcmp(value, "leader") == 0)) {
+        log_err("ARCOLL_ALLGATHER_ALG=%s: that algorithm is alltoall-only (allowed: direct, pap, "
+                "shm_direct, pap_shm, auto)",
+                value);
         return ARCOLL_ERR_CONFIG;
     }
     rc = cfg_var_set(cfg, v, value);

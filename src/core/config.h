@@ -7,7 +7,18 @@
 #include <stdint.h>
 
 enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
-enum { CORE_ALG_DIRECT, CORE_ALG_PAP, CORE_ALG_SHM_DIRECT, CORE_ALG_PAP_SHM };
+enum {
+    CORE_ALG_DIRECT,
+    CORE_ALG_PAP,
+    CORE_ALG_SHM_DIRECT,
+    CORE_ALG_PAP_SHM,
+    CORE_ALG_SA,        /* alltoall only: non-leader send-side aggregation, PAP step 2 */
+    CORE_ALG_SA_DIRECT, /* alltoall only: the same with a Direct step 2 */
+    CORE_ALG_RD,        /* alltoall only: receive-side distribution */
+    CORE_ALG_LEADER,    /* alltoall only: one leader per node, Direct between leaders */
+    CORE_ALG_AUTO,      /* by size and job shape from the tuning table */
+    CORE_ALG_COUNT
+};
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
@@ -49,6 +60,8 @@ const char *core_config_get(const core_config_t *cfg, const char *name, char *bu
 uint64_t core_config_digest(const core_config_t *cfg);
 /* Print the table of variables (name, value, allowed, description). */
 void core_config_print(const core_config_t *cfg, void *file);
+/* "pap", "sa", ... for a CORE_ALG_* value. */
+const char *core_alg_name(int alg);
 /* Parse "64k", "1M", "4096" (bytes); 0 on success. */
 int core_config_parse_size(const char *s, size_t *out);
 

@@ -45,6 +45,7 @@ extern const coll_alg_t coll_alg_direct;
 extern const coll_alg_t coll_alg_pap;
 extern const coll_alg_t coll_alg_shm_direct;
 extern const coll_alg_t coll_alg_pap_shm;
+extern const coll_alg_t coll_alg_leader;
 extern const coll_proto_t coll_proto_node;
 
 enum { COLL_TX_IDLE = 0, COLL_TX_ACTIVE, COLL_TX_DONE };

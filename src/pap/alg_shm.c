@@ -357,3 +357,6 @@ const coll_proto_t coll_proto_node = {
 
 const coll_alg_t coll_alg_shm_direct = {.name = "shm_direct", .tx_progress = NULL};
 const coll_alg_t coll_alg_pap_shm = {.name = "pap_shm", .tx_progress = NULL};
+/* Seed 001's leader-based alltoall: the node-master machinery with a Direct
+ * exchange between leaders (shm_direct under its seed-001 name). */
+const coll_alg_t coll_alg_leader = {.name = "leader", .tx_progress = NULL};
