@@ -24,7 +24,8 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/zcopy/*.c src/verbs/*.c) \
+LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
+	src/zcopy/*.c src/verbs/*.c) \
 	$(wildcard bootstrap/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)

@@ -228,7 +228,7 @@ int coll_progress(coll_req_t *r)
     if (!r->active)
         return r->status;
     if (r->hier)
-        return shm_progress(r);
+        return r->hier >= COLL_HIER_SA ? nl_progress(r) : shm_progress(r);
     outstanding = c->ops->progress(c);
     if (outstanding < 0)
         return coll_fail(r, outstanding);
@@ -282,27 +282,64 @@ static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen && blen && x < y + blen && y < x + alen;
 }
 
-/* The shared-memory aware algorithms need a node holding two members and a
- * message the node segment holds; otherwise their flat counterpart runs.
+/* By CORE_ALG_* (auto is resolved before): the algorithm and, for the
+ * hierarchical ones, which state machine drives the call. */
+static const coll_alg_t *const coll_algs[CORE_ALG_COUNT] = {
+    [CORE_ALG_DIRECT] = &coll_alg_direct,
+    [CORE_ALG_PAP] = &coll_alg_pap,
+    [CORE_ALG_SHM_DIRECT] = &coll_alg_shm_direct,
+    [CORE_ALG_PAP_SHM] = &coll_alg_pap_shm,
+    [CORE_ALG_SA] = &coll_alg_sa,
+    [CORE_ALG_SA_DIRECT] = &coll_alg_sa_direct,
+    [CORE_ALG_RD] = &coll_alg_rd,
+    [CORE_ALG_LEADER] = &coll_alg_leader,
+};
+static const int coll_hier_of[CORE_ALG_COUNT] = {
+    [CORE_ALG_SHM_DIRECT] = COLL_HIER_DIRECT,
+    [CORE_ALG_PAP_SHM] = COLL_HIER_PAP,
+    [CORE_ALG_SA] = COLL_HIER_SA,
+    [CORE_ALG_SA_DIRECT] = COLL_HIER_SA_DIRECT,
+    [CORE_ALG_RD] = COLL_HIER_RD,
+    [CORE_ALG_LEADER] = COLL_HIER_DIRECT,
+};
+
+/* Why a hierarchical algorithm cannot run this call on this team, or NULL.
  * Every rank decides alike (same team shape, settings and size). */
+static const char *coll_alg_unfit(const struct arcoll_team *t, size_t bytes, int alg)
+{
+    const hier_t *h = t->hier;
+    int nonleader = alg == CORE_ALG_SA || alg == CORE_ALG_SA_DIRECT || alg == CORE_ALG_RD;
+
+    if (h == NULL)
+        return "no node holds two of its ranks";
+    if (bytes > h->max_bytes || bytes > t->ctx->cfg.shm_max)
+        return "messages above ARCOLL_SHM_MAX for this job shape";
+    if (nonleader && h->nnodes < 2)
+        return "one node";
+    if (nonleader && !h->equal)
+        return "unequal ranks per node";
+    return NULL;
+}
+
+/* The algorithm that runs: the configured one, or its flat counterpart with
+ * a one-line notice per team when it cannot run (coll_alg_unfit). */
 static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg)
 {
+    const char *why;
     int flat;
 
     if (alg == CORE_ALG_AUTO)
         alg = CORE_ALG_PAP; /* the tuning table: TODO(issue 6) */
     if (alg == CORE_ALG_DIRECT || alg == CORE_ALG_PAP)
         return alg;
+    why = coll_alg_unfit(t, bytes, alg);
+    if (why == NULL)
+        return alg;
     flat = alg == CORE_ALG_PAP_SHM || alg == CORE_ALG_SA || alg == CORE_ALG_RD ? CORE_ALG_PAP
                                                                                : CORE_ALG_DIRECT;
-    if (alg != CORE_ALG_SA && alg != CORE_ALG_SA_DIRECT && alg != CORE_ALG_RD && t->hier != NULL &&
-        bytes <= t->hier->max_bytes && bytes <= t->ctx->cfg.shm_max)
-        return alg;
     if (!t->hier_noticed++ && t->rank == 0)
         log_info("%s: %s runs as %s on this team (%s)", coll_name(type), core_alg_name(alg),
-                 core_alg_name(flat),
-                 t->hier == NULL ? "no node holds two of its ranks"
-                                 : "messages above ARCOLL_SHM_MAX for this job shape");
+                 core_alg_name(flat), why);
     return flat;
 }
 
@@ -361,14 +398,8 @@ int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, voi
     if (alg < 0)
         alg = type == COLL_ALLTOALL ? ctx->cfg.alltoall_alg : ctx->cfg.allgather_alg;
     alg = coll_alg_pick(t, type, bytes, alg);
-    r->hier = alg == CORE_ALG_PAP_SHM                                ? COLL_HIER_PAP
-              : alg == CORE_ALG_SHM_DIRECT || alg == CORE_ALG_LEADER ? COLL_HIER_DIRECT
-                                                                     : 0;
-    r->alg = alg == CORE_ALG_DIRECT       ? &coll_alg_direct
-             : alg == CORE_ALG_PAP        ? &coll_alg_pap
-             : alg == CORE_ALG_SHM_DIRECT ? &coll_alg_shm_direct
-             : alg == CORE_ALG_LEADER     ? &coll_alg_leader
-                                          : &coll_alg_pap_shm;
+    r->hier = coll_hier_of[alg];
+    r->alg = coll_algs[alg];
     r->is_direct = alg == CORE_ALG_DIRECT;
     path = ctx->cfg.path;
     if (path == CORE_PATH_AUTO) {
@@ -395,9 +426,17 @@ int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, voi
     r->active = 1;
     r->status = ARCOLL_INPROGRESS;
     /* Arrival is start_ns: the call is accepted and nothing is sent yet. */
-    if (__builtin_expect(ctx->prof != NULL, 0) && !(flags & COLL_F_INNER))
+    if (__builtin_expect(ctx->prof != NULL, 0) && !(flags & COLL_F_NOPROF))
         prof_call_begin(ctx->prof, r, site);
 
+    if (r->hier >= COLL_HIER_SA) {
+        r->proto = &coll_proto_node;
+        rc = nl_start(r);
+        if (rc != ARCOLL_OK)
+            return rc; /* failed by nl_start */
+        *out = r;
+        return coll_progress(r);
+    }
     if (r->hier) {
         r->proto = &coll_proto_node;
         rc = shm_start(r);
@@ -407,7 +446,7 @@ int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, voi
         return coll_progress(r);
     }
     /* Inner phases leave their own block where the outer call reads it. */
-    if (!(flags & COLL_F_INNER))
+    if (!(flags & COLL_F_NOSELF))
         memcpy(r->rbuf + (size_t)t->rank * bytes, coll_src(r, t->rank), bytes);
     t->peers[t->rank].tx_state = COLL_TX_DONE;
     t->peers[t->rank].rx_done = 1;

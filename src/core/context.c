@@ -269,8 +269,9 @@ err_team:
 }
 
 /* A team, then (a second round every rank takes part in, since only members
- * know the team's shape) the team of its node masters for phase 2 of the
- * shared-memory aware algorithms. */
+ * know the team's shape) the cross teams: the ranks with one local index on
+ * every node (hier.h; local index 0 is the masters' team of the node-master
+ * algorithms, every index is a step of the non-leader ones). */
 int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out)
 {
     struct arcoll_team *t = NULL;
@@ -284,11 +285,11 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
             log_err("arcoll_team_create: out of memory");
             rc = ARCOLL_ERR_NOMEM;
         } else {
-            hier_masters(t, masters, &nm);
+            hier_xteam_ranks(t, masters, &nm);
         }
     }
     mrc = core_team_make(ctx, masters, rc == ARCOLL_OK ? nm : 0, 0,
-                         t != NULL && t->hier != NULL ? &t->hier->masters
+                         t != NULL && t->hier != NULL ? &t->hier->xteam
                                                       : &(struct arcoll_team *){NULL});
     free(masters);
     if (rc == ARCOLL_OK)
@@ -502,8 +503,8 @@ int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes)
     sum = ctx->chan->fixed_bytes;
     for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next) {
         sum += t->region.len;
-        if (t->hier != NULL && t->hier->masters != NULL)
-            sum += t->hier->masters->region.len;
+        if (t->hier != NULL && t->hier->xteam != NULL)
+            sum += t->hier->xteam->region.len;
         /* A node segment is shared: count this rank's part of it. */
         if (t->hier != NULL)
             sum += t->hier->seg.len / t->hier->lsize;

@@ -46,6 +46,9 @@ extern const coll_alg_t coll_alg_pap;
 extern const coll_alg_t coll_alg_shm_direct;
 extern const coll_alg_t coll_alg_pap_shm;
 extern const coll_alg_t coll_alg_leader;
+extern const coll_alg_t coll_alg_sa;
+extern const coll_alg_t coll_alg_sa_direct;
+extern const coll_alg_t coll_alg_rd;
 extern const coll_proto_t coll_proto_node;
 
 enum { COLL_TX_IDLE = 0, COLL_TX_ACTIVE, COLL_TX_DONE };
@@ -88,11 +91,15 @@ struct coll_req {
     coll_req_t *inner; /* master: phase 2 among the masters */
 };
 
-enum { COLL_HIER_DIRECT = 1, COLL_HIER_PAP = 2 };
+/* coll_req.hier: which hierarchical algorithm drives the call. */
+enum { COLL_HIER_DIRECT = 1, COLL_HIER_PAP, COLL_HIER_SA, COLL_HIER_SA_DIRECT, COLL_HIER_RD };
 enum { COLL_PH_LOCAL = 0, COLL_PH_NET, COLL_PH_DONE };
 
-/* coll_start_ex flags: a phase of another collective (no self copy, not profiled). */
-#define COLL_F_INNER 1u
+/* coll_start_ex flags for a step of another collective: leave the own block
+ * alone (the outer call reads it where it is), do not profile. */
+#define COLL_F_NOSELF 1u
+#define COLL_F_NOPROF 2u
+#define COLL_F_INNER  (COLL_F_NOSELF | COLL_F_NOPROF)
 
 struct arcoll_team {
     uint64_t magic;
@@ -162,6 +169,9 @@ int coll_finish(coll_req_t *r);
 /* Shared-memory aware algorithms (src/pap/alg_shm.c). */
 int shm_start(coll_req_t *r);
 int shm_progress(coll_req_t *r);
+/* Non-leader algorithms sa, sa_direct, rd (src/nonleader/alg_nl.c). */
+int nl_start(coll_req_t *r);
+int nl_progress(coll_req_t *r);
 int coll_wait(coll_req_t *r);
 /* For algorithms: start/continue writing to one peer; continue every peer
  * whose multi-fragment message is under way. */

@@ -25,6 +25,7 @@ static void hier_layout_init(hier_t *h)
 
 static void hier_release(hier_t *h)
 {
+    free(h->pack);
     free(h->pub);
     free(h->got);
     free(h->local_pid);
@@ -78,6 +79,12 @@ static int hier_group(const struct arcoll_team *t, hier_t *h)
         uint32_t e = team_node[b->node_of[t->ranks[q]]];
         h->node_rank[(size_t)e * h->lmax + h->node_size[e]++] = q;
     }
+    h->equal = h->node_major = 1;
+    for (uint32_t e = 0; e < h->nnodes; e++) {
+        h->equal &= h->node_size[e] == h->lmax;
+        h->node_major &= h->node_first[e] == e * h->lmax;
+    }
+    h->node_major &= h->equal;
     rc = ARCOLL_OK;
 out:
     if (rc != ARCOLL_OK)
@@ -156,15 +163,15 @@ void hier_seal(struct arcoll_team *t)
         smp_seg_unlink(&t->hier->seg);
 }
 
-void hier_masters(const struct arcoll_team *t, int *list, int *n)
+void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n)
 {
     const hier_t *h = t->hier;
 
     *n = 0;
-    if (h == NULL || !hier_is_master(h) || h->nnodes < 2)
+    if (h == NULL || h->nnodes < 2 || !(hier_is_master(h) || h->equal))
         return;
     for (uint32_t e = 0; e < h->nnodes; e++)
-        list[(*n)++] = t->ranks[h->node_rank[(size_t)e * h->lmax]];
+        list[(*n)++] = t->ranks[h->node_rank[(size_t)e * h->lmax + h->lrank]];
 }
 
 void hier_free(struct arcoll_team *t)
@@ -173,7 +180,7 @@ void hier_free(struct arcoll_team *t)
 
     if (h == NULL)
         return;
-    core_team_free(h->masters);
+    core_team_free(h->xteam);
     if (h->pin != NULL)
         zmem_unpin(t->ctx, h->pin);
     smp_seg_free(&h->seg);

@@ -17,10 +17,17 @@
  * An alltoall area is [node d][local s][local l] blocks of the message size
  * (lmax x lmax per node, so unequal nodes are padded); an allgather area is
  * [node e][local s]. The masters form their own team for phase 2.
+ *
+ * The non-leader algorithms (src/nonleader) use the same segment with other
+ * indexing: rank x's slice of a bank is [node][local] blocks (sa: what the
+ * node's ranks send to local rank x of every node; rd: what local rank x
+ * received for this node), and each rank's "cross team" is the ranks with
+ * its local index on every node (for a master: the masters' team).
  */
 #ifndef ARCOLL_CORE_HIER_H
 #define ARCOLL_CORE_HIER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +47,8 @@ typedef struct hier_layout {
 typedef struct hier {
     uint32_t nnodes, lmax;
     uint32_t node, lrank, lsize; /* this rank's node, index on it, ranks on it */
+    int equal;                   /* every node holds lmax ranks */
+    int node_major;              /* equal, and node e is team ranks [e*lmax, (e+1)*lmax) */
     uint32_t *node_size;         /* [nnodes] */
     uint32_t *node_rank;         /* [nnodes * lmax]: team rank of (node, local), HIER_NONE pads */
     uint32_t *node_first;        /* [nnodes]: first team rank if the node's ranks are consecutive */
@@ -47,10 +56,15 @@ typedef struct hier {
     size_t max_bytes;            /* largest bytes per rank the areas hold */
     hier_layout_t lay;
     smp_seg_t seg;
-    struct arcoll_mem *pin;      /* master: the segment registered for zero-copy phase 2 */
-    struct arcoll_team *masters; /* master of a multi-node team: the team of masters */
-    uint8_t *got;                /* [nnodes * lmax]: copied out in this call */
-    uint8_t *pub;                /* master, [nnodes]: done word published in this call */
+    struct arcoll_mem *pin; /* master: the segment registered for zero-copy phase 2 */
+    /* Multi-node team: the ranks with this rank's local index on every node, in
+     * node order (team rank = node), for a master (the masters' team) and, if
+     * nodes are equal, for every rank; NULL otherwise. */
+    struct arcoll_team *xteam;
+    uint8_t *got; /* [nnodes * lmax]: copied out in this call */
+    uint8_t *pub; /* master, [nnodes]: done word published in this call */
+    char *pack;   /* rd on a team that is not node-major: private staging */
+    size_t pack_len;
 } hier_t;
 
 /* Local planning, before the team's bootstrap exchange: group the ranks and,
@@ -61,14 +75,40 @@ int hier_plan(struct arcoll_team *t);
 int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *tag);
 /* Every member has mapped the segment: its name may go. */
 void hier_seal(struct arcoll_team *t);
-/* Context ranks of the masters in node order, if this rank is the master of
- * a multi-node team; *n = 0 otherwise. list has room for t->size entries. */
-void hier_masters(const struct arcoll_team *t, int *list, int *n);
+/* Context ranks of this rank's cross team (see xteam) in node order; *n = 0
+ * if it has none. list has room for t->size entries. */
+void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n);
 void hier_free(struct arcoll_team *t);
 
 static inline int hier_is_master(const hier_t *h)
 {
     return h->lrank == 0;
+}
+
+static inline char *hier_at(const hier_t *h, uint64_t off)
+{
+    return (char *)h->seg.addr + off;
+}
+
+static inline _Atomic uint64_t *hier_word(const hier_t *h, uint64_t off)
+{
+    return (_Atomic uint64_t *)hier_at(h, off);
+}
+
+/* Local rank s's arrive line: word 0 the epoch of its last arrival, words 1-2
+ * its size per bank (epoch parity), words 3-4 a done word per bank (rd). */
+static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
+{
+    return hier_word(h, h->lay.off_arrive + (uint64_t)s * 64);
+}
+
+/* Announce our arrival at epoch with our size. */
+static inline void hier_arrive_set(const hier_t *h, uint64_t epoch, uint64_t size)
+{
+    _Atomic uint64_t *w = hier_arrive_line(h, h->lrank);
+
+    atomic_store_explicit(w + 1 + (epoch & 1), size, memory_order_relaxed);
+    atomic_store_explicit(w, epoch, memory_order_release);
 }
 
 #endif

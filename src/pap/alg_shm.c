@@ -80,7 +80,6 @@ static void shm_arrive(coll_req_t *r)
     const hier_t *h = r->team->hier;
     char *send = shm_send(r);
     size_t m = r->bytes;
-    _Atomic uint64_t *w = shm_word(h, h->lay.off_arrive + (uint64_t)h->lrank * WIRE_LINE);
 
     if (r->type == COLL_ALLGATHER) {
         memcpy(send + shm_block(r, 0, h->lrank, 0), r->sbuf, m);
@@ -95,8 +94,7 @@ static void shm_arrive(coll_req_t *r)
                 memcpy(dst + (size_t)l * m, r->sbuf + (size_t)h->node_rank[d * h->lmax + l] * m, m);
         }
     }
-    atomic_store_explicit(w + 1 + (r->epoch & 1), (uint64_t)m, memory_order_relaxed);
-    atomic_store_explicit(w, r->epoch, memory_order_release);
+    hier_arrive_set(h, r->epoch, (uint64_t)m);
 }
 
 int shm_start(coll_req_t *r)
@@ -229,12 +227,12 @@ static int shm_master_local(coll_req_t *r)
     bytes = r->bytes * h->lmax * (r->type == COLL_ALLTOALL ? h->lmax : 1);
     if (mismatch)
         bytes--; /* >= 3: a mismatch needs two local ranks */
-    rc = coll_start_ex(h->masters, r->type, shm_send(r), shm_at(h, h->lay.off_recv), bytes, NULL,
+    rc = coll_start_ex(h->xteam, r->type, shm_send(r), shm_at(h, h->lay.off_recv), bytes, NULL,
                        COLL_F_INNER, r->hier == COLL_HIER_PAP ? CORE_ALG_PAP : CORE_ALG_DIRECT,
                        &r->inner);
     if (rc < 0)
         return rc;
-    r->inner = &h->masters->req;
+    r->inner = &h->xteam->req;
     r->h_phase = COLL_PH_NET;
     return ARCOLL_OK;
 }
@@ -253,7 +251,7 @@ static int shm_master_net(coll_req_t *r)
         /* A peer's block counts as in once its receive is done without a
          * size error (a mismatch marks it done too, and sets deferred). */
         for (uint32_t e = 0; e < h->nnodes; e++)
-            if (e != h->node && !h->pub[e] && h->masters->peers[e].rx_done)
+            if (e != h->node && !h->pub[e] && h->xteam->peers[e].rx_done)
                 shm_publish(r, e, in->deferred ? in->deferred : ARCOLL_OK);
     }
     if (rc == ARCOLL_OK) {

@@ -28,22 +28,33 @@
 static int rank, nranks, passed, failed;
 
 /* Algorithms under test: all, or the comma-separated COLL_TEST_ALGS. */
-static const char *all_algs[] = {"direct", "pap", "shm_direct", "pap_shm"};
-static const char *algs[4];
+static const char *all_algs[] = {"direct", "pap",       "shm_direct", "pap_shm",
+                                 "sa",     "sa_direct", "rd",         "leader"};
+#define NALL ((int)(sizeof(all_algs) / sizeof(all_algs[0])))
+static const char *algs[NALL];
 static int nalgs;
+
+/* sa, sa_direct, rd and leader are alltoall algorithms (seed 001). */
+static int a2a_only(const char *alg)
+{
+    return strcmp(alg, "sa") == 0 || strcmp(alg, "sa_direct") == 0 || strcmp(alg, "rd") == 0 ||
+           strcmp(alg, "leader") == 0;
+}
 
 static void algs_init(void)
 {
     const char *env = getenv("COLL_TEST_ALGS");
 
     nalgs = 0;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < NALL; a++) {
         const char *p = env != NULL ? strstr(env, all_algs[a]) : NULL;
         size_t len = strlen(all_algs[a]);
         /* whole words only: "pap" must not match inside "pap_shm" */
         while (p != NULL && ((p > env && p[-1] != ',') || (p[len] != '\0' && p[len] != ',')))
             p = strstr(p + 1, all_algs[a]);
-        if (env == NULL || p != NULL)
+        /* Unset: the four algorithms of both collectives; the alltoall-only
+         * ones need pretend nodes to differ from pap, so runs name them. */
+        if ((env == NULL && a < 4) || p != NULL)
             algs[nalgs++] = all_algs[a];
     }
 }
@@ -97,6 +108,13 @@ static void set(arcoll_context_t ctx, const char *name, const char *value)
     CHECK(rc == ARCOLL_OK, "config_set %s=%s: %s", name, value, arcoll_strerror(rc));
 }
 
+/* Algorithm a for both collectives (allgather keeps pap under an alltoall-only one). */
+static void set_alg(arcoll_context_t ctx, int a)
+{
+    set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
+    set(ctx, "ARCOLL_ALLGATHER_ALG", a2a_only(algs[a]) ? "pap" : algs[a]);
+}
+
 static int run_coll(arcoll_team_t team, int alltoall, int nonblocking, const void *s, void *r,
                     size_t bytes)
 {
@@ -142,11 +160,10 @@ static void test_matrix(arcoll_context_t ctx)
     char what[128];
 
     for (int a = 0; a < nalgs; a++) {
-        set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
-        set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+        set_alg(ctx, a);
         for (int p = 0; p < 3; p++) {
             set(ctx, "ARCOLL_PATH", paths[p]);
-            for (int c = 0; c < 2; c++)
+            for (int c = a2a_only(algs[a]); c < 2; c++)
                 for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
                     for (int nb = 0; nb < 2; nb++) {
                         snprintf(what, sizeof(what), "%s %s/%s %zu B%s",
@@ -171,11 +188,10 @@ static void test_matrix(arcoll_context_t ctx)
         if (rc == ARCOLL_OK) {
             CHECK(arcoll_team_size(sub) == k, "sub-team size %d want %d", arcoll_team_size(sub), k);
             for (int a = 0; a < nalgs; a++) {
-                set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
-                set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+                set_alg(ctx, a);
                 for (int p = 0; p < 2; p++) {
                     set(ctx, "ARCOLL_PATH", paths[p]);
-                    for (int c = 0; c < 2; c++) {
+                    for (int c = a2a_only(algs[a]); c < 2; c++) {
                         snprintf(what, sizeof(what), "sub-team %s %s/%s 1000 B",
                                  c ? "alltoall" : "allgather", algs[a], paths[p]);
                         one(sub, c, 0, ++call, 1000, what);
@@ -200,9 +216,8 @@ static void test_matrix(arcoll_context_t ctx)
         CHECK(rc == ARCOLL_OK && sub != NULL, "team_create: %s", arcoll_strerror(rc));
         if (rc == ARCOLL_OK) {
             for (int a = 0; a < nalgs; a++) {
-                set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
-                set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
-                for (int c = 0; c < 2; c++)
+                set_alg(ctx, a);
+                for (int c = a2a_only(algs[a]); c < 2; c++)
                     for (int nb = 0; nb < 2; nb++) {
                         snprintf(what, sizeof(what), "interleaved team %s %s 1000 B%s",
                                  c ? "alltoall" : "allgather", algs[a], nb ? " nonblocking" : "");
@@ -224,11 +239,13 @@ static void delay_us(long us)
 
 /* Back-to-back calls with a random delay before each. In "late" mode only the
  * last rank is delayed, so the others run a whole call ahead of it and write
- * the next epoch while it still reads the current one. */
+ * the next epoch while it still reads the current one. In "mix" mode (random
+ * delays) the algorithm changes with every call, through all of the list:
+ * algorithms share the node segments and must hand them over safely. */
 static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char *mode)
 {
     static const char *paths[] = {"copy", "zcopy"};
-    int late = strcmp(mode, "late") == 0;
+    int late = strcmp(mode, "late") == 0, mix = strcmp(mode, "mix") == 0;
     arcoll_team_t team;
     uint64_t call = 0;
     int rc;
@@ -244,18 +261,22 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
     if (rc != ARCOLL_OK)
         return;
-    for (int a = 0; a < nalgs; a++) {
-        set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
-        set(ctx, "ARCOLL_ALLGATHER_ALG", algs[a]);
+    for (int a = 0; a < (mix ? 1 : nalgs); a++) {
+        set_alg(ctx, a);
         for (int p = 0; p < 2; p++) {
             set(ctx, "ARCOLL_PATH", paths[p]);
-            for (int c = 0; c < 2; c++) {
+            for (int c = mix ? 0 : a2a_only(algs[a]); c < 2; c++) {
                 size_t sizes[] = {8, 200};
                 int n = nranks, bad_calls = 0, errors = 0;
                 uint8_t *s = malloc(200 * (size_t)n), *r = malloc(200 * (size_t)n);
                 for (long it = 0; it < iters; it++) {
                     size_t bytes = sizes[it % 2];
                     call++;
+                    if (mix) {
+                        int m = (int)((it / 2) % nalgs); /* both sizes with each algorithm */
+                        set(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG",
+                            !c && a2a_only(algs[m]) ? "pap" : algs[m]);
+                    }
                     fill(c, call, rank, n, bytes, s);
                     if (!late || rank == n - 1)
                         delay_us(rand() % (max_us + 1));

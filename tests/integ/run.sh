@@ -20,7 +20,8 @@ pass=0
 fail=0
 failed_names=()
 
-# run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), fail (must fail), kill N (N KILL-OK lines)
+# run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), ok:TEXT (and the log names TEXT),
+#   fail (must fail), kill N (N KILL-OK lines)
 run() {
     local name=$1 expect=$2
     shift 2
@@ -37,6 +38,8 @@ run() {
     rc=$?
     case $expect in
     ok) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" && verdict=PASS ;;
+    ok:*) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" && grep -q "${expect#ok:}" "$log" &&
+        verdict=PASS ;;
     fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
     esac
@@ -104,6 +107,36 @@ run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm
 # Node segments with the epoch check disabled must be caught (one node: no flat phase 2).
 run fault-no-epoch-shm-is-caught fail $SHM ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
+# Non-leader alltoall (seed 001) and the leader-based one on pretend nodes: node-major teams
+# (the step into the user's buffer) and the interleaved team of the matrix (through the
+# receive slices), 3 nodes, back-to-back skew, every algorithm changing call by call over
+# the same node segments (mix), bad input, a killed rank, and unequal nodes (fallback).
+NL="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
+for shape in 4:2 8:2 8:4 6:2; do
+    n=${shape%%:*} k=${shape#*:}
+    run "nl-$n-nodes-$k-matrix" ok $NL ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" matrix
+done
+run "nl-6-nodes-3,1-falls-back" "ok:sa runs as pap on this team (unequal ranks per node)" \
+    env ARCOLL_ALLTOALL_ALG=sa ARCOLL_LOG=info ARCOLL_NODE_SIZE=3,1 $MPIRUN -np 6 "$T/coll_test" env
+for shape in 8:2 8:4; do
+    n=${shape%%:*} k=${shape#*:}
+    run "nl-$n-nodes-$k-skew-random" ok $NL ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
+        "$T/coll_test" skew 1000 200 random
+    run "nl-$n-nodes-$k-skew-late" ok $NL ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
+        "$T/coll_test" skew 1000 500 late
+    run "all-$n-nodes-$k-skew-mix" ok env COLL_TEST_ALGS=direct,pap,shm_direct,pap_shm,sa,sa_direct,rd,leader \
+        ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" skew 1000 200 mix
+done
+for alg in sa sa_direct rd; do
+    run "nl-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
+        $MPIRUN -np 4 "$T/coll_test" bad
+done
+for alg in sa rd; do
+    run "nl-4-nodes-2-kill-$alg" kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
+        ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 "$T/coll_test" kill
+done
+run fault-no-epoch-nl-is-caught fail env COLL_TEST_ALGS=sa,rd ARCOLL_NODE_SIZE=2 \
+    ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix

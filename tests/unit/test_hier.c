@@ -138,10 +138,13 @@ static void test_group_interleaved(void **state)
         assert_int_equal(h->seg.addr != NULL, 1 == hier_is_master(h)); /* masters create it */
         {
             int list[6], n;
-            hier_masters(&f.team, list, &n);
-            assert_int_equal(n, hier_is_master(h) ? 3 : 0);
+            /* Equal nodes: every rank has a cross team, its local index on each node. */
+            hier_xteam_ranks(&f.team, list, &n);
+            assert_int_equal(n, 3);
             for (int i = 0; i < n; i++)
-                assert_int_equal(list[i], ranks[i]);
+                assert_int_equal(list[i], ranks[i + 3 * (me / 3)]);
+            assert_int_equal(h->equal, 1);
+            assert_int_equal(h->node_major, 0); /* interleaved */
         }
         team_fini(&f);
     }
@@ -168,6 +171,14 @@ static void test_group_unequal(void **state)
         assert_int_equal(h->node_first[e], first[e]);
     }
     assert_int_equal(h->node_rank[1 * 3 + 1], HIER_NONE); /* padding */
+    assert_int_equal(h->equal, 0);
+    assert_int_equal(h->node_major, 0);
+    {
+        /* Unequal nodes: only masters get a cross team (the masters' team). */
+        int list[8], n;
+        hier_xteam_ranks(&f.team, list, &n);
+        assert_int_equal(n, 0);
+    }
     /* Layout: lines in order, areas of nnodes*lmax*lmax*max_bytes, nothing overlaps. */
     assert_int_equal(h->max_bytes, 100);
     assert_int_equal(h->lay.area, 4 * 3 * 3 * 100);
@@ -178,6 +189,30 @@ static void test_group_unequal(void **state)
     assert_int_equal(h->lay.off_recv, h->lay.off_send + 2 * h->lay.area);
     assert_int_equal(h->lay.total, h->lay.off_recv + h->lay.area);
     team_fini(&f);
+}
+
+/* 8 ranks as 2 nodes of 4 in team order: node-major, cross teams pair local
+ * index x of node 0 with local index x of node 1. */
+static void test_group_node_major(void **state)
+{
+    static const int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    fixture_t f;
+
+    (void)state;
+    for (int me = 0; me < 8; me++) {
+        int list[8], n;
+        team_init(&f, "4", 8, ranks, 8, me, 64);
+        assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
+        hier_t *h = f.team.hier;
+        assert_non_null(h);
+        assert_int_equal(h->equal, 1);
+        assert_int_equal(h->node_major, 1);
+        hier_xteam_ranks(&f.team, list, &n);
+        assert_int_equal(n, 2);
+        assert_int_equal(list[0], me % 4);
+        assert_int_equal(list[1], 4 + me % 4);
+        team_fini(&f);
+    }
 }
 
 /* Nothing to share (one rank per node), or no room: no grouping. The area
@@ -211,7 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretend_nodes),     cmocka_unit_test(test_pretend_nodes_invalid),
         cmocka_unit_test(test_group_interleaved), cmocka_unit_test(test_group_unequal),
-        cmocka_unit_test(test_group_limits),
+        cmocka_unit_test(test_group_limits),      cmocka_unit_test(test_group_node_major),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
