@@ -1418,8 +1418,11 @@ int main(int argc, char **argv)
     }
     for (int a = 0; a < b->o.nalgs; a++)
         if (!b->is_mpi[a] &&
-            (check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLTOALL_ALG", b->o.algs[a]), "--alg") ||
-             check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLGATHER_ALG", b->o.algs[a]), "--alg"))) {
+            ((b->o.colls & (1 << COLL_ALLTOALL) &&
+              check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLTOALL_ALG", b->o.algs[a]), "--alg")) ||
+             (b->o.colls & (1 << COLL_ALLGATHER) &&
+              check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLGATHER_ALG", b->o.algs[a]),
+                    "--alg (alltoall-only algorithms need -t alltoall)")))) {
             rc = 2;
             goto out_fin;
         }

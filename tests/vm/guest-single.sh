@@ -115,6 +115,11 @@ SHMA="env COLL_TEST_ALGS=shm_direct,pap_shm"
 ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_matrix_np4 4 ok $SHMA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_skew_late_np4 4 ok $SHMA "$T/coll_test" skew 200 500 late
 ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 300 200 random
+# Non-leader alltoall (seed 001) on pretend nodes over verbs: cross teams of one rank per node.
+NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
+ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
+ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
+    "$T/coll_test" skew 150 300 late
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
 ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
