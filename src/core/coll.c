@@ -11,6 +11,7 @@
 #include "core/core.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "core/tune.h"
 
 #define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
 
@@ -290,7 +291,7 @@ static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, 
     int flat;
 
     if (alg == CORE_ALG_AUTO)
-        alg = CORE_ALG_PAP; /* the tuning table: TODO(issue 6) */
+        alg = core_tune_pick_team(t, type, bytes); /* by size and team shape */
     if (alg == CORE_ALG_DIRECT || alg == CORE_ALG_PAP)
         return alg;
     flat = alg == CORE_ALG_PAP_SHM || alg == CORE_ALG_SA || alg == CORE_ALG_RD ? CORE_ALG_PAP
@@ -304,6 +305,35 @@ static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, 
                  t->hier == NULL ? "no node holds two of its ranks"
                                  : "messages above ARCOLL_SHM_MAX for this job shape");
     return flat;
+}
+
+/* Why coll_alg_pick runs another algorithm than alg; keep in step with its
+ * conditions when they change. */
+static const char *coll_alg_why(const struct arcoll_team *t, int alg)
+{
+    core_tune_shape_t shape;
+
+    core_tune_shape(t->hier, t->size, &shape);
+    if (t->hier == NULL)
+        return "no node holds two of its ranks";
+    if (alg == CORE_ALG_SA || alg == CORE_ALG_SA_DIRECT || alg == CORE_ALG_RD)
+        return shape.equal ? "not built yet" : "unequal ranks per node";
+    return "messages above ARCOLL_SHM_MAX for this job shape";
+}
+
+int coll_alg_resolve(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg, int *picked,
+                     const char **why)
+{
+    int noticed = t->hier_noticed, run;
+
+    if (alg == CORE_ALG_AUTO)
+        alg = core_tune_pick_team(t, type, bytes);
+    t->hier_noticed = 1; /* nothing runs: no fallback notice */
+    run = coll_alg_pick(t, type, bytes, alg);
+    t->hier_noticed = noticed;
+    *picked = alg;
+    *why = run != alg ? coll_alg_why(t, alg) : NULL;
+    return run;
 }
 
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
