@@ -27,9 +27,11 @@
 
 static int rank, nranks, passed, failed;
 
-/* Algorithms under test: all, or the comma-separated COLL_TEST_ALGS. */
-static const char *all_algs[] = {"direct", "pap", "shm_direct", "pap_shm"};
-static const char *algs[4];
+/* Algorithms under test: the first four, or the comma-separated COLL_TEST_ALGS
+ * (auto, the tuning table's choice by size, only when named). */
+static const char *all_algs[] = {"direct", "pap", "shm_direct", "pap_shm", "auto"};
+#define N_ALGS (int)(sizeof(all_algs) / sizeof(all_algs[0]))
+static const char *algs[N_ALGS];
 static int nalgs;
 
 static void algs_init(void)
@@ -37,7 +39,7 @@ static void algs_init(void)
     const char *env = getenv("COLL_TEST_ALGS");
 
     nalgs = 0;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < (env != NULL ? N_ALGS : 4); a++) {
         const char *p = env != NULL ? strstr(env, all_algs[a]) : NULL;
         size_t len = strlen(all_algs[a]);
         /* whole words only: "pap" must not match inside "pap_shm" */
