@@ -1,11 +1,104 @@
 /* arcoll_info: version, RDMA devices (ports, GIDs with their types), the job
- * shape, the chosen channel/device/GID, memory per process, and the active
- * configuration. Run it like the application (mpirun/srun, or alone). */
+ * shape, the chosen channel/device/GID, memory per process, which algorithm
+ * serves which message size, and the active configuration. Run it like the
+ * application (mpirun/srun, or alone). */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "arcoll.h"
 #include "core/core.h"
 #include "verbs/verbs.h"
+
+#define INFO_MAX_BYTES ((size_t)1 << 40) /* sizes above this print as "inf" */
+
+static void info_size(size_t v, char *buf, size_t len)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+
+    if (v >= INFO_MAX_BYTES && v != (size_t)1 << 40) {
+        snprintf(buf, len, "inf");
+        return;
+    }
+    while (u < 4 && v >= 1024 && v % 1024 == 0)
+        v /= 1024, u++;
+    snprintf(buf, len, "%zu %s", v, unit[u]);
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* One line per range of bytes per rank [from, to) served alike: the sizes
+ * where a choice can change are the rules' bounds, the node segment limits and,
+ * for anything else, the powers of two. */
+static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
+{
+    const core_tune_t *tab = &t->ctx->cfg.tune;
+    int coll = type == COLL_ALLTOALL ? CORE_TUNE_ALLTOALL : CORE_TUNE_ALLGATHER;
+    size_t cut[2 * (CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX) + 48], n = 0;
+    size_t from = 0;
+    int last_run = -1, last_picked = -1;
+    const char *last_why = NULL;
+
+    for (int i = 0; i <= 40; i++)
+        cut[n++] = (size_t)1 << i;
+    for (uint32_t i = 0; i < tab->n; i++) {
+        if (tab->rule[i].coll != coll)
+            continue;
+        cut[n++] = tab->rule[i].lo;
+        cut[n++] = tab->rule[i].hi;
+    }
+    cut[n++] = t->ctx->cfg.shm_max + 1;
+    if (t->hier != NULL)
+        cut[n++] = t->hier->max_bytes + 1;
+    qsort(cut, n, sizeof(cut[0]), info_cmp);
+    for (size_t i = 0; i <= n; i++) {
+        char a[32], b[32];
+        const char *why = NULL;
+        int picked = -1, run = -1;
+        if (i < n && (cut[i] == 0 || cut[i] > INFO_MAX_BYTES || (i > 0 && cut[i] == cut[i - 1])))
+            continue;
+        if (i < n)
+            run = coll_alg_resolve(t, type, cut[i], alg, &picked, &why);
+        if (i < n && run == last_run && picked == last_picked && why == last_why)
+            continue;
+        if (last_run >= 0) {
+            char range[80];
+            info_size(from, a, sizeof(a));
+            info_size(i < n ? cut[i] : SIZE_MAX, b, sizeof(b));
+            snprintf(range, sizeof(range), "%s-%s", a, b);
+            printf("  %-9s %-10s %-20s %s", type == COLL_ALLTOALL ? "alltoall" : "allgather",
+                   core_alg_name(alg), range, core_alg_name(last_picked));
+            if (last_why != NULL)
+                printf(" (falls back to %s: %s)", core_alg_name(last_run), last_why);
+            printf("\n");
+        }
+        from = i < n ? cut[i] : 0;
+        last_run = run, last_picked = picked, last_why = why;
+    }
+}
+
+/* Which algorithm serves which size on the world team, and the table's source. */
+static void info_shape(struct arcoll_context *ctx)
+{
+    struct arcoll_team *world = ctx->teams;
+    core_tune_shape_t shape;
+    char src[CORE_TUNE_FILE + 64];
+
+    core_tune_shape(world->hier, world->size, &shape);
+    printf("\nalgorithm by bytes per rank, from-to (to excluded), on the world team: %u nodes x %u "
+           "ranks%s\n",
+           shape.nodes, shape.ppn, shape.equal ? "" : " on the fullest (unequal nodes)");
+    printf("  %-9s %-10s %-20s %s\n", "", "configured", "bytes per rank", "runs");
+    info_algs(world, COLL_ALLTOALL, ctx->cfg.alltoall_alg);
+    info_algs(world, COLL_ALLGATHER, ctx->cfg.allgather_alg);
+    printf("tuning table (ARCOLL_TUNE): %s\n", core_tune_source(&ctx->cfg.tune, src, sizeof(src)));
+}
 
 int main(void)
 {
@@ -39,6 +132,7 @@ int main(void)
         printf("world team region: %llu bytes per rank (%u bounce slots of %llu bytes)\n",
                (unsigned long long)ctx->teams->layout.total, 2 * ctx->teams->size,
                (unsigned long long)ctx->teams->layout.bounce);
+        info_shape(ctx);
         printf("\nconfiguration:\n");
         core_config_print(&ctx->cfg, stdout);
     }

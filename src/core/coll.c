@@ -11,6 +11,7 @@
 #include "core/core.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "core/tune.h"
 
 #define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
 
@@ -329,7 +330,7 @@ static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, 
     int flat;
 
     if (alg == CORE_ALG_AUTO)
-        alg = CORE_ALG_PAP; /* the tuning table: TODO(issue 6) */
+        alg = core_tune_pick_team(t, type, bytes); /* by size and team shape */
     if (alg == CORE_ALG_DIRECT || alg == CORE_ALG_PAP)
         return alg;
     why = coll_alg_unfit(t, bytes, alg);
@@ -341,6 +342,21 @@ static int coll_alg_pick(struct arcoll_team *t, coll_type_t type, size_t bytes, 
         log_info("%s: %s runs as %s on this team (%s)", coll_name(type), core_alg_name(alg),
                  core_alg_name(flat), why);
     return flat;
+}
+
+int coll_alg_resolve(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg, int *picked,
+                     const char **why)
+{
+    int noticed = t->hier_noticed, run;
+
+    if (alg == CORE_ALG_AUTO)
+        alg = core_tune_pick_team(t, type, bytes);
+    t->hier_noticed = 1; /* nothing runs: no fallback notice */
+    run = coll_alg_pick(t, type, bytes, alg);
+    t->hier_noticed = noticed;
+    *picked = alg;
+    *why = run != alg ? coll_alg_unfit(t, bytes, alg) : NULL;
+    return run;
 }
 
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,

@@ -9,7 +9,8 @@
 #include "arcoll.h"
 #include "core/log.h"
 
-typedef enum { CFG_ENUM, CFG_SIZE, CFG_LONG, CFG_STRING } cfg_type_t;
+/* CFG_TUNE: the tuning table (src/core/tune.c parses and renders it). */
+typedef enum { CFG_ENUM, CFG_SIZE, CFG_LONG, CFG_STRING, CFG_TUNE } cfg_type_t;
 
 typedef struct cfg_var {
     const char *name;
@@ -45,6 +46,12 @@ const char *core_alg_name(int alg)
     return alg >= 0 && alg < CORE_ALG_COUNT ? cfg_algs[alg] : "?";
 }
 
+int core_alg_alltoall_only(int alg)
+{
+    return alg == CORE_ALG_SA || alg == CORE_ALG_SA_DIRECT || alg == CORE_ALG_RD ||
+           alg == CORE_ALG_LEADER;
+}
+
 static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
      "transport: smp (shared memory, one node) or verbs (InfiniBand/RoCE)"},
@@ -56,6 +63,9 @@ static const cfg_var_t cfg_vars[] = {
      "job shape, ARCOLL_TUNE)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm or auto"},
+    {"ARCOLL_TUNE", CFG_TUNE, CFG_OFF(tune), NULL, "default", 0, 0, 1,
+     "auto's tuning table: COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG rules separated by '#', or "
+     "file:PATH; consulted before the default table"},
     {"ARCOLL_PATH", CFG_ENUM, CFG_OFF(path), cfg_paths, "auto", 0, 0, 1,
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
     {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
@@ -148,7 +158,7 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
     char *field = (char *)cfg + v->offset;
     char allowed[128];
 
-    if (value == NULL)
+    if (value == NULL && v->type != CFG_TUNE)
         goto err_value;
     switch (v->type) {
     case CFG_ENUM:
@@ -170,6 +180,7 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
         *(size_t *)field = sz;
         return ARCOLL_OK;
     }
+    case CFG_TUNE: return core_tune_set((core_tune_t *)field, value); /* it says what is wrong */
     case CFG_STRING:
         if (strlen(value) > (size_t)v->max)
             goto err_value;
@@ -226,13 +237,18 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
         log_err("unknown configuration variable %s (see docs/configuration.md)", name);
         return ARCOLL_ERR_CONFIG;
     }
-    if (v->offset == CFG_OFF(allgather_alg) && value != NULL &&
-        (strcmp(value, "sa") == 0 || strcmp(value, "sa_direct") == 0 || strcmp(value, "rd") == 0 ||
-         strcmp(value, "leader") == 0)) {
-        log_err("ARCOLL_ALLGATHER_ALG=%s: that algorithm is alltoall-only (allowed: direct, pap, "
-                "shm_direct, pap_shm, auto)",
-                value);
-        return ARCOLL_ERR_CONFIG;
+    if (v->offset == CFG_OFF(allgather_alg)) {
+        int old = cfg->allgather_alg;
+        rc = cfg_var_set(cfg, v, value);
+        /* After parsing, so that "SA" is refused like "sa". */
+        if (rc == ARCOLL_OK && core_alg_alltoall_only(cfg->allgather_alg)) {
+            cfg->allgather_alg = old;
+            log_err("ARCOLL_ALLGATHER_ALG=%s: that algorithm is alltoall-only (allowed: direct, "
+                    "pap, shm_direct, pap_shm, auto)",
+                    value);
+            return ARCOLL_ERR_CONFIG;
+        }
+        return rc;
     }
     rc = cfg_var_set(cfg, v, value);
     if (rc == ARCOLL_OK && v->offset == CFG_OFF(log_level))
@@ -291,6 +307,7 @@ const char *core_config_get(const core_config_t *cfg, const char *name, char *bu
             snprintf(buf, len, "%ld", *(const long *)field);
         break;
     case CFG_STRING: snprintf(buf, len, "%s", *field ? field : v->dflt); break;
+    case CFG_TUNE: core_tune_get((const core_tune_t *)field, buf, len); break;
     }
     return buf;
 }
@@ -303,6 +320,10 @@ uint64_t core_config_digest(const core_config_t *cfg)
     for (size_t i = 0; i < CFG_NVARS; i++) {
         if (!cfg_vars[i].agreed)
             continue;
+        if (cfg_vars[i].type == CFG_TUNE) { /* the rules, not their spelling or file name */
+            h = core_tune_digest(&cfg->tune, h);
+            continue;
+        }
         core_config_get(cfg, cfg_vars[i].name, buf, sizeof(buf));
         for (const char *p = buf; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ULL;
@@ -322,6 +343,8 @@ void core_config_print(const core_config_t *cfg, void *file)
             cfg_values_join(v, allowed, sizeof(allowed));
         else if (v->type == CFG_STRING)
             snprintf(allowed, sizeof(allowed), "%s|%s", v->dflt, v->values[0]);
+        else if (v->type == CFG_TUNE)
+            snprintf(allowed, sizeof(allowed), "default|RULES|file:PATH");
         else if (v->min < 0)
             snprintf(allowed, sizeof(allowed), "auto|0..%ld", v->max);
         else

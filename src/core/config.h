@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/tune.h"
+
 enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
 enum {
     CORE_ALG_DIRECT,
@@ -48,6 +50,7 @@ typedef struct core_config {
     size_t regcache_max;          /* bytes the cache may keep registered */
     /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/core/profile.h) */
     char profile[CORE_CONFIG_PATH];
+    core_tune_t tune; /* ARCOLL_TUNE rules, then the default table (src/core/tune.h) */
 } core_config_t;
 
 /* Defaults, then every ARCOLL_* variable of the environment. */
@@ -62,6 +65,8 @@ uint64_t core_config_digest(const core_config_t *cfg);
 void core_config_print(const core_config_t *cfg, void *file);
 /* "pap", "sa", ... for a CORE_ALG_* value. */
 const char *core_alg_name(int alg);
+/* sa, sa_direct, rd, leader: no allgather form. */
+int core_alg_alltoall_only(int alg);
 /* Parse "64k", "1M", "4096" (bytes); 0 on success. */
 int core_config_parse_size(const char *s, size_t *out);
 

@@ -381,9 +381,10 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     for (int i = 0; i < ctx->boot->size; i++) {
         profile |= digests[2 * i + 1] != 0;
         if (digests[2 * i] != mine[0]) {
-            log_err("arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
-                    "(channel, algorithms, path, thresholds and bounce size must agree)",
-                    i, ctx->boot->rank);
+            log_err(
+                "arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
+                "(channel, algorithms, ARCOLL_TUNE, path, thresholds and bounce size must agree)",
+                i, ctx->boot->rank);
             rc = ARCOLL_ERR_CONFIG;
             goto err_digests;
         }

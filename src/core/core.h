@@ -161,6 +161,11 @@ int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *
 /* alg: CORE_ALG_* or -1 for the configured one. */
 int coll_start_ex(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf,
                   size_t bytes, const void *site, unsigned flags, int alg, coll_req_t **out);
+/* The algorithm a call of bytes per rank would run, without starting one
+ * (arcoll_info): auto through the tuning table into *picked, then coll_alg_pick's
+ * fallbacks; *why says why the result differs from *picked (NULL if not). */
+int coll_alg_resolve(struct arcoll_team *t, coll_type_t type, size_t bytes, int alg, int *picked,
+                     const char **why);
 int coll_progress(coll_req_t *r);
 /* End a call with rc (< 0): the team is failed from now on. */
 int coll_fail(coll_req_t *r, int rc);

@@ -21,7 +21,9 @@ fail=0
 failed_names=()
 
 # run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), ok:TEXT (and the log names TEXT),
-#   fail (must fail), kill N (N KILL-OK lines)
+#   fail (must fail), kill N (N KILL-OK lines), text:RE1|RE2... (exit 0, each extended regexp
+#   in the output), fails:TEXT (a non-zero exit other than the time limit's, with TEXT in the
+#   output)
 run() {
     local name=$1 expect=$2
     shift 2
@@ -42,6 +44,16 @@ run() {
         verdict=PASS ;;
     fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
+    text:*)
+        verdict=PASS
+        [ $rc -eq 0 ] || verdict=FAIL
+        local re
+        IFS='|' read -ra res <<<"${expect#text:}"
+        for re in "${res[@]}"; do
+            grep -qE -- "$re" "$log" || { verdict=FAIL; echo "     missing: $re"; }
+        done
+        ;;
+    fails:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "${expect#fails:}" "$log" && verdict=PASS ;;
     esac
     printf '%-4s %-36s %3ds  %s\n' "$verdict" "$name" $((SECONDS - start)) \
         "$(grep -E 'passed, [0-9]+ failed|KILL-OK' "$log" | head -1)"
@@ -137,6 +149,31 @@ for alg in sa rd; do
 done
 run fault-no-epoch-nl-is-caught fail env COLL_TEST_ALGS=sa,rd ARCOLL_NODE_SIZE=2 \
     ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
+# ARCOLL_*_ALG=auto: the tuning table picks by size and team shape (the matrix's sub-teams
+# have other shapes than the world); arcoll_info shows the choice; bad or differing tables fail
+# at init.
+TUNE="alltoall:0-8:@pap_shm#alltoall:8-4k:ppn=2:@shm_direct#alltoall:4k-inf:@direct#"
+TUNE+="allgather:0-2:@direct#allgather:2-inf:nodes=2-inf:@pap_shm"
+AUTO="env COLL_TEST_ALGS=auto ARCOLL_ALLTOALL_ALG=auto ARCOLL_ALLGATHER_ALG=auto"
+run tune-4-nodes-2-matrix ok $AUTO ARCOLL_NODE_SIZE=2 ARCOLL_TUNE="$TUNE" $MPIRUN -np 4 \
+    "$T/coll_test" matrix
+run tune-4-nodes-2-info "text:alltoall +auto +1 B-8 B +pap_shm$|alltoall +auto +8 B-4 KiB +shm_direct$|\
+alltoall +auto +4 KiB-inf +direct$|allgather +auto +1 B-2 B +direct$|allgather +auto +2 B-65537 B +pap_shm$|\
+allgather +auto +65537 B-inf +pap_shm \(falls back to pap: messages above ARCOLL_SHM_MAX|\
+ARCOLL_TUNE\): ARCOLL_TUNE string: 5 rules" \
+    $AUTO ARCOLL_NODE_SIZE=2 ARCOLL_TUNE="$TUNE" $MPIRUN -np 4 "$B/bin/arcoll_info"
+# Unequal nodes, rules from a file: sa cannot run there, so auto passes its rule over.
+printf '; integ: unequal nodes\n\nalltoall:0-1k:@sa # alltoall:0-64:@shm_direct\n%s\n' \
+    "allgather:0-inf:ppn=3:@shm_direct" >"$LOG/tune-file.txt"
+run tune-4-nodes-3,1-file-matrix ok $AUTO ARCOLL_NODE_SIZE=3,1 ARCOLL_TUNE="file:$LOG/tune-file.txt" \
+    $MPIRUN -np 4 "$T/coll_test" matrix
+run tune-4-nodes-3,1-file-info "text:alltoall +auto +1 B-64 B +shm_direct$|alltoall +auto +64 B-inf +pap$|\
+allgather +auto +1 B-65537 B +shm_direct$|tune-file.txt: 3 rules" \
+    $AUTO ARCOLL_NODE_SIZE=3,1 ARCOLL_TUNE="file:$LOG/tune-file.txt" $MPIRUN -np 4 "$B/bin/arcoll_info"
+run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \
+    env ARCOLL_TUNE="alltoall:0-256:@pap#allgather:0-inf:@sa" $MPIRUN -np 2 "$T/coll_test" matrix
+run tune-differs-across-ranks-fails "fails:has different ARCOLL_* settings" \
+    $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix

@@ -1,0 +1,466 @@
+#include "core/tune.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "arcoll.h"
+#include "core/config.h"
+#include "core/core.h"
+#include "core/hier.h"
+#include "core/log.h"
+
+/*
+ * The built-in table, consulted after the ARCOLL_TUNE rules: one rule per
+ * line, in the ARCOLL_TUNE syntax and parsed by the same code at init (so a
+ * typo here fails test_tune, not a job). The numbers come from pretend-node
+ * runs (ARCOLL_NODE_SIZE) on a 2-core host, docs/configuration.md "Tuning
+ * table"; replace them after measuring on real nodes.
+ */
+static const char tune_default[] =
+    /* One node, or one rank per node: nothing to aggregate. */
+    "alltoall:0-inf:nodes=1:@pap#"
+    "alltoall:0-inf:ppn=1:@pap#"
+    /* Several nodes of several ranks: aggregate small messages per node. */
+    "alltoall:0-256:ppn=2-inf:nodes=2-inf:@sa#"
+    "alltoall:256-inf:ppn=2-inf:nodes=2-inf:@pap#"
+    "allgather:0-inf:@pap";
+
+#define TUNE_RULE_LEN 256 /* characters of one rule */
+
+static const char *const tune_colls[] = {"alltoall", "allgather"};
+
+/* Where the text being parsed comes from, for the messages. */
+typedef struct tune_src {
+    const char *what; /* "ARCOLL_TUNE", "ARCOLL_TUNE file PATH", ... */
+    unsigned line;    /* line of a file; 0: not a file */
+} tune_src_t;
+
+static int tune_fail(const tune_src_t *src, unsigned idx, const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int tune_fail(const tune_src_t *src, unsigned idx, const char *rule, const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (src->line)
+        log_err("%s line %u, rule %u \"%.80s\": %s", src->what, src->line, idx, rule, msg);
+    else
+        log_err("%s rule %u \"%.80s\": %s", src->what, idx, rule, msg);
+    return ARCOLL_ERR_CONFIG;
+}
+
+/* "LO-HI" in bytes per rank: LO inclusive, HI exclusive or inf. */
+static int tune_bytes(const char *s, size_t *lo, size_t *hi)
+{
+    char buf[64];
+    const char *dash = strchr(s, '-');
+    size_t n = dash != NULL ? (size_t)(dash - s) : 0;
+
+    if (dash == NULL || n >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (core_config_parse_size(buf, lo) != 0)
+        return -1;
+    if (strcasecmp(dash + 1, "inf") == 0) {
+        *hi = SIZE_MAX;
+        return 0;
+    }
+    return core_config_parse_size(dash + 1, hi);
+}
+
+static int tune_count_one(const char *s, size_t n, int inf_ok, uint32_t *out)
+{
+    unsigned long long v = 0;
+
+    if (inf_ok && n == 3 && strncasecmp(s, "inf", 3) == 0) {
+        *out = CORE_TUNE_INF;
+        return 0;
+    }
+    if (n == 0 || n > 10)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (unsigned long long)(s[i] - '0');
+    }
+    if (v < 1 || v >= CORE_TUNE_INF)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* "A" or "A-B" (inclusive), A >= 1, B a number or inf. */
+static int tune_count(const char *s, uint32_t *lo, uint32_t *hi)
+{
+    const char *dash = strchr(s, '-');
+
+    if (dash == NULL) {
+        if (tune_count_one(s, strlen(s), 0, lo) != 0)
+            return -1;
+        *hi = *lo;
+        return 0;
+    }
+    if (tune_count_one(s, (size_t)(dash - s), 0, lo) != 0 ||
+        tune_count_one(dash + 1, strlen(dash + 1), 1, hi) != 0)
+        return -1;
+    return 0;
+}
+
+static int tune_alg(const char *name)
+{
+    for (int a = 0; a < CORE_ALG_COUNT; a++)
+        if (strcasecmp(name, core_alg_name(a)) == 0)
+            return a;
+    return -1;
+}
+
+/* One rule, already cut out and trimmed. */
+static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *src, unsigned idx)
+{
+    char text[TUNE_RULE_LEN], *f[8];
+    int nf = 0, have_ppn = 0, have_nodes = 0;
+
+    snprintf(text, sizeof(text), "%s", rule); /* rule is cut into fields below */
+    for (char *p = rule; nf < 8; nf++) {
+        f[nf] = p;
+        p = strchr(p, ':');
+        if (p == NULL) {
+            nf++;
+            break;
+        }
+        *p++ = '\0';
+    }
+    if (nf < 3 || f[nf - 1][0] != '@')
+        return tune_fail(src, idx, text,
+                         "expected COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG (the algorithm last, "
+                         "after '@')");
+    memset(r, 0, sizeof(*r));
+    r->coll = -1;
+    for (int c = 0; c < 2; c++)
+        if (strcasecmp(f[0], tune_colls[c]) == 0)
+            r->coll = c;
+    if (r->coll < 0)
+        return tune_fail(src, idx, text, "unknown collective \"%s\"; allowed: alltoall, allgather",
+                         f[0]);
+    if (tune_bytes(f[1], &r->lo, &r->hi) != 0)
+        return tune_fail(src, idx, text,
+                         "bad byte range \"%s\": expected LO-HI in bytes per rank (suffix k, m or "
+                         "g allowed; HI may be inf), e.g. 0-256 or 64k-inf",
+                         f[1]);
+    if (r->lo >= r->hi)
+        return tune_fail(src, idx, text,
+                         "byte range \"%s\" is empty: LO must be below HI (LO inclusive, HI "
+                         "exclusive)",
+                         f[1]);
+    r->ppn_lo = r->nodes_lo = 1;
+    r->ppn_hi = r->nodes_hi = CORE_TUNE_INF;
+    for (int i = 2; i < nf - 1; i++) {
+        uint32_t *lo, *hi;
+        int *seen;
+        const char *arg;
+        if (strncasecmp(f[i], "ppn=", 4) == 0) {
+            lo = &r->ppn_lo, hi = &r->ppn_hi, seen = &have_ppn, arg = f[i] + 4;
+        } else if (strncasecmp(f[i], "nodes=", 6) == 0) {
+            lo = &r->nodes_lo, hi = &r->nodes_hi, seen = &have_nodes, arg = f[i] + 6;
+        } else {
+            return tune_fail(src, idx, text,
+                             "unknown condition \"%s\": allowed are ppn=A-B and nodes=A-B", f[i]);
+        }
+        if ((*seen)++)
+            return tune_fail(src, idx, text, "condition \"%s\" given twice", f[i]);
+        if (tune_count(arg, lo, hi) != 0 || *lo > *hi)
+            return tune_fail(src, idx, text,
+                             "bad range \"%s\": expected A or A-B, inclusive, with 1 <= A <= B "
+                             "(B may be inf)",
+                             f[i]);
+    }
+    r->alg = tune_alg(f[nf - 1] + 1);
+    if (r->alg < 0)
+        return tune_fail(src, idx, text,
+                         "unknown algorithm \"%s\"; allowed: direct, pap, shm_direct, pap_shm, "
+                         "sa, sa_direct, rd, leader",
+                         f[nf - 1] + 1);
+    if (r->alg == CORE_ALG_AUTO)
+        return tune_fail(src, idx, text, "auto cannot be a rule's algorithm: name the one to run");
+    if (r->coll == CORE_TUNE_ALLGATHER && core_alg_alltoall_only(r->alg))
+        return tune_fail(src, idx, text,
+                         "%s is alltoall-only; allgather allows direct, pap, shm_direct, pap_shm",
+                         core_alg_name(r->alg));
+    return ARCOLL_OK;
+}
+
+/* '#'-separated rules appended to tab, up to max rules in all. */
+static int tune_text_parse(core_tune_t *tab, uint32_t max, const char *text, const tune_src_t *src)
+{
+    const char *p = text;
+
+    for (unsigned idx = 1;; idx++) {
+        const char *end = strchr(p, '#');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        char rule[TUNE_RULE_LEN];
+        int rc;
+
+        while (len > 0 && isspace((unsigned char)*p))
+            p++, len--;
+        while (len > 0 && isspace((unsigned char)p[len - 1]))
+            len--;
+        snprintf(rule, sizeof(rule), "%.*s", (int)(len < sizeof(rule) ? len : sizeof(rule) - 1), p);
+        if (len >= sizeof(rule))
+            return tune_fail(src, idx, rule, "longer than %zu characters", sizeof(rule) - 1);
+        if (len == 0)
+            return tune_fail(src, idx, rule,
+                             "empty rule (a '#' at the start or end, or two in a row)");
+        if (tab->n >= max)
+            return tune_fail(src, idx, rule, "more than %u rules", max - tab->nuser);
+        rc = tune_rule_parse(&tab->rule[tab->n], rule, src, idx);
+        if (rc != ARCOLL_OK)
+            return rc;
+        tab->n++;
+        if (end == NULL)
+            return ARCOLL_OK;
+        p = end + 1;
+    }
+}
+
+/* A file of rules: '#'-separated rules per line; blank lines and lines whose
+ * first non-blank character is ';' are skipped. */
+static int tune_file_parse(core_tune_t *tab, const char *path)
+{
+    char what[CORE_TUNE_FILE + 32];
+    tune_src_t src = {what, 0};
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = ARCOLL_OK;
+    FILE *f;
+
+    snprintf(what, sizeof(what), "ARCOLL_TUNE file %s", path);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        log_err("%s: cannot open it: %s", what, strerror(errno));
+        return ARCOLL_ERR_CONFIG;
+    }
+    while (rc == ARCOLL_OK && getline(&line, &cap, f) >= 0) {
+        const char *p = line;
+        src.line++;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0' || *p == ';')
+            continue;
+        rc = tune_text_parse(tab, CORE_TUNE_MAX, line, &src);
+    }
+    if (rc == ARCOLL_OK && ferror(f)) {
+        log_err("%s: read error: %s", what, strerror(errno));
+        rc = ARCOLL_ERR_CONFIG;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+int core_tune_set(core_tune_t *tab, const char *value)
+{
+    static const tune_src_t env = {"ARCOLL_TUNE", 0};
+    static const tune_src_t dflt = {"built-in tuning table (src/core/tune.c)", 0};
+    core_tune_t t;
+    const char *path = NULL;
+    int rc = ARCOLL_OK;
+
+    if (value == NULL) {
+        log_err("ARCOLL_TUNE=(null) is not valid; expected default, rules "
+                "COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG separated by '#', or file:PATH");
+        return ARCOLL_ERR_CONFIG;
+    }
+    memset(&t, 0, sizeof(t));
+    if (strncmp(value, "file:", 5) == 0)
+        path = value + 5;
+    else if (value[0] == '/' || strncmp(value, "./", 2) == 0)
+        path = value;
+    if (path != NULL) {
+        if (path[0] == '\0' || strlen(path) >= sizeof(t.file)) {
+            log_err("ARCOLL_TUNE=%.300s: expected file:PATH with a path of 1 to %zu characters",
+                    value, sizeof(t.file) - 1);
+            return ARCOLL_ERR_CONFIG;
+        }
+        snprintf(t.file, sizeof(t.file), "%s", path);
+        rc = tune_file_parse(&t, path);
+    } else if (strcasecmp(value, "default") != 0) {
+        rc = tune_text_parse(&t, CORE_TUNE_MAX, value, &env);
+    }
+    if (rc != ARCOLL_OK)
+        return rc;
+    t.nuser = t.n;
+    rc = tune_text_parse(&t, t.nuser + CORE_TUNE_DEFAULT_MAX, tune_default, &dflt);
+    if (rc != ARCOLL_OK)
+        return rc;
+    *tab = t;
+    return ARCOLL_OK;
+}
+
+/* snprintf that appends and never overruns. */
+static void tune_cat(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void tune_cat(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*used >= len)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    *used = n < 0 ? len : *used + (size_t)n;
+}
+
+static const char *tune_size_str(size_t v, char *buf, size_t len)
+{
+    static const char sfx[] = "gmk";
+
+    if (v == SIZE_MAX) {
+        snprintf(buf, len, "inf");
+        return buf;
+    }
+    for (int i = 0; i < 3; i++) {
+        size_t unit = (size_t)1 << (10 * (3 - i));
+        if (v != 0 && v % unit == 0) {
+            snprintf(buf, len, "%zu%c", v / unit, sfx[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, len, "%zu", v);
+    return buf;
+}
+
+static void tune_cat_count(char *buf, size_t len, size_t *used, const char *name, uint32_t lo,
+                           uint32_t hi)
+{
+    if (lo == 1 && hi == CORE_TUNE_INF)
+        return; /* no condition */
+    if (lo == hi)
+        tune_cat(buf, len, used, ":%s=%u", name, lo);
+    else if (hi == CORE_TUNE_INF)
+        tune_cat(buf, len, used, ":%s=%u-inf", name, lo);
+    else
+        tune_cat(buf, len, used, ":%s=%u-%u", name, lo, hi);
+}
+
+const char *core_tune_get(const core_tune_t *tab, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    if (tab->file[0] != '\0') {
+        snprintf(buf, len, "file:%s", tab->file);
+        return buf;
+    }
+    if (tab->nuser == 0) {
+        snprintf(buf, len, "default");
+        return buf;
+    }
+    for (uint32_t i = 0; i < tab->nuser; i++) {
+        const core_tune_rule_t *r = &tab->rule[i];
+        char lo[32], hi[32];
+        tune_cat(buf, len, &used, "%s%s:%s-%s", i ? "#" : "", tune_colls[r->coll],
+                 tune_size_str(r->lo, lo, sizeof(lo)), tune_size_str(r->hi, hi, sizeof(hi)));
+        tune_cat_count(buf, len, &used, "ppn", r->ppn_lo, r->ppn_hi);
+        tune_cat_count(buf, len, &used, "nodes", r->nodes_lo, r->nodes_hi);
+        tune_cat(buf, len, &used, ":@%s", core_alg_name(r->alg));
+    }
+    return buf;
+}
+
+static uint64_t tune_hash(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 1099511628211ULL;
+    return h;
+}
+
+uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h)
+{
+    h = tune_hash(h, tab->n);
+    for (uint32_t i = 0; i < tab->n; i++) {
+        const core_tune_rule_t *r = &tab->rule[i];
+        h = tune_hash(h, (uint64_t)r->coll << 32 | (uint32_t)r->alg);
+        h = tune_hash(h, r->lo);
+        h = tune_hash(h, r->hi);
+        h = tune_hash(h, (uint64_t)r->ppn_lo << 32 | r->ppn_hi);
+        h = tune_hash(h, (uint64_t)r->nodes_lo << 32 | r->nodes_hi);
+    }
+    return h;
+}
+
+const char *core_tune_source(const core_tune_t *tab, char *buf, size_t len)
+{
+    if (tab->file[0] != '\0')
+        snprintf(buf, len, "file %s: %u rules, then the default table", tab->file, tab->nuser);
+    else if (tab->nuser > 0)
+        snprintf(buf, len, "ARCOLL_TUNE string: %u rules, then the default table", tab->nuser);
+    else
+        snprintf(buf, len, "the default table (src/core/tune.c)");
+    return buf;
+}
+
+void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t *out)
+{
+    out->nodes = team_size;
+    out->ppn = 1;
+    out->equal = 1;
+    if (h == NULL)
+        return;
+    out->nodes = h->nnodes;
+    out->ppn = h->lmax;
+    for (uint32_t e = 0; e < h->nnodes; e++)
+        if (h->node_size[e] != h->lmax)
+            out->equal = 0;
+}
+
+int core_tune_fits(int alg, const core_tune_shape_t *shape)
+{
+    switch (alg) {
+    case CORE_ALG_DIRECT:
+    case CORE_ALG_PAP: return 1;
+    case CORE_ALG_SHM_DIRECT:
+    case CORE_ALG_PAP_SHM:
+    case CORE_ALG_LEADER: return shape->ppn >= 2;
+    case CORE_ALG_SA:
+    case CORE_ALG_SA_DIRECT:
+    case CORE_ALG_RD: return shape->ppn >= 2 && shape->equal;
+    default: return 0;
+    }
+}
+
+int core_tune_pick(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape)
+{
+    for (uint32_t i = 0; i < tab->n; i++) {
+        const core_tune_rule_t *r = &tab->rule[i];
+        if (r->coll == coll && bytes >= r->lo && (bytes < r->hi || r->hi == SIZE_MAX) &&
+            shape->ppn >= r->ppn_lo && shape->ppn <= r->ppn_hi && shape->nodes >= r->nodes_lo &&
+            shape->nodes <= r->nodes_hi && core_tune_fits(r->alg, shape))
+            return r->alg;
+    }
+    return CORE_ALG_PAP;
+}
+
+_Static_assert(CORE_TUNE_ALLTOALL == (int)COLL_ALLTOALL &&
+                   CORE_TUNE_ALLGATHER == (int)COLL_ALLGATHER,
+               "a coll_type_t is a CORE_TUNE_* collective");
+
+int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes)
+{
+    core_tune_shape_t shape;
+
+    core_tune_shape(t->hier, t->size, &shape);
+    return core_tune_pick(&t->ctx->cfg.tune, coll, bytes, &shape);
+}

@@ -1,0 +1,69 @@
+/* Size-based algorithm selection (ARCOLL_ALLTOALL_ALG=auto, ARCOLL_ALLGATHER_ALG=auto):
+ * the tuning table of ARCOLL_TUNE rules, then the built-in default table
+ * (docs/configuration.md, "Tuning table").
+ *
+ * A rule is COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG; rules are separated by '#'.
+ * LO-HI are bytes per rank, LO inclusive, HI exclusive (or inf); ppn and nodes
+ * are inclusive ranges of the team's shape. The first matching rule wins. */
+#ifndef ARCOLL_CORE_TUNE_H
+#define ARCOLL_CORE_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CORE_TUNE_ALLTOALL, CORE_TUNE_ALLGATHER };
+
+#define CORE_TUNE_MAX         64 /* rules of ARCOLL_TUNE (string or file) */
+#define CORE_TUNE_DEFAULT_MAX 64 /* rules of the built-in table */
+#define CORE_TUNE_FILE        256
+#define CORE_TUNE_INF         UINT32_MAX /* "inf" as the upper end of ppn/nodes */
+
+typedef struct core_tune_rule {
+    int coll;                    /* CORE_TUNE_ALLTOALL or CORE_TUNE_ALLGATHER */
+    int alg;                     /* CORE_ALG_*, never auto */
+    size_t lo, hi;               /* bytes per rank in [lo, hi); hi == SIZE_MAX: no bound */
+    uint32_t ppn_lo, ppn_hi;     /* ranks per node, inclusive */
+    uint32_t nodes_lo, nodes_hi; /* nodes, inclusive */
+} core_tune_rule_t;
+
+typedef struct core_tune {
+    uint32_t n;                /* rules in all */
+    uint32_t nuser;            /* rule[0 .. nuser): ARCOLL_TUNE; the rest: the default table */
+    char file[CORE_TUNE_FILE]; /* the rules came from this file; "" otherwise */
+    core_tune_rule_t rule[CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX];
+} core_tune_t;
+
+/* The shape of a team as the table sees it: every member computes the same. */
+typedef struct core_tune_shape {
+    uint32_t nodes, ppn; /* nodes, and ranks on the fullest node */
+    int equal;           /* every node holds ppn ranks */
+} core_tune_shape_t;
+
+struct hier;
+struct arcoll_team;
+
+/* Set the table from an ARCOLL_TUNE value: "default" (the built-in table
+ * only), '#'-separated rules, or a file (file:PATH, /PATH, ./PATH). On error
+ * the table is unchanged and the message names the rule and what is wrong. */
+int core_tune_set(core_tune_t *tab, const char *value);
+/* Render the value: "default", "file:PATH" or the rules in canonical form
+ * (accepted back by core_tune_set); returns buf. */
+const char *core_tune_get(const core_tune_t *tab, char *buf, size_t len);
+/* Fold the rules (not their spelling or file name) into an FNV-1a hash. */
+uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h);
+/* One line saying where the rules come from, for arcoll_info. */
+const char *core_tune_source(const core_tune_t *tab, char *buf, size_t len);
+
+/* The team's shape from its node grouping (NULL: no node holds two members). */
+void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t *out);
+/* Whether an algorithm can run on the shape: the node algorithms need a node
+ * holding two ranks, sa/sa_direct/rd also equal nodes. */
+int core_tune_fits(int alg, const core_tune_shape_t *shape);
+/* The algorithm for a call: the first rule that matches the collective, size
+ * and shape and whose algorithm fits the shape; pap if none does. */
+int core_tune_pick(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape);
+/* The same for a team, with its context's table (coll_alg_pick); coll may be
+ * a coll_type_t (same values). */
+int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes);
+
+#endif
