@@ -17,18 +17,16 @@
 /*
  * The built-in table, consulted after the ARCOLL_TUNE rules: one rule per
  * line, in the ARCOLL_TUNE syntax and parsed by the same code at init (so a
- * typo here fails test_tune, not a job). The numbers come from pretend-node
- * runs (ARCOLL_NODE_SIZE) on a 2-core host, docs/configuration.md "Tuning
- * table"; replace them after measuring on real nodes.
+ * typo here fails test_tune, not a job). Measured (docs/configuration.md
+ * "Tuning table"): 8 ranks as 4x2 and 2x4 pretend nodes on a 2-core host,
+ * 64 B-64 KiB, MIF 0 and 32: pap was fastest nearly everywhere; of the node
+ * algorithms sa came closest (pap/sa 0.6-1.0), then rd, sa_direct, pap_shm,
+ * leader. Pretend nodes share one memory, so the inter-node step costs what
+ * the intra-node one does; on real nodes measure and put e.g.
+ * alltoall:0-1k:ppn=2-inf:nodes=2-inf:@sa first (seed 001's regime).
  */
-static const char tune_default[] =
-    /* One node, or one rank per node: nothing to aggregate. */
-    "alltoall:0-inf:nodes=1:@pap#"
-    "alltoall:0-inf:ppn=1:@pap#"
-    /* Several nodes of several ranks: aggregate small messages per node. */
-    "alltoall:0-256:ppn=2-inf:nodes=2-inf:@sa#"
-    "alltoall:256-inf:ppn=2-inf:nodes=2-inf:@pap#"
-    "allgather:0-inf:@pap";
+static const char tune_default[] = "alltoall:0-inf:@pap#"
+                                   "allgather:0-inf:@pap";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 
@@ -404,9 +402,11 @@ uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h)
 const char *core_tune_source(const core_tune_t *tab, char *buf, size_t len)
 {
     if (tab->file[0] != '\0')
-        snprintf(buf, len, "file %s: %u rules, then the default table", tab->file, tab->nuser);
+        snprintf(buf, len, "file %s: %u rule%s, then the default table", tab->file, tab->nuser,
+                 tab->nuser == 1 ? "" : "s");
     else if (tab->nuser > 0)
-        snprintf(buf, len, "ARCOLL_TUNE string: %u rules, then the default table", tab->nuser);
+        snprintf(buf, len, "ARCOLL_TUNE string: %u rule%s, then the default table", tab->nuser,
+                 tab->nuser == 1 ? "" : "s");
     else
         snprintf(buf, len, "the default table (src/core/tune.c)");
     return buf;
