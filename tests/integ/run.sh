@@ -20,7 +20,8 @@ pass=0
 fail=0
 failed_names=()
 
-# run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), fail (must fail), kill N (N KILL-OK lines)
+# run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), fail (must fail), fail:TEXT (must
+# fail naming TEXT), kill N (N KILL-OK lines)
 run() {
     local name=$1 expect=$2
     shift 2
@@ -38,6 +39,7 @@ run() {
     case $expect in
     ok) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" && verdict=PASS ;;
     fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
+    fail:*) [ $rc -ne 0 ] && grep -q "${expect#fail:}" "$log" && verdict=PASS ;;
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
     esac
     printf '%-4s %-36s %3ds  %s\n' "$verdict" "$name" $((SECONDS - start)) \
@@ -105,6 +107,11 @@ run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm
 run fault-no-epoch-shm-is-caught fail $SHM ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
+# Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
+# expectation must fail (the test can fail).
+run mpirun-4-qps-smp ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm $MPIRUN -np 4 \
+    "$T/coll_test" qps 0
+run mpirun-2-qps-wrong-count-fails 'fail:RC QPs after alltoall' $MPIRUN -np 2 "$T/coll_test" qps 1
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
 # The test must be able to fail: with the epoch check disabled it has to see corruption.
