@@ -1295,6 +1295,37 @@ out:
     return rc;
 }
 
+/* Every rank's RC QPs and registered bytes after the run, as min/mean/max
+ * into out[0..2] and out[3..5] (the same on every rank). */
+static int resources(bench_t *b, double out[6])
+{
+    arcoll_resources_t mine, *all = calloc((size_t)b->n, sizeof(mine));
+    int rc = 1;
+
+    if (all == NULL) {
+        fprintf(stderr, "arcoll-bench[%d]: out of memory\n", b->rank);
+        return 1;
+    }
+    if (check(b, arcoll_context_resources(b->ctx, &mine), "arcoll_context_resources") ||
+        share(b, &mine, all, sizeof(mine), "sharing resources"))
+        goto out;
+    out[0] = out[3] = INFINITY;
+    out[1] = out[2] = out[4] = out[5] = 0;
+    for (int j = 0; j < b->n; j++) {
+        double q = all[j].qps, m = (double)all[j].registered_bytes;
+        out[0] = q < out[0] ? q : out[0];
+        out[1] += q / b->n;
+        out[2] = q > out[2] ? q : out[2];
+        out[3] = m < out[3] ? m : out[3];
+        out[4] += m / b->n;
+        out[5] = m > out[5] ? m : out[5];
+    }
+    rc = 0;
+out:
+    free(all);
+    return rc;
+}
+
 /* The whole sweep: collectives, sizes, points. Returns like run_point. */
 static int sweep(bench_t *b)
 {
@@ -1373,6 +1404,7 @@ int main(int argc, char **argv)
     bench_t *b = &bench;
     char err[256] = "";
     int rc = 1, prc, setup_ok = 0;
+    double res[6] = {0};
 
     /* The default 50 us timer slack would stretch every short sleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -1456,12 +1488,28 @@ int main(int argc, char **argv)
     if (prc == 1)
         goto out_local;
     rc = prc == 0 ? 0 : 1;
+    if (rc == 0 && resources(b, res) != 0)
+        goto out_local;
     if (b->rank == 0) {
         FILE *f = b->o.format == FMT_TABLE ? stdout : stderr;
         if (b->o.format == FMT_JSON && rc == 0)
-            printf("\n ],\n \"validation\": {\"checked\": %ld, \"failed\": %ld}}\n", b->checked,
-                   b->failed);
+            printf("\n ],\n \"resources\": {\"rc_qps\": [%.0f, %.3g, %.0f], "
+                   "\"registered_bytes\": [%.0f, %.6g, %.0f]},\n"
+                   " \"validation\": {\"checked\": %ld, \"failed\": %ld}}\n",
+                   res[0], res[1], res[2], res[3], res[4], res[5], b->checked, b->failed);
         fflush(stdout); /* the data before the closing lines on stderr */
+        if (rc == 0 && b->o.format != FMT_JSON)
+            fprintf(f,
+                    "%s# resources per process: RC QPs min/mean/max %.0f/%.3g/%.0f, registered "
+                    "bytes min/mean/max %.0f/%.6g/%.0f%s\n",
+                    b->o.format == FMT_TABLE ? "\n" : "", res[0], res[1], res[2], res[3], res[4],
+                    res[5],
+#ifdef ARCOLL_BENCH_MPI
+                    " (QPs: the algorithms run, and ranks 0-1 for T)"
+#else
+                    " (QPs: the algorithms run, the barrier's direct allgather wires every pair)"
+#endif
+            );
         if (b->o.validate)
             fprintf(f, "%s# validation: %ld passed, %ld failed (calls checked over %d rank%s)\n",
                     b->o.format == FMT_TABLE ? "\n" : "", b->checked * b->n - b->failed, b->failed,

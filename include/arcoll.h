@@ -112,6 +112,19 @@ int arcoll_context_nnodes(arcoll_context_t ctx);
  * region (bounce and control slots) plus the channel's fixed buffers. */
 int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes);
 
+/* Transport resources of this process now. The verbs channel wires an RC QP to
+ * a peer only when an algorithm first writes to it (or when
+ * ARCOLL_VERBS_CONNECT=eager, to all at init), and every team that uses the
+ * peer shares it, so the counts grow with the algorithms run. */
+typedef struct arcoll_resources {
+    int qps;                 /* RC QPs this process has created (verbs; 0 on shared memory) */
+    int qps_ready;           /* of those, connected both ways */
+    size_t registered_bytes; /* memory this process has registered with the NIC now */
+    size_t shared_bytes;     /* this process's share of shared-memory segments and regions */
+} arcoll_resources_t;
+/* [serialized] */
+int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out);
+
 /* The team of all ranks of the context, in rank order. [serialized] */
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
 

@@ -7,12 +7,17 @@
  *     becomes visible only after every earlier put() to the same peer
  *     (docs/protocol.md, "Ordering");
  *   - a put's source may be reused once chan_progress() reports no
- *     outstanding operations (local completion).
+ *     outstanding operations (local completion), except that a put of at
+ *     most CHAN_PUT_COPY bytes from unregistered memory takes its bytes
+ *     during the call (the engine passes size and advertisement words from
+ *     its stack).
  * Algorithms never see which channel they run on.
  *
  * Contract: every series of puts to a peer ends with a put_u64 (the engine's
  * protocols always finish a message with its flag), so a channel may retire
- * earlier puts only through the completion of that flag write.
+ * earlier puts only through the completion of that flag write. A channel may
+ * also hold puts back (verbs, while connecting to the peer): they count as
+ * outstanding, and peers answer only while they call progress().
  */
 #ifndef ARCOLL_CORE_CHAN_H
 #define ARCOLL_CORE_CHAN_H
@@ -48,6 +53,8 @@ typedef struct chan_rmem {
 
 typedef struct chan chan_t;
 
+#define CHAN_PUT_COPY 64 /* bytes a put copies at the call, at most (see above) */
+
 struct chan_ops {
     const char *name;
     /* Allocate zeroed memory peers can write into (bounce/control regions). */
@@ -71,6 +78,9 @@ struct chan_ops {
     int (*peer_check)(chan_t *c, int peer);
     /* One line on the transport state toward the peer, for a timeout report. */
     void (*peer_describe)(chan_t *c, int peer, char *buf, size_t len);
+    /* RC QPs created, of those connected both ways, bytes registered with the
+     * NIC now (optional: NULL on channels without a NIC). */
+    void (*stats)(chan_t *c, int *qps, int *ready, size_t *reg);
     void (*destroy)(chan_t *c);
 };
 

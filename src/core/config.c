@@ -35,6 +35,7 @@ static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug",
 static const char *const cfg_cma[] = {"auto", "off", NULL};
 static const char *const cfg_notify[] = {"flag", "imm", NULL};
 static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
+static const char *const cfg_connect[] = {"lazy", "eager", NULL};
 static const char *const cfg_onoff[] = {"off", "on", NULL};
 static const char *const cfg_device_form[] = {"name[:port]", NULL};
 static const char *const cfg_profile_form[] = {"FILE", NULL};
@@ -90,6 +91,9 @@ static const cfg_var_t cfg_vars[] = {
      "verbs: flag (poll the word written after the data) or imm (write with immediate)"},
     {"ARCOLL_WIREUP", CFG_ENUM, CFG_OFF(wireup), cfg_wireup, "oob", 0, 0, 0,
      "verbs: oob (GID from the port's table) or rdmacm (GID resolved by librdmacm)"},
+    {"ARCOLL_VERBS_CONNECT", CFG_ENUM, CFG_OFF(verbs_connect), cfg_connect, "lazy", 0, 0, 1,
+     "verbs: lazy (an RC QP to a peer on first use, handshake over UD) or eager (to every peer "
+     "at init)"},
     {"ARCOLL_REGCACHE", CFG_ENUM, CFG_OFF(regcache), cfg_onoff, "off", 0, 0, 0,
      "cache registrations of user buffers; on requires arcoll_mem_invalidate before free"},
     {"ARCOLL_REGCACHE_MAX", CFG_SIZE, CFG_OFF(regcache_max), NULL, "1g", 1 << 20, (long)1 << 46, 0,

@@ -25,6 +25,7 @@ enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
 enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
+enum { CORE_CONNECT_LAZY, CORE_CONNECT_EAGER };
 
 #define CORE_CONFIG_STR       64
 #define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
@@ -46,6 +47,7 @@ typedef struct core_config {
     long gid_index;               /* verbs: -1 = automatic */
     int notify;                   /* verbs: flag polling or write-with-immediate */
     int wireup;                   /* verbs: how the local address/GID is found */
+    int verbs_connect;            /* verbs: RC QPs on first use (lazy) or all at init */
     int regcache;                 /* cache implicit registrations (user reports frees) */
     size_t regcache_max;          /* bytes the cache may keep registered */
     /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/core/profile.h) */

@@ -514,6 +514,31 @@ int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes)
     return ARCOLL_OK;
 }
 
+int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out)
+{
+    chan_t *c;
+    int rc = core_ctx_check(ctx, "arcoll_context_resources");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (out == NULL) {
+        log_err("arcoll_context_resources: out is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    memset(out, 0, sizeof(*out));
+    c = ctx->chan;
+    if (c->ops->stats == NULL) {
+        /* A channel without a NIC: all of it is shared memory. */
+        return arcoll_context_memory(ctx, &out->shared_bytes);
+    }
+    c->ops->stats(c, &out->qps, &out->qps_ready, &out->registered_bytes);
+    /* Node segments are shared memory on every channel: this rank's part. */
+    for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+        if (t->hier != NULL)
+            out->shared_bytes += t->hier->seg.len / t->hier->lsize;
+    return ARCOLL_OK;
+}
+
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
 {
     return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;

@@ -44,6 +44,8 @@ typedef struct wire_slot_hdr {
 } wire_slot_hdr_t;
 
 _Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
+/* An advertisement is written from the stack: the channel must copy it at the call. */
+_Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "advertisement copied");
 
 /* Banks alternate by epoch parity; docs/protocol.md argues why two suffice. */
 static inline unsigned wire_bank(uint64_t epoch)

@@ -1,6 +1,13 @@
 /*
- * The verbs channel: one RC QP per peer, wired through the bootstrap (no
- * per-pair handshakes), data moved only by RDMA WRITE. docs/verbs.md.
+ * The verbs channel: RC QPs wired on demand, data moved only by RDMA WRITE.
+ * docs/verbs.md.
+ *
+ * Connections: at init each rank creates one UD QP and the bootstrap carries
+ * one fixed-size address record per rank. An RC QP to a peer is created and
+ * connected by a handshake over UD (HELLO messages) the first time we write to
+ * that peer or it writes to us; puts to a peer whose QP is not known to be
+ * RTR at the peer are queued in order and posted once it is (ready).
+ * ARCOLL_VERBS_CONNECT=eager runs the handshake with every peer at init.
  *
  * Completions: every put_u64 and every staged put is signaled; other puts
  * are signaled at least every VERBS_SIGNAL_EVERY WRs, and a completion of WR
@@ -38,12 +45,57 @@ enum { VERBS_KIND_MR = 0x10 };
 #define VERBS_IMM_LINE_BITS 26 /* imm = region id (6 bits) | flag line (26 bits) */
 #define VERBS_MAX_REGIONS   64
 
+#define VERBS_UD_QKEY         0x61726331u  /* "arc1": every arcoll UD QP */
+#define VERBS_UD_RECVS        64           /* posted HELLO receive buffers */
+#define VERBS_UD_SENDS        16           /* HELLO send slots */
+#define VERBS_UD_GRH          40           /* a UD receive starts with the GRH (or room for it) */
+#define VERBS_UD_SLOT         128          /* GRH + message, per buffer */
+#define VERBS_UD_SEND_BIT     (1ULL << 63) /* wr_id of a UD send; receives carry their index */
+#define VERBS_HELLO_MAGIC     0x48454c4fu  /* "HELO" */
+#define VERBS_HELLO_VERSION   1
+#define VERBS_HELLO_RESEND_NS (30ULL * 1000000) /* retransmit while not ready */
+#define VERBS_EAGER_ROUND_NS  (200ULL * 1000000)
+
+/* Connection state toward one peer; each step implies the earlier ones. */
+enum {
+    VERBS_CONN_NONE,  /* no RC QP */
+    VERBS_CONN_INIT,  /* our QP exists (INIT), the peer's QPN is not known */
+    VERBS_CONN_RTS,   /* our QP is RTR+RTS toward the peer's QPN */
+    VERBS_CONN_READY, /* and the peer's QP is RTR toward ours: we may write */
+};
+
+enum { VERBS_OP_PUT, VERBS_OP_U64 };
+
+/* A put to a peer that is not ready yet, posted in order once it is. A
+ * larger source stays the caller's (chan.h: reused only at 0 outstanding, and
+ * queued operations count); small ones and the u64 value are copied, as the
+ * engine passes words on its stack (chan.h, CHAN_PUT_COPY). */
+typedef struct verbs_op {
+    int kind;
+    int has_lmem;
+    const void *src;
+    size_t len;
+    uint64_t val;
+    uint64_t off;
+    chan_mem_t lmem;
+    chan_rmem_t dst;
+    unsigned char data[CHAN_PUT_COPY];
+} verbs_op_t;
+
 typedef struct verbs_peer {
     struct ibv_qp *qp;
     uint64_t seq;  /* WRs posted */
     uint64_t done; /* WRs known complete */
     uint32_t unsignaled;
-    int failed; /* ibv_wc_status of the first error */
+    int failed;        /* ibv_wc_status of the first error */
+    int state;         /* VERBS_CONN_* */
+    struct ibv_ah *ah; /* UD address handle for HELLOs */
+    uint32_t rqpn;     /* the peer's RC QPN for us, from its HELLO */
+    uint32_t hellos_sent, hellos_rcvd;
+    uint64_t hello_ns;   /* last HELLO sent */
+    uint64_t connect_ns; /* first HELLO of this attempt (drops a stale queue) */
+    verbs_op_t *q;       /* queued puts, FIFO */
+    uint32_t qlen, qcap;
 } verbs_peer_t;
 
 typedef struct verbs_stage_ent {
@@ -52,7 +104,8 @@ typedef struct verbs_stage_ent {
     uint64_t end;
 } verbs_stage_ent_t;
 
-/* What one rank tells all others at wire-up: header, then one QPN per rank. */
+/* What one rank tells all others at init: fixed size, so the bootstrap moves
+ * O(ranks) bytes in all; RC QPNs travel in HELLOs. */
 typedef struct verbs_addr {
     uint32_t version;
     int32_t pid; /* with host: lets peers on the same host see each other die */
@@ -61,10 +114,20 @@ typedef struct verbs_addr {
     uint8_t mtu;
     uint8_t has_gid;
     uint8_t gid[16];
-    uint32_t qpn[];
+    uint32_t ud_qpn;
 } verbs_addr_t;
 
-#define VERBS_ADDR_VERSION 2
+#define VERBS_ADDR_VERSION 3
+
+/* The one message of the connection handshake (docs/verbs.md, "Connections"). */
+typedef struct verbs_hello {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t rtr;       /* the sender's QP is RTR+RTS toward qpn's peer (us) */
+    uint8_t ack;       /* the sender knows our QP is RTR: it needs no answer */
+    uint32_t src, dst; /* context ranks */
+    uint32_t qpn;      /* the sender's RC QP for the receiver */
+} verbs_hello_t;
 
 typedef struct verbs_chan {
     chan_t super;
@@ -79,17 +142,31 @@ typedef struct verbs_chan {
     union ibv_gid gid;
     uint32_t max_inline;
     int imm;
+    int eager;
     long timeout_ms;
     verbs_peer_t *peers;
-    int32_t *pids; /* of ranks on this host, 0 for the others */
+    verbs_addr_t *addrs; /* every rank's record */
+    int32_t *pids;       /* of ranks on this host, 0 for the others */
     uint64_t outstanding;
-    int cq_room; /* CQEs the send CQ can still take: one per signaled WR in flight */
+    uint64_t queued;    /* operations waiting for a connection (count as outstanding) */
+    int pending;        /* peers with a QP that are not ready */
+    int nqps;           /* RC QPs created */
+    int nready;         /* peers ready */
+    uint64_t resend_ns; /* next retransmission scan */
+    size_t reg_bytes;   /* registered with the NIC now */
+    int cq_room;        /* CQEs the send CQ can still take: one per signaled WR in flight */
     char *stage;
     struct ibv_mr *stage_mr;
     uint64_t stage_head, stage_tail;
     verbs_stage_ent_t *ents;
     uint64_t ent_head, ent_tail;
     chan_mem_t *regions[VERBS_MAX_REGIONS]; /* imm mode: flag shadows by region id */
+    struct ibv_cq *ud_cq;
+    struct ibv_qp *ud_qp;
+    char *ud_buf; /* VERBS_UD_RECVS receive slots, then VERBS_UD_SENDS send slots */
+    struct ibv_mr *ud_mr;
+    uint32_t ud_send_next, ud_send_busy;
+    int ud_send_errs;
 } verbs_chan_t;
 
 static const char *verbs_peer_desc(verbs_chan_t *vc, int peer)
@@ -280,17 +357,119 @@ static int verbs_check_dst(int peer, size_t len, const chan_rmem_t *dst, uint64_
     return ARCOLL_OK;
 }
 
-static int verbs_put(chan_t *c, int peer, const void *src, size_t len, const chan_mem_t *lmem,
-                     const chan_rmem_t *dst, uint64_t off)
+static uint32_t verbs_psn(uint32_t qpn)
 {
-    verbs_chan_t *vc = (verbs_chan_t *)c;
+    return (qpn * 2654435761u) & 0xffffff;
+}
+
+/* Our RC QP for the peer, RESET -> INIT (no peer address needed yet). */
+static int verbs_qp_create(verbs_chan_t *vc, int peer)
+{
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr a;
+    struct ibv_qp *qp;
+    int rc;
+
+    memset(&ia, 0, sizeof(ia));
+    ia.send_cq = vc->cq;
+    ia.recv_cq = vc->imm ? vc->rcq : vc->cq;
+    ia.srq = vc->srq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = VERBS_SQ_DEPTH;
+    ia.cap.max_recv_wr = vc->srq ? 0 : 1;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = VERBS_MAX_INLINE;
+    qp = ibv_create_qp(vc->pd, &ia);
+    if (qp == NULL) {
+        ia.cap.max_inline_data = 0; /* some devices have no inline data */
+        qp = ibv_create_qp(vc->pd, &ia);
+    }
+    if (qp == NULL) {
+        log_err("verbs: ibv_create_qp for rank %d failed: %s", peer, strerror(errno));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    if (vc->max_inline == UINT32_MAX || ia.cap.max_inline_data < vc->max_inline)
+        vc->max_inline = ia.cap.max_inline_data;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = vc->port;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    rc =
+        ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+        log_err("verbs: ibv_modify_qp(INIT) for rank %d failed: %s", peer, strerror(rc));
+        ibv_destroy_qp(qp);
+        return ARCOLL_ERR_CHANNEL;
+    }
+    vc->peers[peer].qp = qp;
+    vc->peers[peer].state = VERBS_CONN_INIT;
+    vc->nqps++;
+    vc->pending++;
+    return ARCOLL_OK;
+}
+
+/* INIT -> RTR -> RTS with the peer's advertised address (rc_pingpong's ladder). */
+static int verbs_qp_connect(verbs_chan_t *vc, int peer, uint32_t rqpn)
+{
+    const verbs_addr_t *ra = &vc->addrs[peer];
+    struct ibv_qp *qp = vc->peers[peer].qp;
+    struct ibv_qp_attr a;
+    int rc;
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = ra->mtu < vc->pa.active_mtu ? (enum ibv_mtu)ra->mtu : vc->pa.active_mtu;
+    a.dest_qp_num = rqpn;
+    a.rq_psn = verbs_psn(rqpn);
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dlid = ra->lid;
+    a.ah_attr.sl = 0;
+    a.ah_attr.port_num = vc->port;
+    if (vc->gid_index >= 0) {
+        /* RoCE (or a GRH the user asked for): route by GID. */
+        a.ah_attr.is_global = 1;
+        memcpy(a.ah_attr.grh.dgid.raw, ra->gid, 16);
+        a.ah_attr.grh.sgid_index = (uint8_t)vc->gid_index;
+        a.ah_attr.grh.hop_limit = 64;
+    }
+    rc = ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (rc != 0) {
+        log_err("verbs: ibv_modify_qp(RTR) to rank %d failed: %s", peer, strerror(rc));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;  /* 4.096 us * 2^14 = 67 ms per try */
+    a.retry_cnt = 7; /* a dead peer is reported after about half a second */
+    a.rnr_retry = 7;
+    a.sq_psn = verbs_psn(qp->qp_num);
+    a.max_rd_atomic = 1;
+    rc = ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    if (rc != 0) {
+        log_err("verbs: ibv_modify_qp(RTS) to rank %d failed: %s", peer, strerror(rc));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    vc->peers[peer].rqpn = rqpn;
+    vc->peers[peer].state = VERBS_CONN_RTS;
+    return ARCOLL_OK;
+}
+
+/* The post paths, for a ready peer; the destination is checked. */
+static int verbs_put_now(verbs_chan_t *vc, int peer, const void *src, size_t len,
+                         const chan_mem_t *lmem, const chan_rmem_t *dst, uint64_t off)
+{
     uint64_t raddr = dst->rkey.addr + off;
     uint32_t rkey = (uint32_t)dst->rkey.key;
     const char *s = src;
-    int rc = verbs_check_dst(peer, len, dst, off);
+    int rc;
 
-    if (rc != ARCOLL_OK || len == 0)
-        return rc;
     if (lmem != NULL) {
         const struct ibv_mr *mr = lmem->priv;
         /* Zero copy from registered memory, in pieces below the 2^31 message limit. */
@@ -322,23 +501,17 @@ static int verbs_put(chan_t *c, int peer, const void *src, size_t len, const cha
     return ARCOLL_OK;
 }
 
-static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *dst, uint64_t off)
+static int verbs_put_u64_now(verbs_chan_t *vc, int peer, uint64_t val, const chan_rmem_t *dst,
+                             uint64_t off)
 {
-    verbs_chan_t *vc = (verbs_chan_t *)c;
     uint32_t rkey = (uint32_t)dst->rkey.key;
-    int rc = verbs_check_dst(peer, sizeof(val), dst, off);
+    int rc;
 
-    if (rc != ARCOLL_OK)
-        return rc;
     if (vc->imm) {
-        /* Flags live at the start of a 64-byte line (wire.h); the shadow word
-         * of line L is at len + 8 L, and the immediate names region and line. */
+        /* The shadow word of line L is at len + 8 L, and the immediate names
+         * region and line. */
         uint32_t id = (uint32_t)(dst->rkey.key >> 32);
         uint64_t line = off / 64;
-        if (off % 64 || line >= (1u << VERBS_IMM_LINE_BITS)) {
-            log_err("verbs: flag at offset %llu is not at a line start", (unsigned long long)off);
-            return ARCOLL_ERR_CHANNEL;
-        }
         return verbs_post_staged(vc, peer, IBV_WR_RDMA_WRITE_WITH_IMM, &val, sizeof(val),
                                  dst->rkey.addr + dst->rkey.len + line * 8, rkey,
                                  (id << VERBS_IMM_LINE_BITS) | (uint32_t)line);
@@ -353,14 +526,337 @@ static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *d
                              rkey, 0);
 }
 
-static int verbs_progress(chan_t *c)
+/* The UD address handle to the peer, created on first use and kept. */
+static int verbs_ah_get(verbs_chan_t *vc, int peer, struct ibv_ah **out)
 {
-    verbs_chan_t *vc = (verbs_chan_t *)c;
-    int rc = verbs_poll(vc);
+    verbs_peer_t *p = &vc->peers[peer];
+    const verbs_addr_t *ra = &vc->addrs[peer];
+    struct ibv_ah_attr aa;
+
+    if (p->ah == NULL) {
+        memset(&aa, 0, sizeof(aa));
+        aa.dlid = ra->lid;
+        aa.port_num = vc->port;
+        if (vc->gid_index >= 0) { /* the same routing as the RC QPs */
+            aa.is_global = 1;
+            memcpy(aa.grh.dgid.raw, ra->gid, 16);
+            aa.grh.sgid_index = (uint8_t)vc->gid_index;
+            aa.grh.hop_limit = 64;
+        }
+        p->ah = ibv_create_ah(vc->pd, &aa);
+        if (p->ah == NULL) {
+            log_err("verbs: ibv_create_ah to rank %d failed: %s", peer, strerror(errno));
+            return ARCOLL_ERR_CHANNEL;
+        }
+    }
+    *out = p->ah;
+    return ARCOLL_OK;
+}
+
+/* HELLO{our QPN, rtr, ack} to the peer. Losing one is harmless (the side that
+ * is not ready retransmits), so with every send slot busy it is skipped. */
+static int verbs_hello_send(verbs_chan_t *vc, int peer)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+    struct ibv_send_wr wr, *bad;
+    struct ibv_sge sge;
+    struct ibv_ah *ah;
+    verbs_hello_t *h;
+    uint32_t slot;
+    int rc = verbs_ah_get(vc, peer, &ah);
 
     if (rc != ARCOLL_OK)
         return rc;
-    return vc->outstanding > (uint64_t)INT32_MAX ? INT32_MAX : (int)vc->outstanding;
+    p->hello_ns = core_time_ns();
+    if (vc->ud_send_busy >= VERBS_UD_SENDS) {
+        log_debug("verbs: HELLO to rank %d skipped: every UD send slot is in flight", peer);
+        return ARCOLL_OK;
+    }
+    /* UD sends complete in order, so slots come back round-robin. */
+    slot = vc->ud_send_next++ % VERBS_UD_SENDS;
+    h = (verbs_hello_t *)(vc->ud_buf + (size_t)(VERBS_UD_RECVS + slot) * VERBS_UD_SLOT);
+    memset(h, 0, sizeof(*h));
+    h->magic = VERBS_HELLO_MAGIC;
+    h->version = VERBS_HELLO_VERSION;
+    h->rtr = p->state >= VERBS_CONN_RTS;
+    h->ack = p->state == VERBS_CONN_READY;
+    h->src = (uint32_t)vc->super.boot->rank;
+    h->dst = (uint32_t)peer;
+    h->qpn = p->qp->qp_num;
+    sge.addr = (uintptr_t)h;
+    sge.length = sizeof(*h);
+    sge.lkey = vc->ud_mr->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = VERBS_UD_SEND_BIT | slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = vc->addrs[peer].ud_qpn;
+    wr.wr.ud.remote_qkey = VERBS_UD_QKEY;
+    rc = ibv_post_send(vc->ud_qp, &wr, &bad);
+    if (rc != 0) {
+        log_err("verbs: ibv_post_send of a HELLO to rank %d failed: %s", peer, strerror(rc));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    vc->ud_send_busy++;
+    p->hellos_sent++;
+    return ARCOLL_OK;
+}
+
+/* Keep a put for a peer that is not ready; the first one opens the connection. */
+static int verbs_enqueue(verbs_chan_t *vc, int peer, const verbs_op_t *op)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+    int rc;
+
+    if (p->qlen == p->qcap) {
+        uint32_t cap = p->qcap ? 2 * p->qcap : 16;
+        verbs_op_t *q = realloc(p->q, cap * sizeof(*q));
+        if (q == NULL) {
+            log_err("verbs: out of memory queueing a write to rank %d", peer);
+            return ARCOLL_ERR_NOMEM;
+        }
+        p->q = q;
+        p->qcap = cap;
+    }
+    p->q[p->qlen++] = *op;
+    vc->queued++;
+    if (p->qlen > 1)
+        return ARCOLL_OK; /* the connection is already being asked for */
+    p->connect_ns = core_time_ns();
+    if (p->qp == NULL && (rc = verbs_qp_create(vc, peer)) != ARCOLL_OK)
+        return rc;
+    return verbs_hello_send(vc, peer);
+}
+
+/* The peer became ready: post its queue in order through the normal paths. A
+ * failed post fails the call, which no longer needs the rest. */
+static int verbs_flush(verbs_chan_t *vc, int peer)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+    uint32_t i = 0;
+    int rc = ARCOLL_OK;
+
+    while (rc == ARCOLL_OK && i < p->qlen) {
+        const verbs_op_t *op = &p->q[i++];
+        vc->queued--;
+        rc = op->kind == VERBS_OP_PUT
+                 ? verbs_put_now(vc, peer, op->src ? op->src : op->data, op->len,
+                                 op->has_lmem ? &op->lmem : NULL, &op->dst, op->off)
+                 : verbs_put_u64_now(vc, peer, op->val, &op->dst, op->off);
+    }
+    vc->queued -= p->qlen - i;
+    p->qlen = 0;
+    p->connect_ns = 0;
+    return rc;
+}
+
+/* One HELLO from a peer: create and connect our QP if needed, note whether
+ * the peer's QP is RTR toward ours (then we are ready), and answer unless the
+ * peer already knows ours is. */
+static int verbs_hello_recv(verbs_chan_t *vc, const verbs_hello_t *h, uint32_t src_qp)
+{
+    boot_t *b = vc->super.boot;
+    int peer = (int)h->src, rc;
+    verbs_peer_t *p;
+
+    if (h->magic != VERBS_HELLO_MAGIC || h->version != VERBS_HELLO_VERSION ||
+        h->dst != (uint32_t)b->rank || h->src >= (uint32_t)b->size || peer == b->rank ||
+        src_qp != vc->addrs[peer].ud_qpn) {
+        log_warn("verbs: ignoring a malformed HELLO from UD QP %u", src_qp);
+        return ARCOLL_OK;
+    }
+    p = &vc->peers[peer];
+    p->hellos_rcvd++;
+    if (p->qp == NULL && (rc = verbs_qp_create(vc, peer)) != ARCOLL_OK)
+        return rc;
+    if (p->state == VERBS_CONN_INIT) {
+        rc = verbs_qp_connect(vc, peer, h->qpn);
+        if (rc != ARCOLL_OK)
+            return rc;
+    } else if (p->rqpn != h->qpn) {
+        log_warn("verbs: rank %d's HELLO names its QP %u, ours is connected to QP %u: ignored",
+                 peer, h->qpn, p->rqpn);
+        return ARCOLL_OK;
+    }
+    if (h->rtr && p->state != VERBS_CONN_READY) {
+        p->state = VERBS_CONN_READY;
+        vc->pending--;
+        vc->nready++;
+        rc = verbs_flush(vc, peer);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return h->ack ? ARCOLL_OK : verbs_hello_send(vc, peer);
+}
+
+static int verbs_ud_post_recv(verbs_chan_t *vc, uint32_t idx)
+{
+    struct ibv_sge sge;
+    struct ibv_recv_wr wr, *bad;
+    int rc;
+
+    sge.addr = (uintptr_t)(vc->ud_buf + (size_t)idx * VERBS_UD_SLOT);
+    sge.length = VERBS_UD_SLOT;
+    sge.lkey = vc->ud_mr->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = idx;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    rc = ibv_post_recv(vc->ud_qp, &wr, &bad);
+    if (rc != 0) {
+        log_err("verbs: ibv_post_recv on the UD QP failed: %s", strerror(rc));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    return ARCOLL_OK;
+}
+
+/* Retire HELLO sends, handle arrived HELLOs and give their buffers back. */
+static int verbs_ud_poll(verbs_chan_t *vc)
+{
+    struct ibv_wc wc[16];
+    int n, rc = ARCOLL_OK;
+
+    n = ibv_poll_cq(vc->ud_cq, 16, wc);
+    if (n < 0) {
+        log_err("verbs: ibv_poll_cq (UD) failed (%d)", n);
+        return ARCOLL_ERR_CHANNEL;
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t idx = (uint32_t)wc[i].wr_id;
+        int r = ARCOLL_OK;
+        if (wc[i].wr_id & VERBS_UD_SEND_BIT) {
+            vc->ud_send_busy--;
+            if (wc[i].status != IBV_WC_SUCCESS && vc->ud_send_errs++ == 0)
+                log_warn("verbs: a HELLO send failed: %s (it is retransmitted)",
+                         ibv_wc_status_str(wc[i].status));
+            continue;
+        }
+        if (wc[i].status != IBV_WC_SUCCESS)
+            log_warn("verbs: a HELLO receive failed: %s", ibv_wc_status_str(wc[i].status));
+        else if (wc[i].byte_len >= VERBS_UD_GRH + sizeof(verbs_hello_t))
+            r = verbs_hello_recv(
+                vc,
+                (const verbs_hello_t *)(vc->ud_buf + (size_t)idx * VERBS_UD_SLOT + VERBS_UD_GRH),
+                wc[i].src_qp);
+        if (r == ARCOLL_OK)
+            r = verbs_ud_post_recv(vc, idx);
+        if (rc == ARCOLL_OK)
+            rc = r;
+    }
+    return rc;
+}
+
+/* The handshake's clock: HELLOs, retransmissions to peers that are not ready,
+ * and writes queued for a peer that has not answered for ARCOLL_TIMEOUT_MS
+ * dropped (the call that queued them has timed out by then, and a late answer
+ * must not post them into a later call). */
+static int verbs_connect_progress(verbs_chan_t *vc)
+{
+    int rc = verbs_ud_poll(vc);
+    uint64_t now;
+
+    if (rc != ARCOLL_OK || vc->pending == 0)
+        return rc;
+    now = core_time_ns();
+    if (now < vc->resend_ns)
+        return ARCOLL_OK;
+    vc->resend_ns = now + VERBS_HELLO_RESEND_NS / 4;
+    for (int peer = 0; peer < vc->super.boot->size; peer++) {
+        verbs_peer_t *p = &vc->peers[peer];
+        if (p->qp == NULL || p->state == VERBS_CONN_READY)
+            continue;
+        if (p->qlen && now - p->connect_ns > (uint64_t)vc->timeout_ms * 1000000ULL) {
+            log_warn("verbs: rank %d answered none of %u HELLOs in %ld ms: %u queued writes "
+                     "dropped",
+                     peer, p->hellos_sent, vc->timeout_ms, p->qlen);
+            vc->queued -= p->qlen;
+            p->qlen = 0;
+            p->connect_ns = 0;
+        }
+        if (now - p->hello_ns >= VERBS_HELLO_RESEND_NS && (rc = verbs_hello_send(vc, peer)) != 0)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+static int verbs_put(chan_t *c, int peer, const void *src, size_t len, const chan_mem_t *lmem,
+                     const chan_rmem_t *dst, uint64_t off)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    verbs_peer_t *p = &vc->peers[peer];
+    int rc = verbs_check_dst(peer, len, dst, off);
+
+    if (rc != ARCOLL_OK || len == 0)
+        return rc;
+    if (p->state != VERBS_CONN_READY || p->qlen) {
+        verbs_op_t op;
+        memset(&op, 0, sizeof(op));
+        op.kind = VERBS_OP_PUT;
+        op.src = src;
+        op.len = len;
+        op.off = off;
+        op.dst = *dst;
+        if (lmem != NULL) {
+            op.has_lmem = 1;
+            op.lmem = *lmem;
+        } else if (len <= CHAN_PUT_COPY) {
+            memcpy(op.data, src, len);
+            op.src = NULL; /* at flush: the copy inside the queue entry */
+        }
+        return verbs_enqueue(vc, peer, &op);
+    }
+    return verbs_put_now(vc, peer, src, len, lmem, dst, off);
+}
+
+static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *dst, uint64_t off)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    verbs_peer_t *p = &vc->peers[peer];
+    int rc = verbs_check_dst(peer, sizeof(val), dst, off);
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    /* Flags live at the start of a 64-byte line (wire.h); imm mode names the line. */
+    if (vc->imm && (off % 64 || off / 64 >= (1u << VERBS_IMM_LINE_BITS))) {
+        log_err("verbs: flag at offset %llu is not at a line start", (unsigned long long)off);
+        return ARCOLL_ERR_CHANNEL;
+    }
+    if (p->state != VERBS_CONN_READY || p->qlen) {
+        verbs_op_t op;
+        memset(&op, 0, sizeof(op));
+        op.kind = VERBS_OP_U64;
+        op.val = val;
+        op.off = off;
+        op.dst = *dst;
+        return verbs_enqueue(vc, peer, &op);
+    }
+    return verbs_put_u64_now(vc, peer, val, dst, off);
+}
+
+static int verbs_progress(chan_t *c)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    uint64_t n;
+    int rc = verbs_poll(vc);
+
+    if (rc == ARCOLL_OK)
+        rc = verbs_connect_progress(vc);
+    if (rc != ARCOLL_OK)
+        return rc;
+    n = vc->outstanding + vc->queued;
+    return n > (uint64_t)INT32_MAX ? INT32_MAX : (int)n;
+}
+
+static void verbs_stats(chan_t *c, int *qps, int *ready, size_t *reg)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+
+    *qps = vc->nqps;
+    *ready = vc->nready;
+    *reg = vc->reg_bytes;
 }
 
 static int verbs_peer_check(chan_t *c, int peer)
@@ -390,6 +886,15 @@ static void verbs_peer_describe(chan_t *c, int peer, char *buf, size_t len)
     struct ibv_qp_init_attr ia;
     const char *st = "?";
 
+    if (p->state != VERBS_CONN_READY) {
+        char ans[64] = "no answer";
+        if (p->hellos_rcvd)
+            snprintf(ans, sizeof(ans), "%u received (its QP %u)", p->hellos_rcvd, p->rqpn);
+        snprintf(buf, len, "verbs to rank %d: %s: %u hellos sent, %s, %u writes queued", peer,
+                 p->qp == NULL ? "no QP (never written to)" : "connecting", p->hellos_sent, ans,
+                 p->qlen);
+        return;
+    }
     if (p->qp != NULL && ibv_query_qp(p->qp, &a, IBV_QP_STATE, &ia) == 0 &&
         a.qp_state < sizeof(states) / sizeof(states[0]))
         st = states[a.qp_state];
@@ -410,6 +915,7 @@ static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *me
         log_debug("verbs: ibv_reg_mr of %zu bytes at %p failed: %s", len, addr, strerror(err));
         return err == ENOMEM || err == EAGAIN ? ARCOLL_ERR_NOMEM : ARCOLL_ERR_CHANNEL;
     }
+    vc->reg_bytes += len;
     memset(mem, 0, sizeof(*mem));
     mem->addr = addr;
     mem->len = len;
@@ -422,15 +928,20 @@ static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *me
     return ARCOLL_OK;
 }
 
-static void verbs_mr_dereg(chan_mem_t *mem)
+static void verbs_mr_dereg(verbs_chan_t *vc, chan_mem_t *mem)
 {
+    struct ibv_mr *mr = mem->priv;
+    size_t len;
     int rc;
 
-    if (mem->priv == NULL)
+    if (mr == NULL)
         return;
-    rc = ibv_dereg_mr(mem->priv);
+    len = mr->length;
+    rc = ibv_dereg_mr(mr);
     if (rc != 0)
         log_warn("verbs: ibv_dereg_mr failed: %s", strerror(rc));
+    else
+        vc->reg_bytes -= len;
     mem->priv = NULL;
 }
 
@@ -481,7 +992,7 @@ static void verbs_mem_free(chan_t *c, chan_mem_t *mem)
 
     if (vc->imm && id < VERBS_MAX_REGIONS && vc->regions[id] == mem)
         vc->regions[id] = NULL;
-    verbs_mr_dereg(mem);
+    verbs_mr_dereg(vc, mem);
     free(buf);
     mem->addr = NULL;
 }
@@ -493,8 +1004,7 @@ static int verbs_mem_reg(chan_t *c, void *addr, size_t len, chan_mem_t *mem)
 
 static void verbs_mem_dereg(chan_t *c, chan_mem_t *mem)
 {
-    (void)c;
-    verbs_mr_dereg(mem);
+    verbs_mr_dereg((verbs_chan_t *)c, mem);
 }
 
 static int verbs_rmem_import(chan_t *c, int peer, const chan_rkey_t *rkey, chan_rmem_t *rm)
@@ -531,159 +1041,182 @@ static const struct chan_ops verbs_ops = {
     .progress = verbs_progress,
     .peer_check = verbs_peer_check,
     .peer_describe = verbs_peer_describe,
+    .stats = verbs_stats,
     .destroy = verbs_destroy,
 };
 
-static uint32_t verbs_psn(uint32_t qpn)
+/* The handshake's UD QP: its CQ, a buffer of receive and send slots, the QP
+ * taken to RTS and every receive posted before any peer learns its QPN. */
+static int verbs_ud_create(verbs_chan_t *vc)
 {
-    return (qpn * 2654435761u) & 0xffffff;
-}
-
-/* RESET -> INIT for every peer's QP. */
-static int verbs_qp_create(verbs_chan_t *vc, int peer)
-{
+    size_t len = (size_t)(VERBS_UD_RECVS + VERBS_UD_SENDS) * VERBS_UD_SLOT;
     struct ibv_qp_init_attr ia;
     struct ibv_qp_attr a;
-    struct ibv_qp *qp;
     int rc;
 
-    memset(&ia, 0, sizeof(ia));
-    ia.send_cq = vc->cq;
-    ia.recv_cq = vc->imm ? vc->rcq : vc->cq;
-    ia.srq = vc->srq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.cap.max_send_wr = VERBS_SQ_DEPTH;
-    ia.cap.max_recv_wr = vc->srq ? 0 : 1;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    ia.cap.max_inline_data = VERBS_MAX_INLINE;
-    qp = ibv_create_qp(vc->pd, &ia);
-    if (qp == NULL) {
-        ia.cap.max_inline_data = 0; /* some devices have no inline data */
-        qp = ibv_create_qp(vc->pd, &ia);
-    }
-    if (qp == NULL) {
-        log_err("verbs: ibv_create_qp for rank %d failed: %s", peer, strerror(errno));
+    vc->ud_cq = ibv_create_cq(vc->ctx, VERBS_UD_RECVS + VERBS_UD_SENDS, NULL, NULL, 0);
+    if (vc->ud_cq == NULL) {
+        log_err("verbs: ibv_create_cq (UD) failed: %s", strerror(errno));
         return ARCOLL_ERR_CHANNEL;
     }
-    if (vc->max_inline == UINT32_MAX || ia.cap.max_inline_data < vc->max_inline)
-        vc->max_inline = ia.cap.max_inline_data;
+    if (posix_memalign((void **)&vc->ud_buf, 4096, len) != 0) {
+        vc->ud_buf = NULL;
+        log_err("verbs: out of memory for the UD buffer");
+        return ARCOLL_ERR_NOMEM;
+    }
+    memset(vc->ud_buf, 0, len);
+    vc->ud_mr = ibv_reg_mr(vc->pd, vc->ud_buf, len, IBV_ACCESS_LOCAL_WRITE);
+    if (vc->ud_mr == NULL) {
+        log_err("verbs: ibv_reg_mr of the %zu-byte UD buffer failed: %s", len, strerror(errno));
+        return ARCOLL_ERR_CHANNEL;
+    }
+    vc->reg_bytes += len;
+    memset(&ia, 0, sizeof(ia));
+    ia.send_cq = vc->ud_cq;
+    ia.recv_cq = vc->ud_cq;
+    ia.qp_type = IBV_QPT_UD;
+    ia.cap.max_send_wr = VERBS_UD_SENDS;
+    ia.cap.max_recv_wr = VERBS_UD_RECVS;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    vc->ud_qp = ibv_create_qp(vc->pd, &ia);
+    if (vc->ud_qp == NULL) {
+        log_err("verbs: ibv_create_qp (UD) failed: %s", strerror(errno));
+        return ARCOLL_ERR_CHANNEL;
+    }
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = vc->port;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    rc =
-        ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    a.qkey = VERBS_UD_QKEY;
+    rc = ibv_modify_qp(vc->ud_qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
     if (rc != 0) {
-        log_err("verbs: ibv_modify_qp(INIT) for rank %d failed: %s", peer, strerror(rc));
-        ibv_destroy_qp(qp);
+        log_err("verbs: ibv_modify_qp(UD INIT) failed: %s", strerror(rc));
         return ARCOLL_ERR_CHANNEL;
     }
-    vc->peers[peer].qp = qp;
-    return ARCOLL_OK;
-}
-
-/* INIT -> RTR -> RTS with the peer's advertised address (rc_pingpong's ladder). */
-static int verbs_qp_connect(verbs_chan_t *vc, int peer, const verbs_addr_t *ra, int me)
-{
-    struct ibv_qp *qp = vc->peers[peer].qp;
-    struct ibv_qp_attr a;
-    int rc;
-
+    for (uint32_t i = 0; i < VERBS_UD_RECVS; i++)
+        if ((rc = verbs_ud_post_recv(vc, i)) != ARCOLL_OK)
+            return rc;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ra->mtu < vc->pa.active_mtu ? (enum ibv_mtu)ra->mtu : vc->pa.active_mtu;
-    a.dest_qp_num = ra->qpn[me];
-    a.rq_psn = verbs_psn(ra->qpn[me]);
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.dlid = ra->lid;
-    a.ah_attr.sl = 0;
-    a.ah_attr.port_num = vc->port;
-    if (vc->gid_index >= 0) {
-        /* RoCE (or a GRH the user asked for): route by GID. */
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, ra->gid, 16);
-        a.ah_attr.grh.sgid_index = (uint8_t)vc->gid_index;
-        a.ah_attr.grh.hop_limit = 64;
-    }
-    rc = ibv_modify_qp(qp, &a,
-                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    rc = ibv_modify_qp(vc->ud_qp, &a, IBV_QP_STATE);
     if (rc != 0) {
-        log_err("verbs: ibv_modify_qp(RTR) to rank %d failed: %s", peer, strerror(rc));
+        log_err("verbs: ibv_modify_qp(UD RTR) failed: %s", strerror(rc));
         return ARCOLL_ERR_CHANNEL;
     }
-    memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  /* 4.096 us * 2^14 = 67 ms per try */
-    a.retry_cnt = 7; /* a dead peer is reported after about half a second */
-    a.rnr_retry = 7;
-    a.sq_psn = verbs_psn(qp->qp_num);
-    a.max_rd_atomic = 1;
-    rc = ibv_modify_qp(qp, &a,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    a.sq_psn = 0;
+    rc = ibv_modify_qp(vc->ud_qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
     if (rc != 0) {
-        log_err("verbs: ibv_modify_qp(RTS) to rank %d failed: %s", peer, strerror(rc));
+        log_err("verbs: ibv_modify_qp(UD RTS) failed: %s", strerror(rc));
         return ARCOLL_ERR_CHANNEL;
     }
     return ARCOLL_OK;
 }
 
-static int verbs_wireup(verbs_chan_t *vc)
+/* One fixed-size record per rank through the bootstrap (O(ranks) bytes in
+ * all); RC QPs come later, per peer, from the handshake. */
+static int verbs_addr_exchange(verbs_chan_t *vc)
 {
     boot_t *b = vc->super.boot;
-    size_t rec = sizeof(verbs_addr_t) + sizeof(uint32_t) * (size_t)b->size;
-    verbs_addr_t *mine = calloc(1, rec);
-    char *all = malloc(rec * (size_t)b->size);
-    int rc = ARCOLL_ERR_NOMEM;
+    verbs_addr_t mine;
+    int rc;
 
-    if (mine == NULL || all == NULL) {
-        log_err("verbs: out of memory for the wire-up records");
-        goto out;
-    }
-    mine->version = VERBS_ADDR_VERSION;
-    mine->pid = (int32_t)getpid();
-    snprintf(mine->host, sizeof(mine->host), "%s", b->hostname);
-    mine->lid = vc->pa.lid;
-    mine->mtu = (uint8_t)vc->pa.active_mtu;
-    mine->has_gid = vc->gid_index >= 0;
-    memcpy(mine->gid, vc->gid.raw, 16);
-    for (int p = 0; p < b->size; p++) {
-        if (p == b->rank)
-            continue;
-        rc = verbs_qp_create(vc, p);
-        if (rc != ARCOLL_OK)
-            goto out; /* the created QPs are destroyed by the caller */
-        mine->qpn[p] = vc->peers[p].qp->qp_num;
-    }
-    rc = b->allgather(b, mine, all, rec);
+    memset(&mine, 0, sizeof(mine));
+    mine.version = VERBS_ADDR_VERSION;
+    mine.pid = (int32_t)getpid();
+    snprintf(mine.host, sizeof(mine.host), "%s", b->hostname);
+    mine.lid = vc->pa.lid;
+    mine.mtu = (uint8_t)vc->pa.active_mtu;
+    mine.has_gid = vc->gid_index >= 0;
+    memcpy(mine.gid, vc->gid.raw, 16);
+    mine.ud_qpn = vc->ud_qp->qp_num;
+    rc = b->allgather(b, &mine, vc->addrs, sizeof(mine));
     if (rc != ARCOLL_OK)
-        goto out;
-    for (int p = 0; p < b->size && rc == ARCOLL_OK; p++) {
-        const verbs_addr_t *ra = (const verbs_addr_t *)(all + rec * (size_t)p);
+        return rc;
+    for (int p = 0; p < b->size; p++) {
+        const verbs_addr_t *ra = &vc->addrs[p];
         /* A pid means something only on its own host (not a pretend node). */
-        vc->pids[p] = strncmp(ra->host, mine->host, sizeof(mine->host)) == 0 ? ra->pid : 0;
+        vc->pids[p] = strncmp(ra->host, mine.host, sizeof(mine.host)) == 0 ? ra->pid : 0;
         if (p == b->rank)
             continue;
-        if (ra->version != VERBS_ADDR_VERSION || ra->has_gid != mine->has_gid) {
+        if (ra->version != VERBS_ADDR_VERSION || ra->has_gid != mine.has_gid) {
             log_err("verbs: rank %d %s", p,
                     ra->version != VERBS_ADDR_VERSION
                         ? "runs another arcoll wire-up version"
                         : "disagrees on GID routing (mixed InfiniBand and RoCE?)");
-            rc = ARCOLL_ERR_CHANNEL;
-            break;
+            return ARCOLL_ERR_CHANNEL;
         }
-        rc = verbs_qp_connect(vc, p, ra, b->rank);
     }
-    /* No rank writes before every rank's QPs are ready to receive. */
-    if (rc == ARCOLL_OK)
-        rc = b->barrier(b);
+    return ARCOLL_OK;
+}
+
+/* ARCOLL_VERBS_CONNECT=eager: the handshake with every peer, now. A rank ready
+ * with all its peers cannot know that its last HELLO arrived, and one waiting
+ * in the bootstrap answers nobody; so handshaking goes in rounds of at most
+ * VERBS_EAGER_ROUND_NS, each ended by an allgather of "connected to every
+ * peer". Once every rank is, every QP is RTR and all peers are ready. */
+static int verbs_connect_all(verbs_chan_t *vc)
+{
+    boot_t *b = vc->super.boot;
+    uint64_t deadline = core_time_ns() + (uint64_t)vc->timeout_ms * 1000000ULL;
+    int32_t mine[2], *all = malloc(2 * sizeof(int32_t) * (size_t)b->size);
+    int rc = ARCOLL_ERR_NOMEM, round = 0;
+
+    if (all == NULL) {
+        log_err("verbs: out of memory");
+        goto out;
+    }
+    rc = ARCOLL_OK;
+    for (int p = 0; p < b->size && rc == ARCOLL_OK; p++) {
+        if (p == b->rank)
+            continue;
+        rc = verbs_qp_create(vc, p);
+        if (rc == ARCOLL_OK)
+            rc = verbs_hello_send(vc, p);
+    }
+    for (;;) {
+        uint64_t end = core_time_ns() + VERBS_EAGER_ROUND_NS;
+        int connected = 0, failed = -1;
+        while (rc == ARCOLL_OK && vc->nready < b->size - 1 && core_time_ns() < end)
+            rc = verbs_connect_progress(vc);
+        for (int p = 0; p < b->size; p++)
+            connected += p != b->rank && vc->peers[p].state >= VERBS_CONN_RTS;
+        if (rc == ARCOLL_OK && connected < b->size - 1 && core_time_ns() > deadline) {
+            log_err("verbs: ARCOLL_VERBS_CONNECT=eager: connected to %d of %d peers after %ld ms",
+                    connected, b->size - 1, vc->timeout_ms);
+            rc = ARCOLL_ERR_TIMEOUT;
+        }
+        mine[0] = rc;
+        mine[1] = connected == b->size - 1;
+        if ((rc = b->allgather(b, mine, all, sizeof(mine))) != ARCOLL_OK)
+            goto out;
+        connected = 1;
+        for (int p = 0; p < b->size; p++) {
+            if (all[2 * p] != ARCOLL_OK && failed < 0)
+                failed = p;
+            connected &= all[2 * p + 1];
+        }
+        round++;
+        if (failed >= 0) { /* every rank leaves in the same round */
+            rc = all[2 * b->rank] != ARCOLL_OK ? all[2 * b->rank] : ARCOLL_ERR_CHANNEL;
+            if (failed != b->rank)
+                log_err("verbs: ARCOLL_VERBS_CONNECT=eager: rank %d failed to connect", failed);
+            goto out;
+        }
+        if (connected)
+            break;
+    }
+    for (int p = 0; p < b->size; p++) {
+        if (p != b->rank && vc->peers[p].state == VERBS_CONN_RTS) {
+            vc->peers[p].state = VERBS_CONN_READY;
+            vc->pending--;
+            vc->nready++;
+        }
+    }
+    log_debug("verbs: eager connection to %d peers in %d round(s)", b->size - 1, round);
 out:
     free(all);
-    free(mine);
     return rc;
 }
 
@@ -692,16 +1225,29 @@ static void verbs_destroy(chan_t *c)
     verbs_chan_t *vc = (verbs_chan_t *)c;
     int rc;
 
+    /* Reverse order of setup: what the handshakes made, the UD QP and its
+     * buffer, then the staging ring and the rest of the ladder. */
     for (int p = 0; vc->peers != NULL && p < c->boot->size; p++) {
         if (vc->peers[p].qp != NULL && (rc = ibv_destroy_qp(vc->peers[p].qp)) != 0)
             log_warn("verbs: ibv_destroy_qp failed: %s", strerror(rc));
+        if (vc->peers[p].ah != NULL && (rc = ibv_destroy_ah(vc->peers[p].ah)) != 0)
+            log_warn("verbs: ibv_destroy_ah failed: %s", strerror(rc));
+        free(vc->peers[p].q);
     }
-    free(vc->peers);
-    free(vc->pids);
-    free(vc->ents);
+    if (vc->ud_qp != NULL && (rc = ibv_destroy_qp(vc->ud_qp)) != 0)
+        log_warn("verbs: ibv_destroy_qp (UD) failed: %s", strerror(rc));
+    if (vc->ud_mr != NULL && (rc = ibv_dereg_mr(vc->ud_mr)) != 0)
+        log_warn("verbs: ibv_dereg_mr (UD buffer) failed: %s", strerror(rc));
+    free(vc->ud_buf);
+    if (vc->ud_cq != NULL && (rc = ibv_destroy_cq(vc->ud_cq)) != 0)
+        log_warn("verbs: ibv_destroy_cq (UD) failed: %s", strerror(rc));
     if (vc->stage_mr != NULL && (rc = ibv_dereg_mr(vc->stage_mr)) != 0)
         log_warn("verbs: ibv_dereg_mr (staging) failed: %s", strerror(rc));
     free(vc->stage);
+    free(vc->peers);
+    free(vc->addrs);
+    free(vc->pids);
+    free(vc->ents);
     if (vc->srq != NULL && (rc = ibv_destroy_srq(vc->srq)) != 0)
         log_warn("verbs: ibv_destroy_srq failed: %s", strerror(rc));
     if (vc->rcq != NULL && (rc = ibv_destroy_cq(vc->rcq)) != 0)
@@ -745,23 +1291,23 @@ static int verbs_srq_fill(verbs_chan_t *vc)
 void verbs_chan_describe(struct chan *c, char *buf, size_t len)
 {
     verbs_chan_t *vc = (verbs_chan_t *)c;
-    char g[64] = "none (LID routing)";
-    int nqp = 0;
+    char g[64] = "none (LID routing)", inl[32] = "unknown until a QP exists";
 
     if (vc->gid_index >= 0)
         inet_ntop(AF_INET6, vc->gid.raw, g, sizeof(g));
-    for (int p = 0; p < c->boot->size; p++)
-        nqp += vc->peers[p].qp != NULL;
+    if (vc->max_inline != UINT32_MAX)
+        snprintf(inl, sizeof(inl), "%u B", vc->max_inline);
     snprintf(buf, len,
-             "%s port %u, gid[%d] %s, mtu %d, %d RC QPs, inline %u B, staging %u KiB, "
-             "notify %s",
+             "%s port %u, gid[%d] %s, mtu %d, %d RC QPs (%d ready, connect %s), UD QP %u, "
+             "inline %s, staging %u KiB, notify %s",
              ibv_get_device_name(vc->ctx->device), vc->port, vc->gid_index, g,
-             128 << vc->pa.active_mtu, nqp, vc->max_inline, VERBS_STAGE_SIZE >> 10,
-             vc->imm ? "imm" : "flag");
+             128 << vc->pa.active_mtu, vc->nqps, vc->nready, vc->eager ? "eager" : "lazy",
+             vc->ud_qp->qp_num, inl, VERBS_STAGE_SIZE >> 10, vc->imm ? "imm" : "flag");
 }
 
-/* Setup ladder: device -> PD -> CQ(s) -> staging MR -> QPs -> wire-up. On
- * failure verbs_destroy walks it down from wherever it got to. */
+/* Setup ladder: device -> PD -> CQ(s) -> staging MR -> UD QP -> address
+ * exchange (-> every RC QP when eager). On failure verbs_destroy walks it
+ * down from wherever it got to. */
 int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
 {
     verbs_chan_t *vc;
@@ -780,6 +1326,7 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     /* Past a few packets the staging copy costs more than a registration. */
     vc->super.zcopy_threshold = 16u << 10;
     vc->imm = cfg->notify == CORE_NOTIFY_IMM;
+    vc->eager = cfg->verbs_connect == CORE_CONNECT_EAGER;
     vc->timeout_ms = cfg->timeout_ms;
     vc->max_inline = UINT32_MAX;
     if (cfg->wireup == CORE_WIREUP_RDMACM) {
@@ -833,9 +1380,10 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
         goto err;
     rc = ARCOLL_ERR_NOMEM;
     vc->peers = calloc((size_t)boot->size, sizeof(*vc->peers));
+    vc->addrs = calloc((size_t)boot->size, sizeof(*vc->addrs));
     vc->pids = calloc((size_t)boot->size, sizeof(*vc->pids));
     vc->ents = calloc(VERBS_STAGE_ENTS, sizeof(*vc->ents));
-    if (vc->peers == NULL || vc->pids == NULL || vc->ents == NULL ||
+    if (vc->peers == NULL || vc->addrs == NULL || vc->pids == NULL || vc->ents == NULL ||
         posix_memalign((void **)&vc->stage, 4096, VERBS_STAGE_SIZE) != 0) {
         log_err("verbs: out of memory");
         goto err;
@@ -847,18 +1395,20 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
                 VERBS_STAGE_SIZE, strerror(errno));
         goto err;
     }
-    rc = verbs_wireup(vc);
+    vc->reg_bytes += VERBS_STAGE_SIZE;
+    rc = verbs_ud_create(vc);
+    if (rc == ARCOLL_OK)
+        rc = verbs_addr_exchange(vc);
+    if (rc == ARCOLL_OK && vc->eager)
+        rc = verbs_connect_all(vc);
     if (rc != ARCOLL_OK)
         goto err;
     vc->super.zcopy = 1;
-    vc->super.fixed_bytes = VERBS_STAGE_SIZE;
+    vc->super.fixed_bytes = vc->reg_bytes; /* staging ring and UD buffer */
     if (boot->rank == 0) {
-        char g[64] = "none";
-        if (vc->gid_index >= 0)
-            inet_ntop(AF_INET6, vc->gid.raw, g, sizeof(g));
-        log_info("verbs: %s port %u, gid[%d] %s, mtu %d, inline %u, notify %s",
-                 ibv_get_device_name(vc->ctx->device), vc->port, vc->gid_index, g,
-                 128 << vc->pa.active_mtu, vc->max_inline, vc->imm ? "imm" : "flag");
+        char d[256];
+        verbs_chan_describe(&vc->super, d, sizeof(d));
+        log_info("verbs: %s", d);
     }
     *out = &vc->super;
     return ARCOLL_OK;

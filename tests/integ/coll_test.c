@@ -11,6 +11,8 @@
  *   coll_test realloc               zero-copy into freed and reallocated buffers
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
+ *   coll_test qps N[,N...]          a few alltoalls with the configured algorithm, then
+ *                                   rank i must have N_i RC QPs (one N: every rank)
  *
  * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
  * if nothing failed.
@@ -493,6 +495,60 @@ static void test_kill(arcoll_context_t ctx)
     free(r);
 }
 
+/* Connections on demand: after some alltoalls with ARCOLL_ALLTOALL_ALG, this
+ * rank holds exactly the RC QPs the algorithm needs (spec: one count per
+ * rank, or one for all), each connected both ways, and zero-copy calls give
+ * their registrations back. */
+static void test_qps(arcoll_context_t ctx, const char *spec)
+{
+    static const size_t sizes[] = {1, 1024, 32 << 10}; /* 32 KiB: zero-copy on verbs */
+    arcoll_team_t world = arcoll_team_world(ctx);
+    const char *chan = arcoll_config_get(ctx, "ARCOLL_CHANNEL");
+    int verbs = chan != NULL && strcmp(chan, "verbs") == 0, want = -1;
+    arcoll_resources_t before, after;
+    char *end;
+
+    for (int i = 0; spec != NULL && i <= rank; i++) {
+        want = (int)strtol(spec, &end, 10);
+        if (end == spec || (*end != ',' && *end != '\0')) {
+            want = -1;
+            break;
+        }
+        if (*end == '\0')
+            break; /* the last count stands for the remaining ranks */
+        spec = end + 1;
+    }
+    CHECK(want >= 0, "qps: expected counts like 1,0,1,0 or 3");
+    if (want < 0)
+        return;
+    CHECK(arcoll_context_resources(ctx, &before) == ARCOLL_OK, "arcoll_context_resources");
+    CHECK(before.qps ==
+              (verbs && strcmp(arcoll_config_get(ctx, "ARCOLL_VERBS_CONNECT"), "eager") == 0
+                   ? nranks - 1
+                   : 0),
+          "%d RC QPs before any collective", before.qps);
+    one(world, 1, 0, 1, 8, "qps warm-up");
+    CHECK(arcoll_context_resources(ctx, &before) == ARCOLL_OK, "arcoll_context_resources");
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (uint64_t call = 0; call < 3; call++)
+            one(world, 1, (int)call & 1, 2 + 3 * i + call, sizes[i], "qps");
+    CHECK(arcoll_context_resources(ctx, &after) == ARCOLL_OK, "arcoll_context_resources");
+    printf("[rank %d] qps: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes\n", rank,
+           after.qps, after.qps_ready, after.registered_bytes, after.shared_bytes);
+    fflush(stdout);
+    CHECK(after.qps == want, "%d RC QPs after alltoall %s, expected %d", after.qps,
+          arcoll_config_get(ctx, "ARCOLL_ALLTOALL_ALG"), want);
+    CHECK(after.qps_ready == after.qps, "%d of %d RC QPs ready", after.qps_ready, after.qps);
+    CHECK(after.registered_bytes == before.registered_bytes,
+          "registered bytes %zu after the zero-copy calls, %zu before", after.registered_bytes,
+          before.registered_bytes);
+    if (verbs)
+        CHECK(after.registered_bytes > 0, "verbs: %zu registered bytes", after.registered_bytes);
+    else
+        CHECK(after.registered_bytes == 0 && after.shared_bytes > 0,
+              "smp: %zu registered, %zu shared bytes", after.registered_bytes, after.shared_bytes);
+}
+
 int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
 {
     arcoll_context_t ctx;
@@ -527,6 +583,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_realloc(ctx);
     else if (strcmp(mode, "bad") == 0)
         test_bad(ctx);
+    else if (strcmp(mode, "qps") == 0)
+        test_qps(ctx, argc > 2 ? argv[2] : NULL);
     else if (strcmp(mode, "kill") == 0) {
         test_kill(ctx);
         /* The team lost a rank: no collective summary is possible. */

@@ -21,9 +21,9 @@ fail=0
 failed_names=()
 
 # run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), ok:TEXT (and the log names TEXT),
-#   fail (must fail), kill N (N KILL-OK lines), text:RE1|RE2... (exit 0, each extended regexp
-#   in the output), fails:TEXT (a non-zero exit other than the time limit's, with TEXT in the
-#   output)
+#   fail (must fail), fail:TEXT (must fail naming TEXT), kill N (N KILL-OK lines),
+#   text:RE1|RE2... (exit 0, each extended regexp in the output), fails:TEXT (a non-zero exit
+#   other than the time limit's, with TEXT in the output)
 run() {
     local name=$1 expect=$2
     shift 2
@@ -43,6 +43,7 @@ run() {
     ok:*) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" && grep -q "${expect#ok:}" "$log" &&
         verdict=PASS ;;
     fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
+    fail:*) [ $rc -ne 0 ] && grep -q "${expect#fail:}" "$log" && verdict=PASS ;;
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
     text:*)
         verdict=PASS
@@ -175,6 +176,11 @@ run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is a
 run tune-differs-across-ranks-fails "fails:has different ARCOLL_* settings" \
     $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
+# Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
+# expectation must fail (the test can fail).
+run mpirun-4-qps-smp ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm $MPIRUN -np 4 \
+    "$T/coll_test" qps 0
+run mpirun-2-qps-wrong-count-fails 'fail:RC QPs after alltoall' $MPIRUN -np 2 "$T/coll_test" qps 1
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
 # The test must be able to fail: with the epoch check disabled it has to see corruption.

@@ -99,7 +99,10 @@ COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_matrix matrix
 COLL_TEST_ALGS=sa,rd ap pair_nl_skew_late skew 150 300 late
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
-ap pair_bad_input bad
+# Connection handshakes across the link: bad input with every QP wired at init (eager), and
+# pap_shm's QPs on demand: only the node masters (ranks 0 and 2) connect, to each other.
+ARCOLL_VERBS_CONNECT=eager ap pair_eager_bad_input bad
+ARCOLL_ALLTOALL_ALG=pap_shm ap pair_qps_pap_shm qps 1,0,1,0
 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=pap_shm ap pair_shm_bad_input bad
 # ==== end of arcoll tests ================================================================
 

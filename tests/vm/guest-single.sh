@@ -120,6 +120,17 @@ NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
     "$T/coll_test" skew 150 300 late
+# Connections on demand (docs/verbs.md): a process holds RC QPs only to the peers its
+# algorithm writes to. 4 ranks on pretend nodes of 2: pap_shm's masters (ranks 0, 2) talk to
+# each other only; flat pap needs every peer; eager wires every peer at init. A wrong count
+# must fail.
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm av verbs_qps_pap_shm_np4 4 ok "$T/coll_test" qps 1,0,1,0
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap av verbs_qps_pap_np4 4 ok "$T/coll_test" qps 3
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_VERBS_CONNECT=eager \
+    av verbs_qps_eager_np4 4 ok "$T/coll_test" qps 3
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm av verbs_qps_wrong_count_fails_np4 4 \
+    'error:RC QPs after alltoall' "$T/coll_test" qps 3
+ARCOLL_VERBS_CONNECT=eager av verbs_eager_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
 ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
