@@ -131,6 +131,12 @@ ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_VERBS_CONNECT=eager \
 ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm av verbs_qps_wrong_count_fails_np4 4 \
     'error:RC QPs after alltoall' "$T/coll_test" qps 3
 ARCOLL_VERBS_CONNECT=eager av verbs_eager_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
+# The non-leader algorithms talk only to their cross team: nodes - 1 QPs per process at 8
+# ranks (pap would need 7); leader only between masters.
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sa av verbs_qps_sa_4x2_np8 8 ok "$T/coll_test" qps 3
+ARCOLL_NODE_SIZE=4 ARCOLL_ALLTOALL_ALG=rd av verbs_qps_rd_2x4_np8 8 ok "$T/coll_test" qps 1
+ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=leader av verbs_qps_leader_4x2_np8 8 ok "$T/coll_test" \
+    qps 3,0,3,0,3,0,3,0
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
 ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
