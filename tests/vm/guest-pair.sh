@@ -96,7 +96,7 @@ COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 150 300 late
 # Non-leader alltoall on real nodes: sa/sa_direct/rd's inter-node step pairs the ranks with
 # the same local index (node1's rank 0 with node2's rank 0, ...); leader through node masters.
 COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_matrix matrix
-COLL_TEST_ALGS=sa,rd ap pair_nl_skew_late skew 150 300 late
+COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_skew_late skew 150 300 late
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 # Connection handshakes across the link: bad input with every QP wired at init (eager), and
