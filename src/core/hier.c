@@ -174,6 +174,14 @@ void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n)
         list[(*n)++] = t->ranks[h->node_rank[(size_t)e * h->lmax + h->lrank]];
 }
 
+int hier_local_gone(const hier_t *h)
+{
+    for (uint32_t s = 0; s < h->lsize; s++)
+        if (s != h->lrank && boot_pid_gone(h->local_pid[s]))
+            return (int)s;
+    return -1;
+}
+
 void hier_free(struct arcoll_team *t)
 {
     hier_t *h = t->hier;

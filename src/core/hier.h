@@ -79,6 +79,9 @@ void hier_seal(struct arcoll_team *t);
  * if it has none. list has room for t->size entries. */
 void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n);
 void hier_free(struct arcoll_team *t);
+/* Local index of another rank of this node whose process has exited, or -1
+ * (slow path: one kill(pid, 0) per local rank). */
+int hier_local_gone(const hier_t *h);
 
 static inline int hier_is_master(const hier_t *h)
 {
@@ -100,6 +103,30 @@ static inline _Atomic uint64_t *hier_word(const hier_t *h, uint64_t off)
 static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 {
     return hier_word(h, h->lay.off_arrive + (uint64_t)s * 64);
+}
+
+#ifdef ARCOLL_FAULTS
+extern int wire_fault_no_epoch;
+#endif
+
+/* Local rank s has arrived at the call of this epoch: its arrive word holds
+ * the epoch, or the next one if s already finished this call (it can be no
+ * further ahead: finishing the next call needs our arrival). Its size for an
+ * epoch sits in the word of that epoch's bank, so the next call cannot hide
+ * it (docs/protocol.md §10). */
+static inline int hier_arrived(const hier_t *h, uint32_t s, uint64_t epoch, uint64_t *size)
+{
+    const _Atomic uint64_t *w = hier_arrive_line(h, s);
+    uint64_t e = atomic_load_explicit(w, memory_order_acquire);
+
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_no_epoch && e != 0)
+        e = epoch; /* tests: any earlier arrival passes for this one */
+#endif
+    if ((int64_t)(e - epoch) < 0)
+        return 0;
+    *size = atomic_load_explicit(w + 1 + (epoch & 1), memory_order_relaxed);
+    return 1;
 }
 
 /* Announce our arrival at epoch with our size. */

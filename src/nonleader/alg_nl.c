@@ -26,10 +26,6 @@
 #include "core/core.h"
 #include "core/log.h"
 
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_no_epoch;
-#endif
-
 enum { NL_PH_LOCAL = 0, NL_PH_NET, NL_PH_OUT, NL_PH_DONE };
 
 #define NL_CHECK_NS 100000000ULL
@@ -47,23 +43,6 @@ static uint64_t nl_bank_off(const coll_req_t *r)
     const hier_t *h = r->team->hier;
 
     return h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area;
-}
-
-/* Local rank s arrived at this call (its word holds this epoch or the next
- * one, docs/protocol.md §10); its size for this epoch in *size. */
-static int nl_arrived(const coll_req_t *r, uint32_t s, uint64_t *size)
-{
-    const _Atomic uint64_t *w = hier_arrive_line(r->team->hier, s);
-    uint64_t e = atomic_load_explicit(w, memory_order_acquire);
-
-#ifdef ARCOLL_FAULTS
-    if (wire_fault_no_epoch && e != 0)
-        e = r->epoch;
-#endif
-    if ((int64_t)(e - r->epoch) < 0)
-        return 0;
-    *size = atomic_load_explicit(w + 1 + (r->epoch & 1), memory_order_relaxed);
-    return 1;
 }
 
 /* rd: local rank x's done word for this epoch's bank (its slice is complete,
@@ -124,7 +103,7 @@ static int nl_local_sizes(coll_req_t *r, int *mismatch)
     *mismatch = 0;
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!nl_arrived(r, s, &size))
+        if (!hier_arrived(h, s, r->epoch, &size))
             return 0;
         if (size != r->bytes) {
             if (!*mismatch)
@@ -210,7 +189,7 @@ static void nl_rd_copy_out(coll_req_t *r)
         uint8_t *got = &h->got[x];
         uint64_t size, w;
         const char *slice;
-        if (*got || !nl_arrived(r, x, &size))
+        if (*got || !hier_arrived(h, x, r->epoch, &size))
             continue;
         w = atomic_load_explicit(nl_done_word(r, x), memory_order_acquire);
         if (!wire_done_epoch_match(w, r->epoch))
@@ -264,10 +243,10 @@ static int nl_slow_path(coll_req_t *r, uint64_t now)
     hier_t *h = r->team->hier;
 
     r->next_check_ns = now + NL_CHECK_NS;
-    for (uint32_t s = 0; s < h->lsize; s++) {
-        if (s == h->lrank || !boot_pid_gone(h->local_pid[s]))
-            continue;
-        log_err("alltoall (epoch %llu, %s): local rank %u of this node (pid %ld) has exited",
+    int s = hier_local_gone(h);
+
+    if (s >= 0) {
+        log_err("alltoall (epoch %llu, %s): local rank %d of this node (pid %ld) has exited",
                 (unsigned long long)r->epoch, r->alg->name, s, h->local_pid[s]);
         return ARCOLL_ERR_PEER;
     }

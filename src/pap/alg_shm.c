@@ -17,51 +17,16 @@
 #include "core/core.h"
 #include "core/log.h"
 
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_no_epoch;
-#endif
-
 static const char *shm_coll_name(const coll_req_t *r)
 {
     return r->type == COLL_ALLTOALL ? "alltoall" : "allgather";
-}
-
-static char *shm_at(const hier_t *h, uint64_t off)
-{
-    return (char *)h->seg.addr + off;
-}
-
-static _Atomic uint64_t *shm_word(const hier_t *h, uint64_t off)
-{
-    return (_Atomic uint64_t *)shm_at(h, off);
 }
 
 static char *shm_send(const coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
 
-    return shm_at(h, h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area);
-}
-
-/* Local rank s has arrived at this call: its arrive word holds this epoch,
- * or the next one if s already finished this call (it can be no further
- * ahead: finishing the next call needs our arrival). Its size for an epoch
- * sits in the word of that epoch's bank, so the next call cannot hide it. */
-static int shm_arrived(const coll_req_t *r, uint32_t s, uint64_t *size)
-{
-    const hier_t *h = r->team->hier;
-    const _Atomic uint64_t *w = shm_word(h, h->lay.off_arrive + (uint64_t)s * WIRE_LINE);
-
-    uint64_t e = atomic_load_explicit(w, memory_order_acquire);
-
-#ifdef ARCOLL_FAULTS
-    if (wire_fault_no_epoch && e != 0)
-        e = r->epoch; /* tests: any earlier arrival passes for this one */
-#endif
-    if ((int64_t)(e - r->epoch) < 0)
-        return 0;
-    *size = atomic_load_explicit(w + 1 + (r->epoch & 1), memory_order_relaxed);
-    return 1;
+    return hier_at(h, h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area);
 }
 
 /* Where block (node, s -> l) sits in an area: alltoall [node][s][l],
@@ -134,12 +99,12 @@ static void shm_copy_node(coll_req_t *r, const char *area, uint32_t at, uint32_t
 static void shm_copy_out(coll_req_t *r)
 {
     hier_t *h = r->team->hier;
-    const char *send = shm_send(r), *recv = shm_at(h, h->lay.off_recv);
+    const char *send = shm_send(r), *recv = hier_at(h, h->lay.off_recv);
 
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint8_t *got = &h->got[h->node * h->lmax + s];
         uint64_t size;
-        if (*got || !shm_arrived(r, s, &size))
+        if (*got || !hier_arrived(h, s, r->epoch, &size))
             continue;
         if (size != r->bytes) {
             if (!r->deferred)
@@ -157,7 +122,7 @@ static void shm_copy_out(coll_req_t *r)
     if (h->nnodes < 2 || r->h_left == 0)
         return;
     if (r->hier == COLL_HIER_DIRECT) {
-        uint64_t w = atomic_load_explicit(shm_word(h, h->lay.off_all), memory_order_acquire);
+        uint64_t w = atomic_load_explicit(hier_word(h, h->lay.off_all), memory_order_acquire);
         if (!wire_done_epoch_match(w, r->epoch))
             return;
     }
@@ -166,7 +131,7 @@ static void shm_copy_out(coll_req_t *r)
         uint64_t w;
         if (e == h->node || *got)
             continue;
-        w = atomic_load_explicit(shm_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+        w = atomic_load_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
                                  memory_order_acquire);
         if (!wire_done_epoch_match(w, r->epoch))
             continue;
@@ -189,7 +154,7 @@ static void shm_publish(coll_req_t *r, uint32_t e, int rc)
     if (h->pub[e])
         return;
     h->pub[e] = 1;
-    atomic_store_explicit(shm_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+    atomic_store_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
                           wire_done_word(r->epoch, (unsigned)-rc), memory_order_release);
 }
 
@@ -200,7 +165,7 @@ static void shm_publish_rest(coll_req_t *r, int rc)
     for (uint32_t e = 0; e < h->nnodes; e++)
         if (e != h->node)
             shm_publish(r, e, rc);
-    atomic_store_explicit(shm_word(h, h->lay.off_all), wire_done_word(r->epoch, (unsigned)-rc),
+    atomic_store_explicit(hier_word(h, h->lay.off_all), wire_done_word(r->epoch, (unsigned)-rc),
                           memory_order_release);
 }
 
@@ -216,7 +181,7 @@ static int shm_master_local(coll_req_t *r)
 
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!shm_arrived(r, s, &size))
+        if (!hier_arrived(h, s, r->epoch, &size))
             return ARCOLL_OK;
         mismatch |= size != r->bytes;
     }
@@ -227,7 +192,7 @@ static int shm_master_local(coll_req_t *r)
     bytes = r->bytes * h->lmax * (r->type == COLL_ALLTOALL ? h->lmax : 1);
     if (mismatch)
         bytes--; /* >= 3: a mismatch needs two local ranks */
-    rc = coll_start_ex(h->xteam, r->type, shm_send(r), shm_at(h, h->lay.off_recv), bytes, NULL,
+    rc = coll_start_ex(h->xteam, r->type, shm_send(r), hier_at(h, h->lay.off_recv), bytes, NULL,
                        COLL_F_INNER, r->hier == COLL_HIER_PAP ? CORE_ALG_PAP : CORE_ALG_DIRECT,
                        &r->inner);
     if (rc < 0)
@@ -266,10 +231,10 @@ static int shm_slow_path(coll_req_t *r, uint64_t now)
     hier_t *h = r->team->hier;
 
     r->next_check_ns = now + 100000000ULL;
-    for (uint32_t s = 0; s < h->lsize; s++) {
-        if (s == h->lrank || !boot_pid_gone(h->local_pid[s]))
-            continue;
-        log_err("%s (epoch %llu): local rank %u of this node (pid %ld) has exited",
+    int s = hier_local_gone(h);
+
+    if (s >= 0) {
+        log_err("%s (epoch %llu): local rank %d of this node (pid %ld) has exited",
                 shm_coll_name(r), (unsigned long long)r->epoch, s, h->local_pid[s]);
         return ARCOLL_ERR_PEER;
     }
