@@ -153,6 +153,7 @@ typedef struct verbs_chan {
     int nqps;           /* RC QPs created */
     int nready;         /* peers ready */
     uint64_t resend_ns; /* next retransmission scan */
+    uint32_t ud_skip;   /* progress calls since the UD CQ was last polled */
     size_t reg_bytes;   /* registered with the NIC now */
     int cq_room;        /* CQEs the send CQ can still take: one per signaled WR in flight */
     char *stage;
@@ -753,11 +754,20 @@ static int verbs_ud_poll(verbs_chan_t *vc)
  * and writes queued for a peer that has not answered for ARCOLL_TIMEOUT_MS
  * dropped (the call that queued them has timed out by then, and a late answer
  * must not post them into a later call). */
+/* Progress calls between two polls of the UD CQ once no handshake of ours is
+ * under way: it then only carries a peer's first HELLO or a retransmission,
+ * which can wait that long, and the data path keeps one CQ poll per call. */
+#define VERBS_UD_POLL_EVERY 16
+
 static int verbs_connect_progress(verbs_chan_t *vc)
 {
-    int rc = verbs_ud_poll(vc);
     uint64_t now;
+    int rc;
 
+    if (vc->pending == 0 && ++vc->ud_skip < VERBS_UD_POLL_EVERY)
+        return ARCOLL_OK;
+    vc->ud_skip = 0;
+    rc = verbs_ud_poll(vc);
     if (rc != ARCOLL_OK || vc->pending == 0)
         return rc;
     now = core_time_ns();
