@@ -67,7 +67,11 @@ trap stop_daemons EXIT
 read -r cpus mem < <(slurmd -C | awk '/^NodeName/ {
     for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
     print v["CPUs"], int(v["RealMemory"] / 2) }')
-port=${SLURMBED_PORT:-$((30000 + RANDOM % 20000))}
+# Below the kernel's ephemeral range: there a client socket of another job (mpirun, PMIx) can
+# hold the port, and slurmctld then dies with "Address already in use".
+read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=32768
+[ "${eph:-0}" -gt 12000 ] || eph=32768
+port=${SLURMBED_PORT:-$((10000 + RANDOM % (eph - 10002)))}
 sed -e "s#@WORK@#$W#g" -e "s#@CPUS@#${cpus:-1}#" -e "s#@MEM@#${mem:-1000}#" \
     -e "s#@PORT0@#$port#" -e "s#@PORT1@#$((port + 1))#" "$HERE/slurm.conf.in" >"$SLURM_CONF"
 mkdir -p "$W/munge" "$W/state" "$W/spool"
@@ -81,9 +85,13 @@ mungekey --create --keyfile="$W/munge/munge.key" &&
     munge -S "$W/munge/munge.socket.2" -n | unmunge -S "$W/munge/munge.socket.2" >/dev/null &&
     slurmctld -i && slurmd -N localhost
 state=
-for ((i = 0; i < 300; i++)); do # at most 30 s for the node to become idle
-    state=$(sinfo -h -N -o %T 2>/dev/null)
+# At most 30 s for the node to become idle (sinfo itself waits long for a missing controller);
+# a controller that died will not come.
+while ((SECONDS - t0 < 30)); do
+    state=$(timeout 3 sinfo -h -N -o %T 2>/dev/null)
     [ "$state" = idle ] && break
+    [ -s "$W/slurmctld.pid" ] && ! alive "$(cat "$W/slurmctld.pid")" && state="slurmctld exited" &&
+        break
     sleep 0.1
 done
 if [ "$state" != idle ]; then
