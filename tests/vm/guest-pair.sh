@@ -19,6 +19,7 @@ if ! setup_rxe; then
 fi
 G=$(roce_v2_gid_index)
 verdict PASS rxe_setup "gid index $G"
+link_watch $$ &
 
 # The peer boots at about the same time: wait for it (a few seconds under TCG).
 step "ping $PEER"

@@ -10,11 +10,12 @@
 #             output dir is /tmp/vmout); none: interactive shell on the console
 #   KEY=VALUE extra kernel cmdline words: arcoll_hosts=..., ARCOLL_*=, VM_*= (see init)
 # Env: VMBED_CACHE (prepare.sh's cache), SMP (default 2), MEM (2G), ACCEL (auto|tcg|kvm),
+#      VMBED_MAXCPUS (default: SMP, at least 2; see below),
 #      VMBED_TIMEOUT (s, default 600), VMBED_RO (host dir to re-share read-only at
 #      its own path, for directories under /tmp, /run or /var/tmp that the guest's tmpfs hides)
 set -euo pipefail
 [ $# -ge 4 ] || {
-    sed -n '2,14p' "$0"
+    sed -n '2,15p' "$0"
     exit 2
 }
 OUT=$1 IP=$2 NAME=$3 NET=${4:-"-nic user,model=virtio-net-pci"}
@@ -52,10 +53,27 @@ if [ -n "${VMBED_RO:-}" ]; then
 fi
 [ $# -gt 0 ] && APPEND="$APPEND $*"
 
+# At least 2 possible vCPUs, even for a 1-vCPU guest: qemu before 8.1 drops the guest's memory
+# barriers when maxcpus is 1 (commit c914d46d0a, "tcg: Do not elide memory barriers for
+# !CF_PARALLEL in system mode"), and virtio's kick/notification handshake with qemu's I/O
+# thread then loses a kick now and then: the NIC's TX queue stalls for good ("NETDEV WATCHDOG:
+# transmit queue 0 timed out"). maxcpus > 1 makes TCG emit the barriers; the spare vCPU stays
+# offline.
+SMP=${SMP:-2}
+MAXCPUS=${VMBED_MAXCPUS:-$((SMP < 2 ? 2 : SMP))}
+# The human monitor, for post-mortems of a live guest (tests/vm/hmp.py). A unix socket path
+# holds at most 107 bytes: a deep output dir gets one in /tmp instead.
+MON=$(cd "$OUT" && pwd)/monitor.sock
+if [ ${#MON} -gt 100 ]; then
+    MON=/tmp/arcoll-vm-$NAME-$$.sock
+    echo "vm.sh: monitor socket $MON"
+fi
+
 # A guest that hangs must not hang CI: hard limit, then KILL if qemu ignores TERM.
 # shellcheck disable=SC2086
 exec timeout -k 10 "${VMBED_TIMEOUT:-600}" qemu-system-x86_64 "${CPU[@]}" \
-    -m "${MEM:-2G}" -smp "${SMP:-2}" -machine q35 -nographic -no-reboot \
+    -m "${MEM:-2G}" -smp "$SMP,maxcpus=$MAXCPUS" -machine q35 -nographic -no-reboot \
+    -monitor "unix:$MON,server=on,wait=off" \
     -kernel "$C/vmlinuz" -initrd "$C/initramfs.cpio.gz" -append "$APPEND" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
