@@ -714,6 +714,21 @@ static int verbs_ud_post_recv(verbs_chan_t *vc, uint32_t idx)
     return ARCOLL_OK;
 }
 
+#ifdef ARCOLL_FAULTS
+/* ARCOLL_FAULT=hello_drop: lose every other arriving HELLO (retransmission must
+ * still connect); hello_drop_all: lose them all (the call must time out and
+ * name the silent peer). */
+extern int wire_fault_hello_drop;
+
+static int verbs_fault_hello_lost(void)
+{
+    static unsigned n;
+    return wire_fault_hello_drop == 2 || (wire_fault_hello_drop == 1 && n++ % 2 == 0);
+}
+#else
+#define verbs_fault_hello_lost() 0
+#endif
+
 /* Retire HELLO sends, handle arrived HELLOs and give their buffers back. */
 static int verbs_ud_poll(verbs_chan_t *vc)
 {
@@ -737,7 +752,8 @@ static int verbs_ud_poll(verbs_chan_t *vc)
         }
         if (wc[i].status != IBV_WC_SUCCESS)
             log_warn("verbs: a HELLO receive failed: %s", ibv_wc_status_str(wc[i].status));
-        else if (wc[i].byte_len >= VERBS_UD_GRH + sizeof(verbs_hello_t))
+        else if (wc[i].byte_len >= VERBS_UD_GRH + sizeof(verbs_hello_t) &&
+                 !verbs_fault_hello_lost())
             r = verbs_hello_recv(
                 vc,
                 (const verbs_hello_t *)(vc->ud_buf + (size_t)idx * VERBS_UD_SLOT + VERBS_UD_GRH),

@@ -140,6 +140,11 @@ ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=leader av verbs_qps_leader_4x2_np8 8 ok "
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
 ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
+# Connection handshakes that lose HELLOs: every other one lost still connects (retransmission);
+# all lost must end in a timeout that names the silent peer, not a hang.
+ARCOLL_FAULT=hello_drop av verbs_hello_drop_np3 3 ok $FLAT "$T/coll_test_fault" matrix
+ARCOLL_FAULT=hello_drop_all AV_TIMEOUT_MS=3000 av verbs_hello_drop_all_times_out_np2 2 \
+    'error:hellos sent, no answer' "$T/coll_test_fault" env
 # A wrong rkey must give the documented error (a remote access error), not a hang.
 ARCOLL_FAULT=bad_rkey ARCOLL_PATH=zcopy AV_TIMEOUT_MS=5000 \
     av verbs_bad_rkey_np2 2 'error:remote access error' "$T/coll_test_fault" env
