@@ -766,15 +766,15 @@ static int verbs_ud_poll(verbs_chan_t *vc)
     return rc;
 }
 
-/* The handshake's clock: HELLOs, retransmissions to peers that are not ready,
- * and writes queued for a peer that has not answered for ARCOLL_TIMEOUT_MS
- * dropped (the call that queued them has timed out by then, and a late answer
- * must not post them into a later call). */
 /* Progress calls between two polls of the UD CQ once no handshake of ours is
  * under way: it then only carries a peer's first HELLO or a retransmission,
  * which can wait that long, and the data path keeps one CQ poll per call. */
 #define VERBS_UD_POLL_EVERY 16
 
+/* The handshake's clock: HELLOs, retransmissions to peers that are not ready,
+ * and writes queued for a peer that has not answered for ARCOLL_TIMEOUT_MS
+ * dropped (the call that queued them has timed out by then, and a late answer
+ * must not post them into a later call). */
 static int verbs_connect_progress(verbs_chan_t *vc)
 {
     uint64_t now;

@@ -9,8 +9,10 @@
 # "vm: N passed, N failed", or "vm: skipped: <reason>" (exit 0) when the bed cannot be had
 # (qemu/kernel not installable: not root, no apt) or VMBED=0.
 # Env: VMBED_CACHE, VMBED_TIMEOUT (per guest, default 600 s), VMBED_PORT (UDP
-# base port for pair), other ARCOLL_*
-# (arcoll settings, forwarded into the guests).
+# base port for pair), VMBED_ONLY (regex of arcoll test names to run), VMBED_SMP_SINGLE /
+# VMBED_SMP_PAIR (vCPUs, default 2 / 1), VMBED_MAXCPUS (vm.sh), VMBED_BENCH / VMBED_BENCH_NP,
+# other ARCOLL_* (arcoll settings, forwarded into the guests).
+# Guests' monitor sockets: BUILD_DIR/vm/<guest>/monitor.sock (tests/vm/hmp.py).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=${1:-build}
