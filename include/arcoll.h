@@ -4,7 +4,7 @@
  *
  * Lifecycle: arcoll_init() -> teams -> collectives -> arcoll_finalize().
  * Every collective is called by all members of a team in the same order
- * (MPI semantics). A team runs at most one collective at a time.
+ * (MPI semantics). A team has up to ARCOLL_MAX_INFLIGHT collectives in flight.
  *
  * Thread safety, stated per call below with these words:
  *   [any]        any thread at any time, concurrently with anything.
@@ -135,6 +135,14 @@ int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcol
 /* Collective over the context, like create. The world team is not destroyed.
  * [serialized] */
 int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
+/* Collective over the members of team only (MPI_Comm_split): ranks passing
+ * the same color >= 0 form a new team, ordered by key and then by their rank
+ * in team; color ARCOLL_UNDEFINED joins none (*newteam is then NULL). No rank
+ * gathers the whole (color, key) table: sorted tables are merged along a
+ * recursive-doubling exchange over the team's own channel (seed 003).
+ * [serialized] */
+#define ARCOLL_UNDEFINED (-1)
+int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam);
 /* [serialized] */
 int arcoll_team_rank(arcoll_team_t team);
 int arcoll_team_size(arcoll_team_t team);
@@ -149,17 +157,91 @@ int arcoll_team_size(arcoll_team_t team);
 int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 
-/* Nonblocking forms: buffers belong to the library until completion. One
- * collective at a time per team (another start returns ARCOLL_ERR_STATE).
+/* Nonblocking forms: buffers belong to the library until completion. Up to
+ * ARCOLL_MAX_INFLIGHT collectives of a team may be in flight, started in the
+ * same order on every member and completed in any order; a start beyond that
+ * first progresses the team until its oldest call has completed locally.
  * [serialized] */
+#define ARCOLL_MAX_INFLIGHT 8
 int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                      arcoll_request_t *req);
 int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                       arcoll_request_t *req);
+/*
+ * The collectives around alltoall/allgather (MPI semantics; docs/protocol.md).
+ * Counts and displacements of the v-forms are in bytes; those of the
+ * reductions in elements of dtype. ARCOLL_IN_PLACE as sbuf: allgather(v)
+ * finds this rank's block already in rbuf at its place; allreduce and
+ * reduce_scatter_block take their input from rbuf (reduce_scatter_block:
+ * count * team size elements, the result in the first count); alltoall(v)
+ * take their data from rbuf and replace it (alltoallv: with rcounts/rdispls).
+ * A rank whose sizes disagree with its peers' (its scounts[j] vs rank j's
+ * rcounts[me], a different count or dtype) gets ARCOLL_ERR_MISMATCH, and so
+ * does every rank that talks to it; nothing is written outside a buffer.
+ * [serialized]
+ */
+#define ARCOLL_IN_PLACE ((const void *)1)
+
+typedef enum {
+    ARCOLL_INT32 = 0,
+    ARCOLL_INT64,
+    ARCOLL_UINT64,
+    ARCOLL_FLOAT,
+    ARCOLL_DOUBLE,
+    ARCOLL_DTYPE_COUNT
+} arcoll_dtype_t;
+
+/* band/bor/bxor: integer types only. */
+typedef enum {
+    ARCOLL_SUM = 0,
+    ARCOLL_PROD,
+    ARCOLL_MIN,
+    ARCOLL_MAX,
+    ARCOLL_BAND,
+    ARCOLL_BOR,
+    ARCOLL_BXOR,
+    ARCOLL_OP_COUNT
+} arcoll_op_t;
+
+/* Bytes of one element of dtype, 0 if dtype is not one. [any] */
+size_t arcoll_dtype_size(arcoll_dtype_t dtype);
+
+/* Block j of sbuf (scounts[j] bytes at sdispls[j]) goes to team rank j, and
+ * rcounts[j] bytes from rank j land at rdispls[j] of rbuf. */
+int arcoll_alltoallv(arcoll_team_t team, const void *sbuf, const size_t *scounts,
+                     const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                     const size_t *rdispls);
+/* sbytes from every rank; rank j's land at rdispls[j] of rbuf (rcounts[j] ==
+ * rank j's sbytes). */
+int arcoll_allgatherv(arcoll_team_t team, const void *sbuf, size_t sbytes, void *rbuf,
+                      const size_t *rcounts, const size_t *rdispls);
+/* Elementwise reduction of count * size elements of every rank's sbuf; rank j
+ * gets elements [j * count, (j + 1) * count) of the result in rbuf. */
+int arcoll_reduce_scatter_block(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                                arcoll_dtype_t dtype, arcoll_op_t op);
+/* Elementwise reduction of count elements of every rank's sbuf, into every rbuf. */
+int arcoll_allreduce(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                     arcoll_dtype_t dtype, arcoll_op_t op);
+
+/* Nonblocking forms: the arrays of the v-forms and the buffers belong to the
+ * library until completion. */
+int arcoll_ialltoallv(arcoll_team_t team, const void *sbuf, const size_t *scounts,
+                      const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                      const size_t *rdispls, arcoll_request_t *req);
+int arcoll_iallgatherv(arcoll_team_t team, const void *sbuf, size_t sbytes, void *rbuf,
+                       const size_t *rcounts, const size_t *rdispls, arcoll_request_t *req);
+int arcoll_ireduce_scatter_block(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                                 arcoll_dtype_t dtype, arcoll_op_t op, arcoll_request_t *req);
+int arcoll_iallreduce(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                      arcoll_dtype_t dtype, arcoll_op_t op, arcoll_request_t *req);
+
 /* ARCOLL_INPROGRESS, or the final status (the request is then freed and
  * *req set to NULL). */
 int arcoll_test(arcoll_request_t *req);
 int arcoll_wait(arcoll_request_t *req);
+/* Wait for n requests (NULL entries are complete); each is set to NULL. The
+ * first error seen is returned, after every request has completed. */
+int arcoll_waitall(int n, arcoll_request_t *reqs);
 /* Progress every outstanding request of the context. [serialized] */
 int arcoll_progress(arcoll_context_t ctx);
 

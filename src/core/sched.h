@@ -1,0 +1,84 @@
+/*
+ * Round-based schedules (docs/protocol.md, "Schedules"): what one rank sends
+ * to whom and receives from whom in one collective call, as data. A
+ * multi-round algorithm builds one per call (or caches it per team shape) and
+ * the engine runs it, PAP-aware: every send whose dependencies are met goes
+ * out, peers that have arrived first; receives are applied whenever their data
+ * lands. Algorithms never see the channel.
+ *
+ * Buffers are named, not pointed to, so that a schedule is pure data that
+ * unit tests can run in memory: SCHED_BUF_SEND is the user's send buffer,
+ * SCHED_BUF_RECV the user's receive buffer, SCHED_BUF_TMP a scratch buffer of
+ * tmp_len bytes the engine allocates for the call.
+ *
+ * Rules a schedule must follow (tests/unit/test_rd_sched.c checks them):
+ *   1. A send of round r may start once every receive of rounds < r has been
+ *      applied. A receive may be applied as soon as its data lands.
+ *   2. Messages between one ordered pair of ranks form a stream: the sender's
+ *      sends to peer p, in list order, match p's receives from the sender, in
+ *      list order, message by message and byte for byte (the engine checks
+ *      the lengths and reports ARCOLL_ERR_MISMATCH otherwise).
+ *   3. No receive writes bytes that a send of the same call reads, unless that
+ *      send's round is lower than the receive's and the receive's round starts
+ *      after the send's local completion (local steps below). Receives never
+ *      overlap each other.
+ *   4. Local copies of round r run once every receive of rounds < r has been
+ *      applied and every send of rounds < r has completed locally; a local
+ *      copy of round >= nrounds runs after everything. nrounds counts the
+ *      rounds of sends and receives only.
+ */
+#ifndef ARCOLL_CORE_SCHED_H
+#define ARCOLL_CORE_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { SCHED_BUF_SEND = 0, SCHED_BUF_RECV = 1, SCHED_BUF_TMP = 2, SCHED_NBUF };
+
+/* What a receive does with the bytes that land: copy them into its segments,
+ * or combine them elementwise into what is there (the call's dtype and op). */
+enum { SCHED_COPY = 0, SCHED_REDUCE = 1 };
+
+typedef struct sched_seg {
+    uint64_t off, len;
+    uint8_t buf; /* SCHED_BUF_* */
+} sched_seg_t;
+
+/* A message (send or receive) or a local copy: its bytes are the
+ * concatenation of its segments, in order. */
+typedef struct sched_msg {
+    uint32_t peer;      /* team rank (sends, receives); unused for local copies */
+    uint32_t round;     /* dependency level, rule 1 and 4 */
+    uint32_t seg, nseg; /* segments: segs[seg .. seg + nseg) */
+    uint8_t action;     /* receives: SCHED_COPY or SCHED_REDUCE */
+    uint32_t src_seg, src_nseg; /* local copies: source segments (dest: seg/nseg) */
+} sched_msg_t;
+
+typedef struct sched {
+    uint32_t nrounds;
+    sched_msg_t *send, *recv, *local;
+    uint32_t nsend, nrecv, nlocal;
+    sched_seg_t *segs;
+    uint32_t nsegs;
+    size_t tmp_len; /* bytes of SCHED_BUF_TMP, 0 if none */
+    /* capacities (sched_add_* grow them) */
+    uint32_t cap_send, cap_recv, cap_local, cap_segs;
+} sched_t;
+
+void sched_init(sched_t *s);
+void sched_free(sched_t *s);
+/* Forget the messages, keep the memory (a schedule rebuilt per call). */
+void sched_reset(sched_t *s);
+/* Append a message; segments are copied. 0 or ARCOLL_ERR_NOMEM. Messages of
+ * one kind must be added in nondecreasing round order. */
+int sched_add_send(sched_t *s, uint32_t round, uint32_t peer, const sched_seg_t *segs,
+                   uint32_t nseg);
+int sched_add_recv(sched_t *s, uint32_t round, uint32_t peer, int action, const sched_seg_t *segs,
+                   uint32_t nseg);
+/* dst and src describe the same number of bytes. */
+int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t ndst,
+                    const sched_seg_t *src, uint32_t nsrc);
+/* Total bytes of a message's (or a local copy's destination) segments. */
+uint64_t sched_msg_len(const sched_t *s, const sched_msg_t *m);
+
+#endif
