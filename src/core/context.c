@@ -8,6 +8,7 @@
 #include "core/embed.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "core/split.h"
 
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
@@ -302,6 +303,226 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
         return rc;
     }
     *out = t;
+    return ARCOLL_OK;
+}
+
+/* ---- teams made over a parent team's channel (arcoll_team_split) ------- */
+
+/* A collective on a team not (yet) in the context's list: no handle checks. */
+static int core_team_run(struct arcoll_team *t, coll_args_t *a)
+{
+    coll_req_t *r;
+    int rc;
+
+    a->in_place = 0;
+    rc = coll_start_args(t, a, NULL, &r);
+    return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
+}
+
+/* Collective over parent: every member of parent calls it, with the parent
+ * ranks of the team it joins (members[0..n), its own index me) or n = 0.
+ * Records go to the team's members by an alltoallv on parent, and the
+ * outcome is agreed by an allreduce on parent, so no PMIx call is made and a
+ * dead or late member ends in the parent's timeout like any collective. */
+static int core_team_make_over(struct arcoll_team *parent, const uint32_t *members, uint32_t n,
+                               uint32_t me, int grouped, uint32_t id, struct arcoll_team **out)
+{
+    struct arcoll_context *ctx = parent->ctx;
+    chan_t *c = ctx->chan;
+    uint32_t np = parent->size;
+    struct arcoll_team *t = NULL;
+    core_team_rec_t mine, *recs = NULL;
+    size_t *cnt = NULL;
+    int *ranks = NULL, rc = ARCOLL_OK, brc;
+    long *pids = NULL;
+    uint64_t *tags = NULL;
+    int32_t bad, anybad;
+
+    *out = NULL;
+    memset(&mine, 0, sizeof(mine));
+    cnt = calloc((size_t)np * 4, sizeof(*cnt));
+    recs = calloc(n ? n : 1, sizeof(*recs));
+    ranks = malloc(sizeof(*ranks) * (n ? n : 1));
+    if (cnt == NULL || recs == NULL || ranks == NULL) {
+        log_err("arcoll_team_split: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+    }
+    for (uint32_t j = 0; rc == ARCOLL_OK && j < n; j++)
+        ranks[j] = parent->ranks[members[j]];
+    if (rc == ARCOLL_OK && n > 0)
+        rc = core_team_alloc(ctx, ranks, (int)n, (int)me, grouped, &t);
+    if (t != NULL) {
+        mine.member = 1;
+        mine.nranks = n;
+        mine.hash = core_ranks_hash(ranks, (int)n);
+        mine.rkey = t->region.rkey;
+        mine.pid = (int64_t)getpid();
+        mine.seg_tag = t->hier != NULL ? t->hier->seg.tag : 0;
+    }
+    /* Every parent member takes part, with nothing to send if it failed. */
+    if (cnt != NULL && recs != NULL) {
+        size_t *sc = cnt, *sd = cnt + np, *rcn = cnt + 2 * np, *rd = cnt + 3 * np;
+        for (uint32_t j = 0; t != NULL && j < n; j++) {
+            sc[members[j]] = sizeof(mine);
+            rcn[members[j]] = sizeof(mine);
+            rd[members[j]] = (size_t)j * sizeof(mine);
+        }
+        coll_args_t a = {.type = COLL_ALLTOALLV,
+                         .sbuf = (const char *)&mine,
+                         .rbuf = (char *)recs,
+                         .scounts = sc,
+                         .sdispls = sd,
+                         .rcounts = rcn,
+                         .rdispls = rd};
+        brc = core_team_run(parent, &a);
+        if (rc == ARCOLL_OK)
+            rc = brc;
+    }
+    for (uint32_t j = 0; rc == ARCOLL_OK && t != NULL && j < n; j++) {
+        const core_team_rec_t *rec = &recs[j];
+        if (!rec->member || rec->nranks != n || rec->hash != mine.hash) {
+            log_err("arcoll_team_split: rank %d did not join the same team", ranks[j]);
+            rc = ARCOLL_ERR_INVALID;
+        } else if (j != me) {
+            rc = c->ops->rmem_import(c, ranks[j], &rec->rkey, &t->peer_region[j]);
+        }
+    }
+    if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
+        pids = malloc(sizeof(*pids) * n);
+        tags = malloc(sizeof(*tags) * n);
+        if (pids == NULL || tags == NULL) {
+            log_err("arcoll_team_split: out of memory");
+            rc = ARCOLL_ERR_NOMEM;
+        } else {
+            for (uint32_t j = 0; j < n; j++) {
+                pids[j] = (long)recs[j].pid;
+                tags[j] = recs[j].seg_tag;
+            }
+            rc = hier_attach(t, pids, tags);
+        }
+    }
+    /* Everyone has imported (names may go), and everyone learns of a failure. */
+    bad = rc != ARCOLL_OK;
+    {
+        coll_args_t a = {.type = COLL_ALLREDUCE,
+                         .sbuf = (const char *)&bad,
+                         .rbuf = (char *)&anybad,
+                         .count = 1,
+                         .dtype = ARCOLL_INT32,
+                         .op = ARCOLL_MAX};
+        brc = core_team_run(parent, &a);
+    }
+    if (t != NULL && c->ops->mem_seal != NULL)
+        c->ops->mem_seal(c, &t->region);
+    if (t != NULL)
+        hier_seal(t);
+    if (rc == ARCOLL_OK && brc != ARCOLL_OK)
+        rc = brc;
+    if (rc == ARCOLL_OK && anybad) {
+        log_err("arcoll_team_split: another member failed to set up its part of a new team");
+        rc = ARCOLL_ERR_INVALID;
+    }
+    if (rc != ARCOLL_OK) {
+        core_team_free(t);
+        t = NULL;
+    } else if (t != NULL) {
+        t->id = id;
+    }
+    free(tags);
+    free(pids);
+    free(ranks);
+    free(recs);
+    free(cnt);
+    *out = t;
+    return rc;
+}
+
+/* A new team made over parent, then its cross teams over the new team. */
+static int core_team_create_over(struct arcoll_team *parent, const uint32_t *members, uint32_t n,
+                                 uint32_t me, uint32_t id, struct arcoll_team **out)
+{
+    struct arcoll_team *t = NULL;
+    uint32_t *xm = NULL, nx = 0, xme = 0;
+    int *xranks = NULL, nxr = 0, rc, xrc;
+
+    rc = core_team_make_over(parent, members, n, me, 1, id, &t);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (t == NULL)
+        return ARCOLL_OK;
+    xranks = malloc(sizeof(*xranks) * t->size);
+    xm = calloc(t->size, sizeof(*xm));
+    if (xranks == NULL || xm == NULL) {
+        log_err("arcoll_team_split: out of memory");
+        rc = ARCOLL_ERR_NOMEM; /* the others fail in the exchange below */
+    } else {
+        hier_xteam_ranks(t, xranks, &nxr);
+        /* context ranks -> ranks of t */
+        for (int i = 0; i < nxr; i++)
+            for (uint32_t j = 0; j < t->size; j++)
+                if (t->ranks[j] == xranks[i]) {
+                    if (j == t->rank)
+                        xme = nx;
+                    xm[nx++] = j;
+                }
+    }
+    xrc = core_team_make_over(t, xm, rc == ARCOLL_OK ? nx : 0, xme, 0, id,
+                              t->hier != NULL ? &t->hier->xteam : &(struct arcoll_team *){NULL});
+    free(xm);
+    free(xranks);
+    if (rc == ARCOLL_OK)
+        rc = xrc;
+    if (rc != ARCOLL_OK) {
+        core_team_free(t);
+        return rc;
+    }
+    *out = t;
+    return ARCOLL_OK;
+}
+
+static int core_split_xchg(void *arg, uint32_t to, const void *sbuf, size_t slen, uint32_t from,
+                           void *rbuf, size_t rlen)
+{
+    return eng_sendrecv(arg, to, sbuf, slen, from, rbuf, rlen);
+}
+
+int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam)
+{
+    struct arcoll_team *t = NULL;
+    split_entry_t mine;
+    uint32_t *members = NULL, nm = 0, me = 0, id;
+    int rc = core_team_check(team, "arcoll_team_split");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (newteam == NULL || color < ARCOLL_UNDEFINED) {
+        log_err("arcoll_team_split: %s", newteam == NULL
+                                             ? "newteam pointer is NULL"
+                                             : "color must be >= 0 or ARCOLL_UNDEFINED");
+        return ARCOLL_ERR_INVALID;
+    }
+    *newteam = NULL;
+    if (coll_team_busy(team)) {
+        log_err("arcoll_team_split: the team has collectives in flight");
+        return ARCOLL_ERR_STATE;
+    }
+    mine.color = color;
+    mine.key = key;
+    mine.rank = team->rank;
+    rc = split_run(team->size, team->rank, &mine, core_split_xchg, team, &members, &nm, &me);
+    if (rc != ARCOLL_OK)
+        return rc;
+    /* Equal on every member of a new team: the parent's id and its count of splits. */
+    id = (uint32_t)(team->id * 2654435761u) ^ (uint32_t)++team->nsplits ^ 0x80000000u;
+    rc = core_team_create_over(team, members, nm, me, id, &t);
+    free(members);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (t != NULL) {
+        t->next = team->ctx->teams->next;
+        team->ctx->teams->next = t;
+    }
+    *newteam = t;
     return ARCOLL_OK;
 }
 

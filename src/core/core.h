@@ -32,6 +32,7 @@ struct arcoll_team {
     /* Calls in flight: epoch e uses reqs[e % ARCOLL_MAX_INFLIGHT] (the window). */
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];
     unsigned nactive; /* of reqs */
+    uint32_t nsplits; /* arcoll_team_split calls on this team (team ids) */
     hier_t *hier;     /* node grouping, NULL if no node holds two members */
     int hier_noticed; /* the one-line fallback notice was given */
 };

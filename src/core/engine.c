@@ -29,6 +29,8 @@ const char *coll_type_name(coll_type_t type)
     static const char *const names[COLL_NTYPES] = {
         "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
 
+    if (type == COLL_SENDRECV)
+        return "exchange";
     return (unsigned)type < COLL_NTYPES ? names[type] : "collective";
 }
 

@@ -88,6 +88,11 @@ const char *coll_type_name(coll_type_t type);
 sched_t *eng_sched(coll_req_t *r);
 int eng_sched_start(coll_req_t *r, int in_order);
 int eng_sched_progress(coll_req_t *r);
+/* One exchange on team t, blocking: slen bytes to team rank to and exactly
+ * rlen bytes from team rank from (UINT32_MAX: none). Every member calls it
+ * the same number of times (it takes an epoch, even with nothing to move). */
+int eng_sendrecv(struct arcoll_team *t, uint32_t to, const void *sbuf, size_t slen, uint32_t from,
+                 void *rbuf, size_t rlen);
 /* Free a request slot's schedule state (team teardown). */
 void eng_sched_release(coll_req_t *r);
 

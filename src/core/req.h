@@ -22,7 +22,8 @@ typedef enum {
     COLL_ALLGATHERV,
     COLL_REDUCE_SCATTER, /* reduce_scatter_block */
     COLL_ALLREDUCE,
-    COLL_NTYPES
+    COLL_NTYPES,
+    COLL_SENDRECV = COLL_NTYPES /* engine-internal: one exchange (team split) */
 } coll_type_t;
 
 #define COLL_BIT(type) (1u << (type))
@@ -44,6 +45,8 @@ typedef struct coll_args {
     arcoll_op_t op;
     size_t elem; /* bytes of one element of dtype */
     int in_place;
+    uint32_t to, from; /* sendrecv: peers (UINT32_MAX: none); bytes out, rbytes in */
+    size_t rbytes;
 } coll_args_t;
 
 /* How bytes reach a peer: bounce slots (copy) or the final buffer (zcopy).

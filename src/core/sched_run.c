@@ -531,3 +531,51 @@ int eng_sched_progress(coll_req_t *r)
     rc = eng_check_time(r);
     return rc == ARCOLL_INPROGRESS ? rc : coll_fail(r, rc);
 }
+
+/* The engine's own one-exchange "algorithm" (eng_sendrecv): a schedule of at
+ * most one send and one receive. */
+static int sendrecv_start(coll_req_t *r)
+{
+    const coll_args_t *a = &r->args;
+    sched_t *s = eng_sched(r);
+    int rc = ARCOLL_OK;
+
+    if (s == NULL)
+        return ARCOLL_ERR_NOMEM;
+    sched_reset(s);
+    if (a->to != UINT32_MAX) {
+        sched_seg_t g = {.off = 0, .len = a->bytes, .buf = SCHED_BUF_SEND};
+        rc = sched_add_send(s, 0, a->to, &g, 1);
+    }
+    if (rc == ARCOLL_OK && a->from != UINT32_MAX) {
+        sched_seg_t g = {.off = 0, .len = a->rbytes, .buf = SCHED_BUF_RECV};
+        rc = sched_add_recv(s, 0, a->from, SCHED_COPY, &g, 1);
+    }
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 0);
+}
+
+static const coll_alg_t eng_alg_sendrecv = {.name = "sendrecv",
+                                            .fallback = CORE_ALG_PAP,
+                                            .start = sendrecv_start,
+                                            .progress = eng_sched_progress};
+
+int eng_sendrecv(struct arcoll_team *t, uint32_t to, const void *sbuf, size_t slen, uint32_t from,
+                 void *rbuf, size_t rlen)
+{
+    coll_args_t a = {.type = COLL_SENDRECV,
+                     .sbuf = sbuf,
+                     .rbuf = rbuf,
+                     .bytes = to != UINT32_MAX ? slen : 0,
+                     .to = to,
+                     .from = from,
+                     .rbytes = from != UINT32_MAX ? rlen : 0};
+    coll_req_t *r;
+    int rc;
+
+    if (t->failed) {
+        log_err("exchange: this team failed earlier (%s)", arcoll_strerror(t->failed));
+        return ARCOLL_ERR_STATE;
+    }
+    rc = eng_start(t, &a, &eng_alg_sendrecv, COLL_F_NOPROF, NULL, &r);
+    return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
+}

@@ -407,3 +407,63 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
         }
     }
 }
+
+/* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse
+ * rank order; collectives on the new team (a node algorithm too), a split of
+ * the split, then destroy. */
+static void test_split(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx), sub = NULL, sub2 = NULL;
+    int color = rank == 1 && nranks > 2 ? ARCOLL_UNDEFINED : rank % 3, want_n = 0, want_r = 0;
+    uint64_t call = 40000;
+    int rc;
+
+    for (int i = 0; i < nranks; i++) {
+        int ci = i == 1 && nranks > 2 ? ARCOLL_UNDEFINED : i % 3;
+        if (ci != color || color == ARCOLL_UNDEFINED)
+            continue;
+        want_n++;
+        if (i > rank)
+            want_r++; /* key -i: higher ranks first */
+    }
+    rc = arcoll_team_split(world, color, -rank, &sub);
+    CHECK(rc == ARCOLL_OK, "team_split: %s (%s)", arcoll_strerror(rc), arcoll_last_error(NULL));
+    if (color == ARCOLL_UNDEFINED) {
+        CHECK(sub == NULL, "undefined color got a team");
+    } else if (rc == ARCOLL_OK) {
+        CHECK(sub != NULL && arcoll_team_size(sub) == want_n && arcoll_team_rank(sub) == want_r,
+              "split team: size %d rank %d, want %d %d", sub ? arcoll_team_size(sub) : -1,
+              sub ? arcoll_team_rank(sub) : -1, want_n, want_r);
+        for (int a = 0; a < 4; a++) {
+            static const char *const sa[] = {"pap", "direct", "pap_shm", "shm_direct"};
+            set(ctx, "ARCOLL_ALLTOALL_ALG", sa[a]);
+            set(ctx, "ARCOLL_ALLGATHER_ALG", sa[a]);
+            one(sub, 1, 0, ++call, 1000, "alltoall on a split team");
+            one(sub, 0, 1, ++call, 333, "allgather on a split team");
+        }
+        set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+        set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+        v_reduce(sub, 0, 0, ARCOLL_SUM, ++call, 4096, 0, 0, "allreduce on a split team");
+        /* and split that team in two by its own rank parity, same keys */
+        rc = arcoll_team_split(sub, arcoll_team_rank(sub) % 2, 0, &sub2);
+        CHECK(rc == ARCOLL_OK && sub2 != NULL, "nested split: %s", arcoll_strerror(rc));
+        if (rc == ARCOLL_OK && sub2 != NULL) {
+            int sn = arcoll_team_size(sub);
+            int sr = arcoll_team_rank(sub);
+            CHECK(arcoll_team_size(sub2) == (sn + 1 - sr % 2) / 2 &&
+                      arcoll_team_rank(sub2) == sr / 2,
+                  "nested split: size %d rank %d", arcoll_team_size(sub2), arcoll_team_rank(sub2));
+            one(sub2, 1, 0, ++call, 77, "alltoall on a nested split team");
+        }
+    }
+    /* Destroy is collective over the context: every rank calls it. */
+    rc = arcoll_team_destroy(ctx, sub2);
+    CHECK(rc == ARCOLL_OK, "destroy nested: %s", arcoll_strerror(rc));
+    rc = arcoll_team_destroy(ctx, sub);
+    CHECK(rc == ARCOLL_OK, "destroy split: %s", arcoll_strerror(rc));
+    /* Bad input, the same on every rank: an error before any communication. */
+    rc = arcoll_team_split(world, -7, 0, &sub);
+    CHECK(rc == ARCOLL_ERR_INVALID, "color -7: %s", arcoll_strerror(rc));
+    rc = arcoll_team_split(world, 0, 0, NULL);
+    CHECK(rc == ARCOLL_ERR_INVALID, "NULL newteam: %s", arcoll_strerror(rc));
+}
