@@ -175,9 +175,15 @@ int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t b
  * reduce_scatter_block take their input from rbuf (reduce_scatter_block:
  * count * team size elements, the result in the first count); alltoall(v)
  * take their data from rbuf and replace it (alltoallv: with rcounts/rdispls).
- * A rank whose sizes disagree with its peers' (its scounts[j] vs rank j's
- * rcounts[me], a different count or dtype) gets ARCOLL_ERR_MISMATCH, and so
- * does every rank that talks to it; nothing is written outside a buffer.
+ * Sizes that disagree across ranks are detected where they meet, and
+ * nothing is written outside a buffer: a rank that receives a block of
+ * another size than it expects gets ARCOLL_ERR_MISMATCH; for allgather(v) and
+ * the reductions, whose arguments (count, dtype, op, rcounts) must be equal
+ * everywhere, every message carries a signature of them, and a rank that
+ * found a disagreement poisons what it sends on, so every rank whose result
+ * depends on it gets ARCOLL_ERR_MISMATCH too. (The sender of an alltoallv
+ * block of one fragment that its receiver does not expect may complete
+ * normally.) A mismatch fails the team, like a timeout.
  * [serialized]
  */
 #define ARCOLL_IN_PLACE ((const void *)1)

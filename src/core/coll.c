@@ -234,6 +234,31 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
     return ARCOLL_OK;
 }
 
+static uint64_t coll_sig_mix(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3ULL;
+}
+
+/* The part of a call that must be equal on every rank (coll_args_t.sig). */
+static uint64_t coll_sig(const struct arcoll_team *t, const coll_args_t *a)
+{
+    uint64_t h = coll_sig_mix(0xcbf29ce484222325ULL, (uint64_t)a->type + 1);
+
+    switch (a->type) {
+    case COLL_ALLGATHER: return coll_sig_mix(h, a->bytes);
+    case COLL_ALLGATHERV:
+        for (uint32_t j = 0; j < t->size; j++)
+            h = coll_sig_mix(h, a->rcounts != NULL ? a->rcounts[j] : a->bytes);
+        return h;
+    case COLL_REDUCE_SCATTER:
+    case COLL_ALLREDUCE:
+        h = coll_sig_mix(h, a->count);
+        h = coll_sig_mix(h, (uint64_t)a->dtype);
+        return coll_sig_mix(h, (uint64_t)a->op);
+    default: return h; /* alltoall(v): per-pair lengths are checked message by message */
+    }
+}
+
 static int coll_cfg_alg(const core_config_t *cfg, coll_type_t type)
 {
     switch (type) {
@@ -264,6 +289,7 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
         return rc;
     if (a.in_place)
         a.sbuf = NULL;
+    a.sig = coll_sig(t, &a);
     /* In place, alltoall and allgather are their v-forms with equal blocks:
      * the schedules keep what must not be overwritten (core/sched.h). */
     if (a.in_place && (a.type == COLL_ALLTOALL || a.type == COLL_ALLGATHER)) {

@@ -47,6 +47,10 @@ typedef struct coll_args {
     int in_place;
     uint32_t to, from; /* sendrecv: peers (UINT32_MAX: none); bytes out, rbytes in */
     size_t rbytes;
+    /* What every rank must pass alike (collective, counts of the reductions,
+     * dtype, op, allgatherv's rcounts), hashed: schedules carry it in every
+     * message so that a disagreement is a mismatch wherever it shows. */
+    uint64_t sig;
 } coll_args_t;
 
 /* How bytes reach a peer: bounce slots (copy) or the final buffer (zcopy).

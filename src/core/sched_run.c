@@ -305,10 +305,15 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
         return ARCOLL_OK;
-    if (x->rx_off[p] == 0 && hdr->size != len) {
+    if (x->rx_off[p] == 0 && (hdr->size != len || hdr->sig != r->args.sig)) {
         c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
-        if (!r->deferred)
+        if (!r->deferred && hdr->sig != r->args.sig)
+            log_err("%s (epoch %llu, %s): team rank %u called it with other arguments than this "
+                    "rank (count, datatype, op or receive counts differ), or passes on such a "
+                    "disagreement",
+                    coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p);
+        else if (!r->deferred)
             log_err("%s (epoch %llu, %s): team rank %u sent %llu bytes where this rank expects "
                     "%llu (round %u): its counts disagree with ours",
                     coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p,
@@ -373,9 +378,10 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     }
     flen = len - at < b ? len - at : b;
     if (at == 0) {
-        uint64_t size = len;
-        rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
-                         off + offsetof(wire_slot_hdr_t, size));
+        /* size, sig (copied at the call, chan.h). After a mismatch here, what we
+         * send is poisoned: ranks downstream learn of it instead of using it. */
+        uint64_t hdr[2] = {len, r->deferred ? ~r->args.sig : r->args.sig};
+        rc = c->ops->put(c, cr, hdr, sizeof(hdr), NULL, dst, off + offsetof(wire_slot_hdr_t, size));
         if (rc != ARCOLL_OK)
             return rc;
     }

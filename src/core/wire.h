@@ -50,9 +50,12 @@ typedef struct wire_ctrl {
 typedef struct wire_slot_hdr {
     uint64_t flag; /* wire_frag_word(epoch, fragment) */
     uint64_t size; /* total bytes per peer of the message (fragment 0) */
+    uint64_t sig;  /* schedules: the call's signature (a message's fragment 0) */
 } wire_slot_hdr_t;
 
 _Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
+_Static_assert(offsetof(wire_slot_hdr_t, sig) == offsetof(wire_slot_hdr_t, size) + 8,
+               "size and sig are written by one put");
 /* An advertisement is written from the stack: the channel must copy it at the call. */
 _Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "advertisement copied");
 

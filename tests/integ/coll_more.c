@@ -467,3 +467,109 @@ static void test_split(arcoll_context_t ctx)
     rc = arcoll_team_split(world, 0, 0, NULL);
     CHECK(rc == ARCOLL_ERR_INVALID, "NULL newteam: %s", arcoll_strerror(rc));
 }
+
+/* Bad input of the other collectives: local errors (the same on every rank,
+ * before any communication: the team stays usable), then disagreements
+ * across ranks, each on a fresh team split off the world (a mismatch fails
+ * the team): every rank must see ARCOLL_ERR_MISMATCH, none a hang or OK. */
+static void test_vbad(arcoll_context_t ctx)
+{
+    static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh"};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    int n = nranks, me = rank;
+    size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n,
+           *d2 = c + 3 * n;
+    char *buf = calloc((size_t)n * 64 + 64, 1), *out = calloc((size_t)n * 64 + 64, 1);
+    float f[4] = {0};
+    int rc;
+
+    for (int j = 0; j < n; j++) {
+        c[j] = c2[j] = 8;
+        d[j] = d2[j] = (size_t)j * 8;
+    }
+    rc = arcoll_alltoallv(world, buf, NULL, d, out, c2, d2);
+    CHECK(rc == ARCOLL_ERR_INVALID, "alltoallv NULL counts: %s", arcoll_strerror(rc));
+    rc = arcoll_alltoallv(world, buf, c, d, buf + 8, c2, d2);
+    CHECK(rc == ARCOLL_ERR_INVALID, "alltoallv overlapping: %s", arcoll_strerror(rc));
+    c[0] = SIZE_MAX;
+    rc = arcoll_alltoallv(world, buf, c, d, out, c2, d2);
+    CHECK(rc == ARCOLL_ERR_INVALID, "alltoallv huge count: %s", arcoll_strerror(rc));
+    c[0] = 8;
+    rc = arcoll_allgatherv(world, buf, 5, out, c2, d2);
+    CHECK(rc == ARCOLL_ERR_MISMATCH, "allgatherv own count: %s", arcoll_strerror(rc));
+    rc = arcoll_allgatherv(world, buf, 8, NULL, c2, d2);
+    CHECK(rc == ARCOLL_ERR_INVALID, "allgatherv NULL rbuf: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_BXOR);
+    CHECK(rc == ARCOLL_ERR_INVALID, "bxor on float: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, f, f + 1, 1, (arcoll_dtype_t)99, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_ERR_INVALID, "bad dtype: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, (arcoll_op_t)-1);
+    CHECK(rc == ARCOLL_ERR_INVALID, "bad op: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, f, f, 2, ARCOLL_FLOAT, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_ERR_INVALID, "allreduce overlapping: %s", arcoll_strerror(rc));
+    rc = arcoll_reduce_scatter_block(world, f, NULL, 1, ARCOLL_FLOAT, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_ERR_INVALID, "reduce_scatter NULL rbuf: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, f, f + 1, SIZE_MAX / 2, ARCOLL_FLOAT, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_ERR_INVALID, "allreduce huge count: %s", arcoll_strerror(rc));
+    rc = arcoll_allreduce(world, NULL, NULL, 0, ARCOLL_FLOAT, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_OK, "allreduce of nothing: %s", arcoll_strerror(rc));
+    rc = arcoll_iallreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_SUM, NULL);
+    CHECK(rc == ARCOLL_ERR_INVALID, "NULL request: %s", arcoll_strerror(rc));
+    /* The world is still fine after all that. */
+    v_reduce(world, 0, 1, ARCOLL_SUM, 61000, 64, 0, 0, "allreduce after bad input");
+    if (n < 2)
+        goto out;
+    set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
+    for (int a = 0; a < 5; a++) {
+        for (int kind = 0; kind < 4; kind++) {
+            arcoll_team_t t = NULL;
+            char what[96];
+            rc = arcoll_team_split(world, 0, 0, &t);
+            CHECK(rc == ARCOLL_OK && t != NULL, "split for mismatch: %s", arcoll_strerror(rc));
+            if (t == NULL)
+                continue;
+            set(ctx, "ARCOLL_ALLGATHERV_ALG", algs_m[a]);
+            set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", algs_m[a]);
+            set(ctx, "ARCOLL_ALLREDUCE_ALG", algs_m[a]);
+            set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 ? algs_m[a] : "pap");
+            if (kind == 0) { /* rank 0 reduces one element more */
+                int64_t in[64] = {0}, res[64];
+                rc = arcoll_allreduce(t, in, res, me == 0 ? 17 : 16, ARCOLL_INT64, ARCOLL_SUM);
+            } else if (kind == 1) { /* rank 0 uses another op */
+                int32_t in[64] = {0}, res[64];
+                rc = arcoll_reduce_scatter_block(t, in, res, 3, ARCOLL_INT32,
+                                                 me == 0 ? ARCOLL_MAX : ARCOLL_SUM);
+            } else if (kind == 2) { /* allgatherv: rank n-1 says rank 0 sends more */
+                for (int j = 0; j < n; j++) {
+                    c2[j] = 8 + (j == 0 && me == n - 1 ? 8 : 0);
+                    d2[j] = (size_t)j * 16;
+                }
+                rc = arcoll_allgatherv(t, buf, 8, out, c2, d2);
+            } else { /* alltoallv: rank 0 sends its right neighbour 3 bytes too many */
+                for (int j = 0; j < n; j++) {
+                    c[j] = 8 + (me == 0 && j == 1 ? 3 : 0);
+                    d[j] = (size_t)j * 16;
+                    c2[j] = 8;
+                    d2[j] = (size_t)j * 16;
+                }
+                rc = arcoll_alltoallv(t, buf, c, d, out, c2, d2);
+            }
+            snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
+            if (kind == 3 && me != 1)
+                /* alltoallv: only rank 1 receives what it does not expect; the
+                 * sender of a one-fragment block learns nothing (issue 19). */
+                CHECK(rc == ARCOLL_OK || rc == ARCOLL_ERR_MISMATCH, "%s: %s", what,
+                      arcoll_strerror(rc));
+            else
+                CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
+                      arcoll_strerror(rc), arcoll_last_error(NULL));
+            rc = arcoll_team_destroy(ctx, t);
+            CHECK(rc == ARCOLL_OK, "destroy after mismatch: %s", arcoll_strerror(rc));
+        }
+    }
+    set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
+out:
+    free(buf);
+    free(out);
+    free(c);
+}

@@ -11,7 +11,7 @@
  *   coll_test realloc               zero-copy into freed and reallocated buffers
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
- *   coll_test v | inflight | split | vskew ITERS US
+ *   coll_test v | vbad | inflight | split | vskew ITERS US
  *                                   the other collectives (tests/integ/coll_more.c)
  *   coll_test qps N[,N...]          a few alltoalls with the configured algorithm, then
  *                                   rank i must have N_i RC QPs (one N: every rank)
@@ -594,6 +594,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_bad(ctx);
     else if (strcmp(mode, "v") == 0)
         test_v(ctx);
+    else if (strcmp(mode, "vbad") == 0)
+        test_vbad(ctx);
     else if (strcmp(mode, "split") == 0)
         test_split(ctx);
     else if (strcmp(mode, "inflight") == 0)
