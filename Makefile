@@ -25,7 +25,7 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
-	src/zcopy/*.c src/verbs/*.c) \
+	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c) \
 	$(wildcard bootstrap/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
@@ -171,24 +171,25 @@ $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
-$(BUILD)/tests/coll_test: tests/integ/coll_test.c $(BUILD)/lib/libarcoll.so
+COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c
+$(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
-$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/coll_test.c tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/tests/fork_test: tests/integ/fork_test.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
 
 # coll_test across hosts: one launcher per node, bootstrap callbacks over TCP.
-$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c tests/integ/coll_test.c tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
 
-$(BUILD)/tests/coll_test_fault: tests/integ/coll_test.c $(FAULTLIB)
+$(BUILD)/tests/coll_test_fault: $(COLL_TEST_SRC) $(FAULTLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "arcoll.h"
-#include "core/core.h"
+#include "core/coll.h"
 
 static double now_us(void)
 {

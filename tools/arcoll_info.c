@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "arcoll.h"
-#include "core/core.h"
+#include "core/coll.h"
 #include "verbs/verbs.h"
 
 #define INFO_MAX_BYTES ((size_t)1 << 40) /* sizes above this print as "inf" */

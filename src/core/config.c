@@ -26,10 +26,13 @@ typedef struct cfg_var {
 } cfg_var_t;
 
 static const char *const cfg_channels[] = {"smp", "verbs", NULL};
-/* One list for both collectives (the index is the CORE_ALG_* value); the
- * alltoall-only ones are refused for allgather in core_config_set. */
-static const char *const cfg_algs[] = {"direct",    "pap", "shm_direct", "pap_shm", "sa",
-                                       "sa_direct", "rd",  "leader",     "auto",    NULL};
+/* The names of core/algs.h's list (the index is the CORE_ALG_* value), then
+ * auto; core_config_set refuses one that does not serve the variable's
+ * collective. */
+#define CFG_ALG_NAME(id, name, colls)  #name,
+#define CFG_ALG_COLLS(id, name, colls) colls,
+static const char *const cfg_algs[] = {CORE_ALG_LIST(CFG_ALG_NAME) "auto", NULL};
+static const unsigned cfg_alg_colls[] = {CORE_ALG_LIST(CFG_ALG_COLLS) ALGS_ALL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
@@ -47,10 +50,10 @@ const char *core_alg_name(int alg)
     return alg >= 0 && alg < CORE_ALG_COUNT ? cfg_algs[alg] : "?";
 }
 
-int core_alg_alltoall_only(int alg)
+int core_alg_serves(int alg, int coll)
 {
-    return alg == CORE_ALG_SA || alg == CORE_ALG_SA_DIRECT || alg == CORE_ALG_RD ||
-           alg == CORE_ALG_LEADER;
+    return alg >= 0 && alg < CORE_ALG_COUNT && coll >= 0 && coll < 6 &&
+           (cfg_alg_colls[alg] & (1u << coll)) != 0;
 }
 
 static const cfg_var_t cfg_vars[] = {
@@ -63,7 +66,17 @@ static const cfg_var_t cfg_vars[] = {
      "(receive-side distribution), leader (one leader per node, Direct), auto (by size and "
      "job shape, ARCOLL_TUNE)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
-     "allgather algorithm: direct, pap, shm_direct, pap_shm or auto"},
+     "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
+     "rdh (recursive doubling in distance-halving order, seed 003) or auto"},
+    {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "pap", 0, 0, 1,
+     "alltoallv algorithm: direct or pap (linear; copy path), or auto"},
+    {"ARCOLL_ALLGATHERV_ALG", CFG_ENUM, CFG_OFF(allgatherv_alg), cfg_algs, "auto", 0, 0, 1,
+     "allgatherv algorithm: direct, pap, ring, rdd, rdh or auto (by size)"},
+    {"ARCOLL_REDUCE_SCATTER_ALG", CFG_ENUM, CFG_OFF(reduce_scatter_alg), cfg_algs, "auto", 0, 0, 1,
+     "reduce_scatter_block algorithm: direct, pap, ring, rdd (recursive halving), rdh "
+     "(distance-halving order, seed 003) or auto (by size)"},
+    {"ARCOLL_ALLREDUCE_ALG", CFG_ENUM, CFG_OFF(allreduce_alg), cfg_algs, "auto", 0, 0, 1,
+     "allreduce algorithm (reduce-scatter + allgather): direct, pap, ring, rdd, rdh or auto"},
     {"ARCOLL_TUNE", CFG_TUNE, CFG_OFF(tune), NULL, "default", 0, 0, 1,
      "auto's tuning table: COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG rules separated by '#', or "
      "file:PATH; consulted before the default table"},
@@ -227,6 +240,11 @@ err_value:
     return ARCOLL_ERR_CONFIG;
 }
 
+/* The algorithm variables, by collective (the COLL_* order of core/req.h). */
+static const size_t cfg_alg_vars[] = {CFG_OFF(alltoall_alg),       CFG_OFF(allgather_alg),
+                                      CFG_OFF(alltoallv_alg),      CFG_OFF(allgatherv_alg),
+                                      CFG_OFF(reduce_scatter_alg), CFG_OFF(allreduce_alg)};
+
 int core_config_set(core_config_t *cfg, const char *name, const char *value)
 {
     const cfg_var_t *v;
@@ -241,15 +259,28 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
         log_err("unknown configuration variable %s (see docs/configuration.md)", name);
         return ARCOLL_ERR_CONFIG;
     }
-    if (v->offset == CFG_OFF(allgather_alg)) {
-        int old = cfg->allgather_alg;
+    for (int c = 0; c < (int)(sizeof(cfg_alg_vars) / sizeof(cfg_alg_vars[0])); c++) {
+        int *slot, old;
+        if (v->offset != cfg_alg_vars[c])
+            continue;
+        slot = (int *)(void *)((char *)cfg + v->offset);
+        old = *slot;
         rc = cfg_var_set(cfg, v, value);
         /* After parsing, so that "SA" is refused like "sa". */
-        if (rc == ARCOLL_OK && core_alg_alltoall_only(cfg->allgather_alg)) {
-            cfg->allgather_alg = old;
-            log_err("ARCOLL_ALLGATHER_ALG=%s: that algorithm is alltoall-only (allowed: direct, "
-                    "pap, shm_direct, pap_shm, auto)",
-                    value);
+        if (rc == ARCOLL_OK && !core_alg_serves(*slot, c)) {
+            char allowed[256];
+            size_t used = 0;
+            int bad = *slot;
+            *slot = old;
+            allowed[0] = '\0';
+            for (int a = 0; a < CORE_ALG_COUNT && used + 16 < sizeof(allowed); a++)
+                if (core_alg_serves(a, c))
+                    used += (size_t)snprintf(allowed + used, sizeof(allowed) - used, "%s%s",
+                                             used ? ", " : "", cfg_algs[a]);
+            log_err("%s=%s: that algorithm is %s (allowed: %s)", name, value,
+                    cfg_alg_colls[bad] == ALGS_A2A ? "alltoall-only"
+                                                   : "not one of this collective's",
+                    allowed);
             return ARCOLL_ERR_CONFIG;
         }
         return rc;

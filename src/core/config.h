@@ -6,21 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/algs.h"
 #include "core/tune.h"
 
 enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
-enum {
-    CORE_ALG_DIRECT,
-    CORE_ALG_PAP,
-    CORE_ALG_SHM_DIRECT,
-    CORE_ALG_PAP_SHM,
-    CORE_ALG_SA,        /* alltoall only: non-leader send-side aggregation, PAP step 2 */
-    CORE_ALG_SA_DIRECT, /* alltoall only: the same with a Direct step 2 */
-    CORE_ALG_RD,        /* alltoall only: receive-side distribution */
-    CORE_ALG_LEADER,    /* alltoall only: one leader per node, Direct between leaders */
-    CORE_ALG_AUTO,      /* by size and job shape from the tuning table */
-    CORE_ALG_COUNT
-};
+/* Algorithms: the one list of core/algs.h, then auto (by size and job shape
+ * from the tuning table). */
+enum { CORE_ALG_LIST(CORE_ALG_ENUM) CORE_ALG_AUTO, CORE_ALG_COUNT };
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
@@ -35,6 +27,10 @@ typedef struct core_config {
     int channel;
     int alltoall_alg;
     int allgather_alg;
+    int alltoallv_alg;
+    int allgatherv_alg;
+    int reduce_scatter_alg;
+    int allreduce_alg;
     int path;
     size_t zcopy_threshold; /* auto: messages of at least this many bytes go zero-copy */
     size_t bounce_size;     /* payload bytes of one bounce slot */
@@ -67,8 +63,8 @@ uint64_t core_config_digest(const core_config_t *cfg);
 void core_config_print(const core_config_t *cfg, void *file);
 /* "pap", "sa", ... for a CORE_ALG_* value. */
 const char *core_alg_name(int alg);
-/* sa, sa_direct, rd, leader: no allgather form. */
-int core_alg_alltoall_only(int alg);
+/* Does the algorithm serve the collective (COLL_* of core/req.h)? auto serves all. */
+int core_alg_serves(int alg, int coll);
 /* Parse "64k", "1M", "4096" (bytes); 0 on success. */
 int core_config_parse_size(const char *s, size_t *out);
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "core/coll.h"
 #include "core/embed.h"
 #include "core/log.h"
 #include "core/profile.h"
@@ -81,13 +81,15 @@ void core_team_free(struct arcoll_team *t)
     if (t == NULL)
         return;
     c = t->ctx->chan;
+    for (unsigned i = 0; i < ARCOLL_MAX_INFLIGHT; i++)
+        eng_sched_release(&t->reqs[i]);
     hier_free(t);
     for (uint32_t j = 0; t->peer_region != NULL && j < t->size; j++)
         if (j != t->rank && t->peer_region[j].rkey.kind != 0)
             c->ops->rmem_release(c, &t->peer_region[j]);
     if (t->region.addr != NULL)
         c->ops->mem_free(c, &t->region);
-    free(t->peers);
+    free(t->peer_mem);
     free(t->peer_region);
     free(t->ranks);
     free(t);
@@ -144,8 +146,8 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
     t->size = (uint32_t)n;
     t->ranks = malloc(sizeof(int) * (size_t)n);
     t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
-    t->peers = calloc((size_t)n, sizeof(*t->peers));
-    if (t->ranks == NULL || t->peer_region == NULL || t->peers == NULL) {
+    t->peer_mem = calloc((size_t)n * ARCOLL_MAX_INFLIGHT, sizeof(*t->peer_mem));
+    if (t->ranks == NULL || t->peer_region == NULL || t->peer_mem == NULL) {
         log_err("arcoll_team_create: out of memory");
         rc = ARCOLL_ERR_NOMEM;
         goto err_team;
@@ -302,6 +304,8 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
     *out = t;
     return ARCOLL_OK;
 }
+
+static void core_ureqs_drop(struct arcoll_context *ctx);
 
 static void core_ctx_unlink(struct arcoll_context *ctx)
 {
@@ -467,6 +471,7 @@ int arcoll_finalize(arcoll_context_t ctx)
     if (!lost)
         rc = ctx->boot->barrier(ctx->boot);
     core_ctx_unlink(ctx);
+    core_ureqs_drop(ctx);
     while (ctx->teams != NULL) {
         struct arcoll_team *t = ctx->teams;
         ctx->teams = t->next;
@@ -582,10 +587,10 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
         rc = core_team_check(team, "arcoll_team_destroy");
         if (rc != ARCOLL_OK)
             return rc;
-        if (team == ctx->teams || team->ctx != ctx || team->req.active) {
+        if (team == ctx->teams || team->ctx != ctx || coll_team_busy(team)) {
             log_err("arcoll_team_destroy: %s", team == ctx->teams ? "the world team is "
                                                                     "freed by arcoll_finalize"
-                                               : team->req.active
+                                               : coll_team_busy(team)
                                                    ? "a collective is in "
                                                      "progress"
                                                    : "team belongs to another context");
@@ -616,9 +621,72 @@ int arcoll_team_size(arcoll_team_t team)
     return core_team_check(team, "arcoll_team_size") == ARCOLL_OK ? (int)team->size : -1;
 }
 
+/* Live handles of nonblocking calls: a handle is checked against this list,
+ * so that a spent or finalized one is an error, not a use after free. */
+static struct arcoll_request *core_ureqs;
+#define CORE_REQ_MAGIC 0x6172636f6c6c5251ULL
+
+static void core_ureq_unlink(struct arcoll_request *u)
+{
+    for (struct arcoll_request **pp = &core_ureqs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == u) {
+            *pp = u->next;
+            break;
+        }
+    }
+    u->magic = 0;
+    free(u);
+}
+
+/* Handles of a context that finalize frees: the calls are gone with it. */
+static void core_ureqs_drop(struct arcoll_context *ctx)
+{
+    struct arcoll_request **pp = &core_ureqs;
+
+    while (*pp != NULL) {
+        struct arcoll_request *u = *pp;
+        if (u->ctx != ctx) {
+            pp = &u->next;
+            continue;
+        }
+        if (u->r != NULL)
+            u->r->ureq = NULL;
+        *pp = u->next;
+        u->magic = 0;
+        free(u);
+    }
+}
+
+/* Started call r (or rc) -> the caller's handle. A call that finished (or
+ * was a no-op) at once is handed back as NULL, which test/wait treat as
+ * complete. */
+static int core_ureq_make(struct arcoll_context *ctx, coll_req_t *r, int rc, arcoll_request_t *req)
+{
+    struct arcoll_request *u;
+
+    *req = NULL;
+    if (rc != ARCOLL_INPROGRESS)
+        return rc;
+    u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        /* The call is under way on every rank: finish it here rather than fail. */
+        log_warn("nonblocking call: out of memory for a handle; completing it now");
+        return coll_wait(r);
+    }
+    u->magic = CORE_REQ_MAGIC;
+    u->ctx = ctx;
+    u->r = r;
+    u->status = ARCOLL_INPROGRESS;
+    r->ureq = u;
+    u->next = core_ureqs;
+    core_ureqs = u;
+    *req = u;
+    return ARCOLL_OK;
+}
+
 /* site: the application's return address, for the profiler. */
-static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, void *rbuf,
-                     size_t bytes, arcoll_request_t *req, const void *site)
+static int core_coll_args(arcoll_team_t team, coll_args_t *a, arcoll_request_t *req,
+                          const void *site)
 {
     coll_req_t *r;
     const void *given = core_call_site; /* arcoll_call_site: applies to this call only */
@@ -627,17 +695,31 @@ static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, voi
     core_call_site = NULL;
     if (given != NULL)
         site = given;
-    rc = core_team_check(team, type == COLL_ALLTOALL ? "alltoall" : "allgather");
+    rc = core_team_check(team, coll_type_name(a->type));
     if (rc != ARCOLL_OK)
         return rc;
-    rc = coll_start(team, type, sbuf, rbuf, bytes, site, &r);
-    if (req != NULL) {
-        /* A request that finished (or was a no-op) at once is handed back as NULL,
-         * which test/wait treat as complete. */
-        *req = rc == ARCOLL_INPROGRESS ? (arcoll_request_t)(void *)r : NULL;
-        return rc == ARCOLL_INPROGRESS ? ARCOLL_OK : rc;
-    }
+    a->in_place = a->sbuf == ARCOLL_IN_PLACE;
+    rc = coll_start_args(team, a, site, &r);
+    if (req != NULL)
+        return core_ureq_make(team->ctx, r, rc, req);
     return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
+}
+
+static int core_coll(arcoll_team_t team, coll_type_t type, const void *sbuf, void *rbuf,
+                     size_t bytes, arcoll_request_t *req, const void *site)
+{
+    coll_args_t a = {.type = type, .sbuf = sbuf, .rbuf = rbuf, .bytes = bytes};
+
+    return core_coll_args(team, &a, req, site);
+}
+
+/* A nonblocking call needs somewhere to put its handle. */
+static int core_req_arg(arcoll_request_t *req, const char *what)
+{
+    if (req != NULL)
+        return ARCOLL_OK;
+    log_err("%s: request pointer is NULL", what);
+    return ARCOLL_ERR_INVALID;
 }
 
 int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes)
@@ -653,72 +735,204 @@ int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t by
 int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                      arcoll_request_t *req)
 {
-    if (req == NULL) {
-        log_err("arcoll_ialltoall: request pointer is NULL");
-        return ARCOLL_ERR_INVALID;
-    }
-    return core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, req, __builtin_return_address(0));
+    int rc = core_req_arg(req, "arcoll_ialltoall");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_coll(team, COLL_ALLTOALL, sbuf, rbuf, bytes, req,
+                                       __builtin_return_address(0));
 }
 
 int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                       arcoll_request_t *req)
 {
-    if (req == NULL) {
-        log_err("arcoll_iallgather: request pointer is NULL");
-        return ARCOLL_ERR_INVALID;
-    }
-    return core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, req, __builtin_return_address(0));
+    int rc = core_req_arg(req, "arcoll_iallgather");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_coll(team, COLL_ALLGATHER, sbuf, rbuf, bytes, req,
+                                       __builtin_return_address(0));
 }
 
-static int core_req_check(arcoll_request_t *req, coll_req_t **out)
+static int core_alltoallv(arcoll_team_t team, const void *sbuf, const size_t *scounts,
+                          const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                          const size_t *rdispls, arcoll_request_t *req, const void *site)
 {
-    coll_req_t *r;
+    coll_args_t a = {.type = COLL_ALLTOALLV,
+                     .sbuf = sbuf,
+                     .rbuf = rbuf,
+                     .scounts = scounts,
+                     .sdispls = sdispls,
+                     .rcounts = rcounts,
+                     .rdispls = rdispls};
 
+    return core_coll_args(team, &a, req, site);
+}
+
+int arcoll_alltoallv(arcoll_team_t team, const void *sbuf, const size_t *scounts,
+                     const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                     const size_t *rdispls)
+{
+    return core_alltoallv(team, sbuf, scounts, sdispls, rbuf, rcounts, rdispls, NULL,
+                          __builtin_return_address(0));
+}
+
+int arcoll_ialltoallv(arcoll_team_t team, const void *sbuf, const size_t *scounts,
+                      const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                      const size_t *rdispls, arcoll_request_t *req)
+{
+    int rc = core_req_arg(req, "arcoll_ialltoallv");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_alltoallv(team, sbuf, scounts, sdispls, rbuf, rcounts, rdispls,
+                                            req, __builtin_return_address(0));
+}
+
+static int core_allgatherv(arcoll_team_t team, const void *sbuf, size_t sbytes, void *rbuf,
+                           const size_t *rcounts, const size_t *rdispls, arcoll_request_t *req,
+                           const void *site)
+{
+    coll_args_t a = {.type = COLL_ALLGATHERV,
+                     .sbuf = sbuf,
+                     .rbuf = rbuf,
+                     .bytes = sbytes,
+                     .rcounts = rcounts,
+                     .rdispls = rdispls};
+
+    return core_coll_args(team, &a, req, site);
+}
+
+int arcoll_allgatherv(arcoll_team_t team, const void *sbuf, size_t sbytes, void *rbuf,
+                      const size_t *rcounts, const size_t *rdispls)
+{
+    return core_allgatherv(team, sbuf, sbytes, rbuf, rcounts, rdispls, NULL,
+                           __builtin_return_address(0));
+}
+
+int arcoll_iallgatherv(arcoll_team_t team, const void *sbuf, size_t sbytes, void *rbuf,
+                       const size_t *rcounts, const size_t *rdispls, arcoll_request_t *req)
+{
+    int rc = core_req_arg(req, "arcoll_iallgatherv");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_allgatherv(team, sbuf, sbytes, rbuf, rcounts, rdispls, req,
+                                             __builtin_return_address(0));
+}
+
+static int core_reduce(arcoll_team_t team, coll_type_t type, const void *sbuf, void *rbuf,
+                       size_t count, arcoll_dtype_t dtype, arcoll_op_t op, arcoll_request_t *req,
+                       const void *site)
+{
+    coll_args_t a = {
+        .type = type, .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op};
+
+    return core_coll_args(team, &a, req, site);
+}
+
+int arcoll_reduce_scatter_block(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                                arcoll_dtype_t dtype, arcoll_op_t op)
+{
+    return core_reduce(team, COLL_REDUCE_SCATTER, sbuf, rbuf, count, dtype, op, NULL,
+                       __builtin_return_address(0));
+}
+
+int arcoll_ireduce_scatter_block(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                                 arcoll_dtype_t dtype, arcoll_op_t op, arcoll_request_t *req)
+{
+    int rc = core_req_arg(req, "arcoll_ireduce_scatter_block");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_reduce(team, COLL_REDUCE_SCATTER, sbuf, rbuf, count, dtype, op,
+                                         req, __builtin_return_address(0));
+}
+
+int arcoll_allreduce(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                     arcoll_dtype_t dtype, arcoll_op_t op)
+{
+    return core_reduce(team, COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, NULL,
+                       __builtin_return_address(0));
+}
+
+int arcoll_iallreduce(arcoll_team_t team, const void *sbuf, void *rbuf, size_t count,
+                      arcoll_dtype_t dtype, arcoll_op_t op, arcoll_request_t *req)
+{
+    int rc = core_req_arg(req, "arcoll_iallreduce");
+
+    return rc != ARCOLL_OK ? rc
+                           : core_reduce(team, COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, req,
+                                         __builtin_return_address(0));
+}
+
+static int core_req_check(arcoll_request_t *req, struct arcoll_request **out)
+{
+    struct arcoll_request *u;
+
+    *out = NULL;
     if (req == NULL) {
         log_err("arcoll_test/wait: request pointer is NULL");
         return ARCOLL_ERR_INVALID;
     }
-    r = (coll_req_t *)(void *)*req;
-    if (r == NULL) {
-        *out = NULL;
+    if (*req == NULL)
         return ARCOLL_OK;
+    for (u = core_ureqs; u != NULL; u = u->next) {
+        if (u == *req) {
+            *out = u;
+            return ARCOLL_OK;
+        }
     }
-    for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
-        for (struct arcoll_team *t = c->teams; t != NULL; t = t->next)
-            if (r == &t->req && (r->active || r->status != ARCOLL_INPROGRESS)) {
-                *out = r;
-                return ARCOLL_OK;
-            }
-    log_err("arcoll_test/wait: invalid, completed or finalized request %p", (void *)r);
+    log_err("arcoll_test/wait: invalid, completed or finalized request %p", (void *)*req);
     return ARCOLL_ERR_STATE;
+}
+
+/* The call behind u is over: hand its status back and spend the handle. */
+static int core_req_spend(arcoll_request_t *req, struct arcoll_request *u)
+{
+    int rc = u->status;
+
+    core_ureq_unlink(u);
+    *req = NULL;
+    return rc;
 }
 
 int arcoll_test(arcoll_request_t *req)
 {
-    coll_req_t *r;
-    int rc = core_req_check(req, &r);
+    struct arcoll_request *u;
+    int rc = core_req_check(req, &u);
 
-    if (rc != ARCOLL_OK || r == NULL)
+    if (rc != ARCOLL_OK || u == NULL)
         return rc;
-    rc = coll_progress(r);
-    if (rc != ARCOLL_INPROGRESS) {
-        r->status = ARCOLL_INPROGRESS; /* the handle is spent */
-        *req = NULL;
+    if (u->r != NULL) {
+        coll_team_progress(u->r->team);
+        if (u->r != NULL)
+            return ARCOLL_INPROGRESS;
     }
-    return rc;
+    return core_req_spend(req, u);
 }
 
 int arcoll_wait(arcoll_request_t *req)
 {
-    coll_req_t *r;
-    int rc = core_req_check(req, &r);
+    struct arcoll_request *u;
+    int rc = core_req_check(req, &u);
 
-    if (rc != ARCOLL_OK || r == NULL)
+    if (rc != ARCOLL_OK || u == NULL)
         return rc;
-    rc = coll_wait(r);
-    r->status = ARCOLL_INPROGRESS;
-    *req = NULL;
-    return rc;
+    if (u->r != NULL)
+        coll_wait(u->r);
+    return core_req_spend(req, u);
+}
+
+int arcoll_waitall(int n, arcoll_request_t *reqs)
+{
+    int first = ARCOLL_OK;
+
+    if (n < 0 || (n > 0 && reqs == NULL)) {
+        log_err("arcoll_waitall: %d requests at %p", n, (void *)reqs);
+        return ARCOLL_ERR_INVALID;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = arcoll_wait(&reqs[i]);
+        if (rc != ARCOLL_OK && first == ARCOLL_OK)
+            first = rc;
+    }
+    return first;
 }
 
 int arcoll_progress(arcoll_context_t ctx)
@@ -728,8 +942,7 @@ int arcoll_progress(arcoll_context_t ctx)
     if (rc != ARCOLL_OK)
         return rc;
     for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
-        if (t->req.active)
-            coll_progress(&t->req); /* errors are reported by arcoll_test/wait */
+        coll_team_progress(t); /* errors are reported by arcoll_test/wait */
     return ARCOLL_OK;
 }
 

@@ -65,6 +65,12 @@ typedef struct hier {
     uint8_t *pub; /* master, [nnodes]: done word published in this call */
     char *pack;   /* rd on a team that is not node-major: private staging */
     size_t pack_len;
+    /* Calls on the node segment run one at a time per rank (a later one waits
+     * in its start), numbered by seq: its banks, arrive and done words follow
+     * seq, not the team's epoch, so calls of other algorithms in between (or
+     * in flight) leave the argument of docs/protocol.md §10 intact. */
+    uint64_t seq;
+    int busy;
 } hier_t;
 
 /* Local planning, before the team's bootstrap exchange: group the ranks and,

@@ -2,6 +2,7 @@
  * algorithm over the world team), T(size) between ranks 0 and 1, and the
  * profile file. Format and error bounds: docs/profiling.md. */
 #include "core/profile.h"
+#include "core/coll.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -522,7 +523,7 @@ static void prof_fini_collective(struct arcoll_context *ctx, prof_t *p)
     for (size_t i = 0; i < p->nrecs; i++)
         prof_sizes_add(&set, p->recs[i].bytes);
     mine->nsizes = prof_sizes_pick(&set, mine->sizes);
-    mine->world_ok = !w->failed && !w->req.active;
+    mine->world_ok = !w->failed && !coll_team_busy(w);
     rc = b->allgather(b, &x, p->xbuf, sizeof(*p->xbuf));
     if (rc != ARCOLL_OK) {
         log_warn("ARCOLL_PROFILE: bootstrap allgather at finalize failed; no T, one clock "

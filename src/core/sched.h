@@ -47,10 +47,10 @@ typedef struct sched_seg {
 /* A message (send or receive) or a local copy: its bytes are the
  * concatenation of its segments, in order. */
 typedef struct sched_msg {
-    uint32_t peer;      /* team rank (sends, receives); unused for local copies */
-    uint32_t round;     /* dependency level, rule 1 and 4 */
-    uint32_t seg, nseg; /* segments: segs[seg .. seg + nseg) */
-    uint8_t action;     /* receives: SCHED_COPY or SCHED_REDUCE */
+    uint32_t peer;              /* team rank (sends, receives); unused for local copies */
+    uint32_t round;             /* dependency level, rule 1 and 4 */
+    uint32_t seg, nseg;         /* segments: segs[seg .. seg + nseg) */
+    uint8_t action;             /* receives: SCHED_COPY or SCHED_REDUCE */
     uint32_t src_seg, src_nseg; /* local copies: source segments (dest: seg/nseg) */
 } sched_msg_t;
 

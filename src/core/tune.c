@@ -186,14 +186,17 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
     if (r->alg < 0)
         return tune_fail(src, idx, text,
                          "unknown algorithm \"%s\"; allowed: direct, pap, shm_direct, pap_shm, "
-                         "sa, sa_direct, rd, leader",
+                         "sa, sa_direct, rd, leader, ring, rdd, rdh",
                          f[nf - 1] + 1);
     if (r->alg == CORE_ALG_AUTO)
         return tune_fail(src, idx, text, "auto cannot be a rule's algorithm: name the one to run");
-    if (r->coll == CORE_TUNE_ALLGATHER && core_alg_alltoall_only(r->alg))
+    if (r->coll == CORE_TUNE_ALLGATHER && !core_alg_serves(r->alg, r->coll))
         return tune_fail(src, idx, text,
-                         "%s is alltoall-only; allgather allows direct, pap, shm_direct, pap_shm",
+                         "%s is alltoall-only; allgather allows direct, pap, shm_direct, pap_shm, "
+                         "ring, rdd, rdh",
                          core_alg_name(r->alg));
+    if (!core_alg_serves(r->alg, r->coll))
+        return tune_fail(src, idx, text, "%s does not serve alltoall", core_alg_name(r->alg));
     return ARCOLL_OK;
 }
 
@@ -430,7 +433,10 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
 {
     switch (alg) {
     case CORE_ALG_DIRECT:
-    case CORE_ALG_PAP: return 1;
+    case CORE_ALG_PAP:
+    case CORE_ALG_RING:
+    case CORE_ALG_RDD:
+    case CORE_ALG_RDH: return 1;
     case CORE_ALG_SHM_DIRECT:
     case CORE_ALG_PAP_SHM:
     case CORE_ALG_LEADER: return shape->ppn >= 2;

@@ -6,12 +6,15 @@
  * Every team member owns one region, remotely writable by the other members:
  *
  *   [ header 64 B ]
- *   ctrl[N][2]   64 B each: peer j's arrival advertisement for epoch banks 0/1
- *   done[N]      64 B each: peer j's "all data written into your buffer" (zcopy)
- *   cred[N]      64 B each: peer j's "I consumed your fragment k" (copy path)
- *   slot[N][2]   64 B header + bounce payload: peer j's copy-path data, banks 0/1
+ *   ctrl[N][B]   64 B each: peer j's arrival advertisement, per epoch bank
+ *   done[N][B]   64 B each: peer j's "all data written into your buffer" (zcopy)
+ *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
+ *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
  *
- * Entry j is written only by team rank j, so writers never share a cache line.
+ * B = WIRE_BANKS = 2 x ARCOLL_MAX_INFLIGHT: a call of epoch e uses bank
+ * e mod B, and docs/protocol.md §5 argues why a bank is free again when a
+ * call reuses it. Entry j is written only by team rank j, so writers never
+ * share a cache line.
  */
 #ifndef ARCOLL_CORE_WIRE_H
 #define ARCOLL_CORE_WIRE_H
@@ -20,10 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arcoll.h"
 #include "core/chan.h"
 
 #define WIRE_LINE  64
-#define WIRE_MAGIC 0x6172636f6c6c3031ULL /* "arcoll01" */
+#define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT)
+/* The region of a team stays within this many bytes where it can: the bounce
+ * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. */
+#define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
+#define WIRE_BOUNCE_MIN    1024
+#define WIRE_MAGIC         0x6172636f6c6c3031ULL /* "arcoll01" */
 
 /* Status carried by a done word or a credit word. */
 enum { WIRE_ST_OK = 0, WIRE_ST_MISMATCH = 1 };
@@ -47,7 +56,8 @@ _Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
 /* An advertisement is written from the stack: the channel must copy it at the call. */
 _Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "advertisement copied");
 
-/* Banks alternate by epoch parity; docs/protocol.md argues why two suffice. */
+/* Banks rotate with the epoch; docs/protocol.md argues why WIRE_BANKS suffice
+ * for ARCOLL_MAX_INFLIGHT calls in flight. */
 static inline unsigned wire_bank(uint64_t epoch)
 {
 #ifdef ARCOLL_FAULTS
@@ -55,7 +65,7 @@ static inline unsigned wire_bank(uint64_t epoch)
     if (wire_fault_one_bank)
         return 0;
 #endif
-    return (unsigned)(epoch & 1);
+    return (unsigned)(epoch % WIRE_BANKS);
 }
 
 /* Fragment k of epoch e in a slot flag, or the credit for it. Never 0 (the
@@ -86,7 +96,9 @@ static inline unsigned wire_done_status(uint64_t word)
     return (unsigned)((word >> 1) & 0x7f);
 }
 
-/* Region layout for a team of n ranks with bounce payload b (multiple of 64). */
+/* Region layout for a team of n ranks with bounce payload b, rounded up to a
+ * multiple of 64 and lowered toward WIRE_BOUNCE_MIN to keep the region near
+ * WIRE_REGION_BUDGET (the same on every rank: it depends on n and b only). */
 typedef struct wire_layout {
     uint32_t n;
     uint64_t bounce;
@@ -95,39 +107,45 @@ typedef struct wire_layout {
 
 static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce)
 {
-    if (n == 0 || bounce > UINT64_MAX - 2 * WIRE_LINE)
+    if (n == 0)
         return -1;
+    uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * WIRE_BANKS);
+
     l->n = n;
+    if (bounce > fit)
+        bounce = fit > WIRE_BOUNCE_MIN ? fit : WIRE_BOUNCE_MIN; /* now far below 2^63 */
     l->bounce = (bounce + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
+    if (l->bounce == 0)
+        l->bounce = WIRE_LINE;
     l->off_ctrl = WIRE_LINE;
-    l->off_done = l->off_ctrl + (uint64_t)n * 2 * WIRE_LINE;
-    l->off_cred = l->off_done + (uint64_t)n * WIRE_LINE;
-    l->off_slot = l->off_cred + (uint64_t)n * WIRE_LINE;
+    l->off_done = l->off_ctrl + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
+    l->off_cred = l->off_done + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
+    l->off_slot = l->off_cred + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
     l->slot_stride = WIRE_LINE + l->bounce;
-    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / 2)
+    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / WIRE_BANKS)
         return -1;
-    l->total = l->off_slot + (uint64_t)n * 2 * l->slot_stride;
+    l->total = l->off_slot + (uint64_t)n * WIRE_BANKS * l->slot_stride;
     return 0;
 }
 
 static inline uint64_t wire_ctrl_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_ctrl + ((uint64_t)peer * 2 + bank) * WIRE_LINE;
+    return l->off_ctrl + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
 }
 
-static inline uint64_t wire_done_off(const wire_layout_t *l, uint32_t peer)
+static inline uint64_t wire_done_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_done + (uint64_t)peer * WIRE_LINE;
+    return l->off_done + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
 }
 
-static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer)
+static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_cred + (uint64_t)peer * WIRE_LINE;
+    return l->off_cred + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
 }
 
 static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_slot + ((uint64_t)peer * 2 + bank) * l->slot_stride;
+    return l->off_slot + ((uint64_t)peer * WIRE_BANKS + bank) * l->slot_stride;
 }
 
 /* Poll a word a peer writes: the acquire pairs with the writer's release (smp)

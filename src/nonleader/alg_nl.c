@@ -23,10 +23,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 #include "core/log.h"
 
 enum { NL_PH_LOCAL = 0, NL_PH_NET, NL_PH_OUT, NL_PH_DONE };
+enum { NL_V_SA = 0, NL_V_SA_DIRECT, NL_V_RD };
+
+/* Per-call state of the family (inside the request). */
+typedef struct nl_call {
+    uint32_t phase;    /* NL_PH_* */
+    uint32_t left;     /* rd: local ranks whose slice is still to copy out */
+    uint64_t seq;      /* the node segment's call number (hier.h) */
+    coll_req_t *inner; /* step 2 on the cross team */
+} nl_call_t;
+
+#define NC(r) COLL_PRIV(r, nl_call_t)
+
+/* Step 2 runs a flat algorithm on the cross team. */
+extern const coll_alg_t coll_alg_pap, coll_alg_direct;
+/* The node-master family's fitness test (src/pap/alg_shm.c). */
+const char *shm_unfit(const struct arcoll_team *t, const coll_args_t *a);
 
 #define NL_CHECK_NS 100000000ULL
 
@@ -42,19 +58,19 @@ static uint64_t nl_bank_off(const coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
 
-    return h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area;
+    return h->lay.off_send + (uint64_t)(NC(r)->seq & 1) * h->lay.area;
 }
 
 /* rd: local rank x's done word for this epoch's bank (its slice is complete,
  * or its step 1 failed with the status in the word). */
 static _Atomic uint64_t *nl_done_word(const coll_req_t *r, uint32_t x)
 {
-    return hier_arrive_line(r->team->hier, x) + 3 + (r->epoch & 1);
+    return hier_arrive_line(r->team->hier, x) + 3 + (NC(r)->seq & 1);
 }
 
 static const char *nl_phase_name(const coll_req_t *r)
 {
-    switch (r->h_phase) {
+    switch (NC(r)->phase) {
     case NL_PH_LOCAL: return "waiting for this node's ranks to arrive";
     case NL_PH_NET: return "in the inter-node step";
     default: return "waiting for this node's ranks to finish their inter-node step";
@@ -74,7 +90,7 @@ static void nl_sa_arrive(coll_req_t *r)
             memcpy(slice + ((size_t)d * h->lmax + h->lrank) * m,
                    r->sbuf + (size_t)h->node_rank[d * h->lmax + x] * m, m);
     }
-    hier_arrive_set(h, r->epoch, (uint64_t)m);
+    hier_arrive_set(h, NC(r)->seq, (uint64_t)m);
 }
 
 /* Start our cross team's alltoall of lmax-block messages (bytes - 1 if a
@@ -83,15 +99,16 @@ static int nl_inner_start(coll_req_t *r, const void *sbuf, void *rbuf, int misma
 {
     hier_t *h = r->team->hier;
     size_t bytes = r->bytes * h->lmax - (mismatch ? 1 : 0);
-    int alg = r->hier == COLL_HIER_SA_DIRECT ? CORE_ALG_DIRECT : CORE_ALG_PAP;
+    const coll_alg_t *alg = r->alg->variant == NL_V_SA_DIRECT ? &coll_alg_direct : &coll_alg_pap;
+    coll_args_t a = {.type = COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .bytes = bytes};
     coll_req_t *in;
     int rc;
 
-    rc = coll_start_ex(h->xteam, COLL_ALLTOALL, sbuf, rbuf, bytes, NULL, COLL_F_NOPROF, alg, &in);
+    rc = eng_start(h->xteam, &a, alg, COLL_F_NOPROF, NULL, &in);
     if (rc < 0)
         return rc;
-    r->inner = &h->xteam->req;
-    r->h_phase = NL_PH_NET;
+    NC(r)->inner = in;
+    NC(r)->phase = NL_PH_NET;
     return ARCOLL_OK;
 }
 
@@ -103,7 +120,7 @@ static int nl_local_sizes(coll_req_t *r, int *mismatch)
     *mismatch = 0;
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, r->epoch, &size))
+        if (!hier_arrived(h, s, NC(r)->seq, &size))
             return 0;
         if (size != r->bytes) {
             if (!*mismatch)
@@ -154,7 +171,7 @@ static int nl_rd_begin(coll_req_t *r)
     const char *src = r->sbuf;
     size_t m = r->bytes;
 
-    hier_arrive_set(h, r->epoch, (uint64_t)m);
+    hier_arrive_set(h, NC(r)->seq, (uint64_t)m);
     if (!h->node_major) {
         /* Private, not the receive area: a local rank may still be copying a
          * node-master call's data out of that (docs/protocol.md). */
@@ -189,13 +206,13 @@ static void nl_rd_copy_out(coll_req_t *r)
         uint8_t *got = &h->got[x];
         uint64_t size, w;
         const char *slice;
-        if (*got || !hier_arrived(h, x, r->epoch, &size))
+        if (*got || !hier_arrived(h, x, NC(r)->seq, &size))
             continue;
         w = atomic_load_explicit(nl_done_word(r, x), memory_order_acquire);
-        if (!wire_done_epoch_match(w, r->epoch))
+        if (!wire_done_epoch_match(w, NC(r)->seq))
             continue;
         *got = 1;
-        r->h_left--;
+        NC(r)->left--;
         if (wire_done_status(w) != 0) {
             if (!r->deferred)
                 r->deferred = -(int)wire_done_status(w); /* logged by local rank x */
@@ -223,7 +240,7 @@ static void nl_rd_publish(coll_req_t *r, int rc)
     if (h->pub[0])
         return;
     h->pub[0] = 1;
-    atomic_store_explicit(nl_done_word(r, h->lrank), wire_done_word(r->epoch, (unsigned)-rc),
+    atomic_store_explicit(nl_done_word(r, h->lrank), wire_done_word(NC(r)->seq, (unsigned)-rc),
                           memory_order_release);
 }
 
@@ -231,10 +248,10 @@ static void nl_rd_publish(coll_req_t *r, int rc)
  * is under way (that team is failed too), then fail ours. */
 static int nl_fail(coll_req_t *r, int rc)
 {
-    if (r->hier == COLL_HIER_RD)
+    if (r->alg->variant == NL_V_RD)
         nl_rd_publish(r, rc);
-    if (r->inner != NULL && r->inner->active)
-        coll_fail(r->inner, rc);
+    if (NC(r)->inner != NULL && NC(r)->inner->active)
+        coll_fail(NC(r)->inner, rc);
     return coll_fail(r, rc);
 }
 
@@ -251,7 +268,7 @@ static int nl_slow_path(coll_req_t *r, uint64_t now)
         return ARCOLL_ERR_PEER;
     }
     /* The inter-node step times out by itself, naming the peers it waits for. */
-    if (now < r->deadline_ns || r->h_phase == NL_PH_NET)
+    if (now < r->deadline_ns || NC(r)->phase == NL_PH_NET)
         return ARCOLL_INPROGRESS;
     log_err("alltoall (epoch %llu, %s, %zu bytes) timed out after %ld ms (ARCOLL_TIMEOUT_MS): %s",
             (unsigned long long)r->epoch, r->alg->name, r->bytes, r->team->ctx->cfg.timeout_ms,
@@ -260,35 +277,36 @@ static int nl_slow_path(coll_req_t *r, uint64_t now)
 }
 
 /* Returns ARCOLL_OK, or the error with the call already failed. */
-int nl_start(coll_req_t *r)
+static int nl_start(coll_req_t *r)
 {
     hier_t *h = r->team->hier;
     int rc = ARCOLL_OK;
 
-    r->inner = NULL;
-    r->h_phase = NL_PH_LOCAL;
-    r->h_left = h->lsize;
+    NC(r)->seq = ++h->seq;
+    NC(r)->inner = NULL;
+    NC(r)->phase = NL_PH_LOCAL;
+    NC(r)->left = h->lsize;
     memset(h->got, 0, (size_t)h->nnodes * h->lmax);
     memset(h->pub, 0, h->nnodes);
-    if (r->hier == COLL_HIER_RD)
+    if (r->alg->variant == NL_V_RD)
         rc = nl_rd_begin(r);
     else
         nl_sa_arrive(r);
     return rc == ARCOLL_OK ? ARCOLL_OK : nl_fail(r, rc);
 }
 
-int nl_progress(coll_req_t *r)
+static int nl_progress(coll_req_t *r)
 {
     hier_t *h = r->team->hier;
     int rc = ARCOLL_OK;
 
-    if (r->h_phase == NL_PH_LOCAL)
+    if (NC(r)->phase == NL_PH_LOCAL)
         rc = nl_sa_local(r);
-    if (rc == ARCOLL_OK && r->h_phase == NL_PH_NET) {
-        rc = coll_progress(r->inner);
+    if (rc == ARCOLL_OK && NC(r)->phase == NL_PH_NET) {
+        rc = coll_progress(NC(r)->inner);
         if (rc == ARCOLL_OK) {
-            r->h_phase = NL_PH_OUT;
-            if (r->hier == COLL_HIER_RD)
+            NC(r)->phase = NL_PH_OUT;
+            if (r->alg->variant == NL_V_RD)
                 nl_rd_publish(r, ARCOLL_OK);
             else if (!h->node_major && !r->deferred)
                 nl_sa_copy_out(r);
@@ -298,11 +316,11 @@ int nl_progress(coll_req_t *r)
     }
     if (rc < 0)
         return nl_fail(r, rc);
-    if (r->hier == COLL_HIER_RD)
+    if (r->alg->variant == NL_V_RD)
         nl_rd_copy_out(r);
-    else if (r->h_phase == NL_PH_OUT)
-        r->h_left = 0;
-    if (r->h_phase == NL_PH_OUT && r->h_left == 0)
+    else if (NC(r)->phase == NL_PH_OUT)
+        NC(r)->left = 0;
+    if (NC(r)->phase == NL_PH_OUT && NC(r)->left == 0)
         return coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
@@ -315,6 +333,37 @@ int nl_progress(coll_req_t *r)
     return ARCOLL_INPROGRESS;
 }
 
-const coll_alg_t coll_alg_sa = {.name = "sa", .tx_progress = NULL};
-const coll_alg_t coll_alg_sa_direct = {.name = "sa_direct", .tx_progress = NULL};
-const coll_alg_t coll_alg_rd = {.name = "rd", .tx_progress = NULL};
+static const char *nl_unfit(const struct arcoll_team *t, const coll_args_t *a)
+{
+    const char *why = shm_unfit(t, a);
+
+    if (why != NULL)
+        return why;
+    if (t->hier->nnodes < 2)
+        return "one node";
+    if (!t->hier->equal)
+        return "unequal ranks per node";
+    return NULL;
+}
+
+const coll_alg_t coll_alg_sa = {.name = "sa",
+                                .unfit = nl_unfit,
+                                .fallback = CORE_ALG_PAP,
+                                .serial = 1,
+                                .variant = NL_V_SA,
+                                .start = nl_start,
+                                .progress = nl_progress};
+const coll_alg_t coll_alg_sa_direct = {.name = "sa_direct",
+                                       .unfit = nl_unfit,
+                                       .fallback = CORE_ALG_DIRECT,
+                                       .serial = 1,
+                                       .variant = NL_V_SA_DIRECT,
+                                       .start = nl_start,
+                                       .progress = nl_progress};
+const coll_alg_t coll_alg_rd = {.name = "rd",
+                                .unfit = nl_unfit,
+                                .fallback = CORE_ALG_PAP,
+                                .serial = 1,
+                                .variant = NL_V_RD,
+                                .start = nl_start,
+                                .progress = nl_progress};

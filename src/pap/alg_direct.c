@@ -1,7 +1,8 @@
 /* Direct (seed 002 §4.2's baseline): at step i write to (p+i) mod N, and do
  * not move on before that peer is ready. One late peer stalls every later
  * step: this is what PAP_Direct improves on. Receiving goes on meanwhile. */
-#include "core/core.h"
+#include "core/engine.h"
+#include "pap/lin_sched.h"
 
 static int direct_tx_progress(coll_req_t *r)
 {
@@ -23,7 +24,19 @@ static int direct_tx_progress(coll_req_t *r)
     return ARCOLL_OK;
 }
 
+/* The v-forms and reductions: a linear schedule, in order after each receiver's advertisement. */
+static int direct_sched_start(coll_req_t *r)
+{
+    int rc = lin_sched_build(r, eng_sched(r));
+
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 1);
+}
+
 const coll_alg_t coll_alg_direct = {
     .name = "direct",
+    .fallback = CORE_ALG_DIRECT,
+    .is_direct = 1,
     .tx_progress = direct_tx_progress,
+    .start = direct_sched_start,
+    .progress = eng_sched_progress,
 };

@@ -3,7 +3,8 @@
  * peer while another could be served. Scan order is the paper's: from
  * (p-i) mod N on the copy path (we look at who wrote to us), from (p+i) mod N
  * on the zero-copy path (we look at who advertised to us). */
-#include "core/core.h"
+#include "core/engine.h"
+#include "pap/lin_sched.h"
 
 static uint32_t pap_peer(const coll_req_t *r, uint32_t i)
 {
@@ -23,7 +24,7 @@ static int pap_tx_progress(coll_req_t *r)
     /* Arrived peers first ... */
     for (uint32_t i = 1; r->tx_left && i < t->size; i++) {
         uint32_t peer = pap_peer(r, i);
-        if (t->peers[peer].tx_state != COLL_TX_IDLE || !r->proto->arrived(r, peer))
+        if (r->peers[peer].tx_state != COLL_TX_IDLE || !r->proto->arrived(r, peer))
             continue;
         rc = coll_tx(r, peer);
         if (rc != ARCOLL_OK)
@@ -35,7 +36,7 @@ static int pap_tx_progress(coll_req_t *r)
         return ARCOLL_OK;
     for (uint32_t i = 1; r->tx_left && i < t->size; i++) {
         uint32_t peer = pap_peer(r, i);
-        if (t->peers[peer].tx_state != COLL_TX_IDLE)
+        if (r->peers[peer].tx_state != COLL_TX_IDLE)
             continue;
         int ready = r->proto->tx_ready(r, peer);
         if (ready < 0)
@@ -49,7 +50,19 @@ static int pap_tx_progress(coll_req_t *r)
     return ARCOLL_OK;
 }
 
+/* The v-forms and reductions: a linear schedule, arrived peers first. */
+static int pap_sched_start(coll_req_t *r)
+{
+    int rc = lin_sched_build(r, eng_sched(r));
+
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 0);
+}
+
 const coll_alg_t coll_alg_pap = {
     .name = "pap",
+    .fallback = CORE_ALG_PAP,
+    .is_direct = 0,
     .tx_progress = pap_tx_progress,
+    .start = pap_sched_start,
+    .progress = eng_sched_progress,
 };

@@ -14,19 +14,35 @@
  */
 #include <string.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 #include "core/log.h"
+
+enum { SHM_PH_LOCAL = 0, SHM_PH_NET, SHM_PH_DONE };
+enum { SHM_V_DIRECT = 0, SHM_V_PAP };
+
+/* Per-call state of the family (inside the request). */
+typedef struct shm_call {
+    uint32_t phase;    /* master: SHM_PH_* */
+    uint32_t left;     /* blocks still to copy out */
+    uint64_t seq;      /* the node segment's call number (hier.h) */
+    coll_req_t *inner; /* master: phase 2 among the masters */
+} shm_call_t;
+
+#define SC(r) COLL_PRIV(r, shm_call_t)
+
+/* Phase 2 runs a flat algorithm on the masters' team. */
+extern const coll_alg_t coll_alg_pap, coll_alg_direct;
 
 static const char *shm_coll_name(const coll_req_t *r)
 {
-    return r->type == COLL_ALLTOALL ? "alltoall" : "allgather";
+    return coll_type_name(r->type);
 }
 
 static char *shm_send(const coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
 
-    return hier_at(h, h->lay.off_send + (uint64_t)wire_bank(r->epoch) * h->lay.area);
+    return hier_at(h, h->lay.off_send + (uint64_t)(SC(r)->seq & 1) * h->lay.area);
 }
 
 /* Where block (node, s -> l) sits in an area: alltoall [node][s][l],
@@ -59,18 +75,19 @@ static void shm_arrive(coll_req_t *r)
                 memcpy(dst + (size_t)l * m, r->sbuf + (size_t)h->node_rank[d * h->lmax + l] * m, m);
         }
     }
-    hier_arrive_set(h, r->epoch, (uint64_t)m);
+    hier_arrive_set(h, SC(r)->seq, (uint64_t)m);
 }
 
-int shm_start(coll_req_t *r)
+static int shm_start(coll_req_t *r)
 {
     hier_t *h = r->team->hier;
 
+    SC(r)->seq = ++h->seq;
     memset(h->got, 0, (size_t)h->nnodes * h->lmax);
     memset(h->pub, 0, h->nnodes);
-    r->h_left = r->team->size;
-    r->h_phase = hier_is_master(h) ? COLL_PH_LOCAL : COLL_PH_DONE;
-    r->inner = NULL;
+    SC(r)->left = r->team->size;
+    SC(r)->phase = hier_is_master(h) ? SHM_PH_LOCAL : SHM_PH_DONE;
+    SC(r)->inner = NULL;
     shm_arrive(r);
     return ARCOLL_OK;
 }
@@ -104,7 +121,7 @@ static void shm_copy_out(coll_req_t *r)
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint8_t *got = &h->got[h->node * h->lmax + s];
         uint64_t size;
-        if (*got || !hier_arrived(h, s, r->epoch, &size))
+        if (*got || !hier_arrived(h, s, SC(r)->seq, &size))
             continue;
         if (size != r->bytes) {
             if (!r->deferred)
@@ -117,13 +134,13 @@ static void shm_copy_out(coll_req_t *r)
             shm_copy_node(r, send, r->type == COLL_ALLTOALL ? h->node : 0, h->node, s);
         }
         *got = 1;
-        r->h_left--;
+        SC(r)->left--;
     }
-    if (h->nnodes < 2 || r->h_left == 0)
+    if (h->nnodes < 2 || SC(r)->left == 0)
         return;
-    if (r->hier == COLL_HIER_DIRECT) {
+    if (r->alg->variant == SHM_V_DIRECT) {
         uint64_t w = atomic_load_explicit(hier_word(h, h->lay.off_all), memory_order_acquire);
-        if (!wire_done_epoch_match(w, r->epoch))
+        if (!wire_done_epoch_match(w, SC(r)->seq))
             return;
     }
     for (uint32_t e = 0; e < h->nnodes; e++) {
@@ -133,7 +150,7 @@ static void shm_copy_out(coll_req_t *r)
             continue;
         w = atomic_load_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
                                  memory_order_acquire);
-        if (!wire_done_epoch_match(w, r->epoch))
+        if (!wire_done_epoch_match(w, SC(r)->seq))
             continue;
         if (wire_done_status(w) != 0) {
             if (!r->deferred)
@@ -142,7 +159,7 @@ static void shm_copy_out(coll_req_t *r)
             shm_copy_node(r, recv, e, e, HIER_NONE);
         }
         *got = 1;
-        r->h_left -= h->node_size[e];
+        SC(r)->left -= h->node_size[e];
     }
 }
 
@@ -155,7 +172,7 @@ static void shm_publish(coll_req_t *r, uint32_t e, int rc)
         return;
     h->pub[e] = 1;
     atomic_store_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
-                          wire_done_word(r->epoch, (unsigned)-rc), memory_order_release);
+                          wire_done_word(SC(r)->seq, (unsigned)-rc), memory_order_release);
 }
 
 static void shm_publish_rest(coll_req_t *r, int rc)
@@ -165,7 +182,7 @@ static void shm_publish_rest(coll_req_t *r, int rc)
     for (uint32_t e = 0; e < h->nnodes; e++)
         if (e != h->node)
             shm_publish(r, e, rc);
-    atomic_store_explicit(hier_word(h, h->lay.off_all), wire_done_word(r->epoch, (unsigned)-rc),
+    atomic_store_explicit(hier_word(h, h->lay.off_all), wire_done_word(SC(r)->seq, (unsigned)-rc),
                           memory_order_release);
 }
 
@@ -181,24 +198,29 @@ static int shm_master_local(coll_req_t *r)
 
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, r->epoch, &size))
+        if (!hier_arrived(h, s, SC(r)->seq, &size))
             return ARCOLL_OK;
         mismatch |= size != r->bytes;
     }
     if (h->nnodes < 2) {
-        r->h_phase = COLL_PH_DONE;
+        SC(r)->phase = SHM_PH_DONE;
         return ARCOLL_OK;
     }
     bytes = r->bytes * h->lmax * (r->type == COLL_ALLTOALL ? h->lmax : 1);
     if (mismatch)
         bytes--; /* >= 3: a mismatch needs two local ranks */
-    rc = coll_start_ex(h->xteam, r->type, shm_send(r), hier_at(h, h->lay.off_recv), bytes, NULL,
-                       COLL_F_INNER, r->hier == COLL_HIER_PAP ? CORE_ALG_PAP : CORE_ALG_DIRECT,
-                       &r->inner);
+    {
+        coll_args_t in = {.type = r->type,
+                          .sbuf = shm_send(r),
+                          .rbuf = hier_at(h, h->lay.off_recv),
+                          .bytes = bytes};
+        rc = eng_start(h->xteam, &in,
+                       r->alg->variant == SHM_V_PAP ? &coll_alg_pap : &coll_alg_direct,
+                       COLL_F_INNER, NULL, &SC(r)->inner);
+    }
     if (rc < 0)
         return rc;
-    r->inner = &h->xteam->req;
-    r->h_phase = COLL_PH_NET;
+    SC(r)->phase = SHM_PH_NET;
     return ARCOLL_OK;
 }
 
@@ -207,21 +229,21 @@ static int shm_master_net(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
     hier_t *h = t->hier;
-    coll_req_t *in = r->inner;
+    coll_req_t *in = SC(r)->inner;
     int rc = coll_progress(in);
 
     if (rc < 0)
         return rc; /* published by shm_fail */
-    if (r->hier == COLL_HIER_PAP) {
+    if (r->alg->variant == SHM_V_PAP) {
         /* A peer's block counts as in once its receive is done without a
          * size error (a mismatch marks it done too, and sets deferred). */
         for (uint32_t e = 0; e < h->nnodes; e++)
-            if (e != h->node && !h->pub[e] && h->xteam->peers[e].rx_done)
+            if (e != h->node && !h->pub[e] && SC(r)->inner->peers[e].rx_done)
                 shm_publish(r, e, in->deferred ? in->deferred : ARCOLL_OK);
     }
     if (rc == ARCOLL_OK) {
         shm_publish_rest(r, ARCOLL_OK);
-        r->h_phase = COLL_PH_DONE;
+        SC(r)->phase = SHM_PH_DONE;
     }
     return ARCOLL_OK;
 }
@@ -244,10 +266,10 @@ static int shm_slow_path(coll_req_t *r, uint64_t now)
             "%u of %u blocks not copied out",
             shm_coll_name(r), (unsigned long long)r->epoch, r->alg->name, r->bytes,
             r->team->ctx->cfg.timeout_ms,
-            r->h_phase == COLL_PH_LOCAL ? "waiting for this node's ranks to arrive"
-            : r->h_phase == COLL_PH_NET ? "waiting for the other nodes' masters"
-                                        : "waiting for this node's master",
-            r->h_left, r->team->size);
+            SC(r)->phase == SHM_PH_LOCAL ? "waiting for this node's ranks to arrive"
+            : SC(r)->phase == SHM_PH_NET ? "waiting for the other nodes' masters"
+                                         : "waiting for this node's master",
+            SC(r)->left, r->team->size);
     return ARCOLL_ERR_TIMEOUT;
 }
 
@@ -260,23 +282,23 @@ static int shm_fail(coll_req_t *r, int rc)
 
     if (hier_is_master(h) && h->nnodes > 1)
         shm_publish_rest(r, rc);
-    if (r->inner != NULL && r->inner->active)
-        coll_fail(r->inner, rc);
+    if (SC(r)->inner != NULL && SC(r)->inner->active)
+        coll_fail(SC(r)->inner, rc);
     return coll_fail(r, rc);
 }
 
-int shm_progress(coll_req_t *r)
+static int shm_progress(coll_req_t *r)
 {
     int rc = ARCOLL_OK;
 
-    if (r->h_phase == COLL_PH_LOCAL)
+    if (SC(r)->phase == SHM_PH_LOCAL)
         rc = shm_master_local(r);
-    if (rc == ARCOLL_OK && r->h_phase == COLL_PH_NET)
+    if (rc == ARCOLL_OK && SC(r)->phase == SHM_PH_NET)
         rc = shm_master_net(r);
     if (rc < 0)
         return shm_fail(r, rc);
     shm_copy_out(r);
-    if (r->h_left == 0 && r->h_phase == COLL_PH_DONE)
+    if (SC(r)->left == 0 && SC(r)->phase == SHM_PH_DONE)
         return coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
@@ -289,37 +311,40 @@ int shm_progress(coll_req_t *r)
     return ARCOLL_INPROGRESS;
 }
 
-static int shm_proto_none(coll_req_t *r, uint32_t peer)
+/* Why the node-master algorithms cannot run a call on a team, or NULL (the
+ * same on every rank: team shape, settings, size). Also the non-leader ones'
+ * first test (src/nonleader). */
+const char *shm_unfit(const struct arcoll_team *t, const coll_args_t *a)
 {
-    (void)r;
-    (void)peer;
-    return 0;
+    const hier_t *h = t->hier;
+
+    if (h == NULL)
+        return "no node holds two of its ranks";
+    if (a->bytes > h->max_bytes || a->bytes > t->ctx->cfg.shm_max)
+        return "messages above ARCOLL_SHM_MAX for this job shape";
+    return NULL;
 }
 
-static int shm_proto_start(coll_req_t *r)
-{
-    (void)r;
-    return ARCOLL_OK;
-}
-
-static void shm_proto_finish(coll_req_t *r)
-{
-    (void)r;
-}
-
-/* The engine's per-peer hooks do not apply: shm_progress drives the call. */
-const coll_proto_t coll_proto_node = {
-    .name = "node",
-    .start = shm_proto_start,
-    .arrived = shm_proto_none,
-    .tx_ready = shm_proto_none,
-    .tx = shm_proto_none,
-    .rx = shm_proto_none,
-    .finish = shm_proto_finish,
-};
-
-const coll_alg_t coll_alg_shm_direct = {.name = "shm_direct", .tx_progress = NULL};
-const coll_alg_t coll_alg_pap_shm = {.name = "pap_shm", .tx_progress = NULL};
+const coll_alg_t coll_alg_shm_direct = {.name = "shm_direct",
+                                        .unfit = shm_unfit,
+                                        .fallback = CORE_ALG_DIRECT,
+                                        .serial = 1,
+                                        .variant = SHM_V_DIRECT,
+                                        .start = shm_start,
+                                        .progress = shm_progress};
+const coll_alg_t coll_alg_pap_shm = {.name = "pap_shm",
+                                     .unfit = shm_unfit,
+                                     .fallback = CORE_ALG_PAP,
+                                     .serial = 1,
+                                     .variant = SHM_V_PAP,
+                                     .start = shm_start,
+                                     .progress = shm_progress};
 /* Seed 001's leader-based alltoall: the node-master machinery with a Direct
  * exchange between leaders (shm_direct under its seed-001 name). */
-const coll_alg_t coll_alg_leader = {.name = "leader", .tx_progress = NULL};
+const coll_alg_t coll_alg_leader = {.name = "leader",
+                                    .unfit = shm_unfit,
+                                    .fallback = CORE_ALG_DIRECT,
+                                    .serial = 1,
+                                    .variant = SHM_V_DIRECT,
+                                    .start = shm_start,
+                                    .progress = shm_progress};

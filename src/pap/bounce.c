@@ -4,7 +4,7 @@
  * credit for the previous one (docs/protocol.md, "Copy path"). */
 #include <string.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 #include "core/log.h"
 
 #ifdef ARCOLL_FAULTS
@@ -38,7 +38,7 @@ static int bounce_flag_match(const coll_req_t *r, uint64_t flag, uint32_t frag)
 static int bounce_arrived(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
-    const coll_peer_t *p = &t->peers[peer];
+    const coll_peer_t *p = &r->peers[peer];
 
     if (p->rx_frag > 0 || p->rx_done)
         return 1;
@@ -64,14 +64,14 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
-    coll_peer_t *p = &t->peers[peer];
+    coll_peer_t *p = &r->peers[peer];
     const chan_rmem_t *dst = &t->peer_region[peer];
     uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank);
     uint32_t k = p->tx_frag;
     int cr = t->ranks[peer], rc;
 
     if (k > 0) {
-        uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer));
+        uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer, r->bank));
         if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT))
             return coll_mismatch(r, peer, UINT64_MAX);
         if (cred != wire_frag_word(r->epoch, k - 1))
@@ -99,7 +99,7 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
-    coll_peer_t *p = &t->peers[peer];
+    coll_peer_t *p = &r->peers[peer];
     uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     uint32_t k = p->rx_frag;
@@ -111,7 +111,7 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
         /* Tell a sender that waits for credits, then fail here: never copy
          * more than our buffer holds. */
         c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
-                        &t->peer_region[peer], wire_cred_off(&t->layout, t->rank));
+                        &t->peer_region[peer], wire_cred_off(&t->layout, t->rank, r->bank));
         return coll_mismatch(r, peer, hdr->size);
     }
     memcpy(r->rbuf + (size_t)peer * r->bytes + (size_t)k * t->layout.bounce,
@@ -120,7 +120,7 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
     if (p->rx_frag == r->nfrags)
         return 1;
     rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, k), &t->peer_region[peer],
-                         wire_cred_off(&t->layout, t->rank));
+                         wire_cred_off(&t->layout, t->rank, r->bank));
     return rc == ARCOLL_OK ? 0 : rc;
 }
 

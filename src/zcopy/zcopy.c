@@ -4,7 +4,7 @@
  * buffer, then a done word after the data (docs/protocol.md, "Zero-copy"). */
 #include <string.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 #include "core/log.h"
 
 #ifdef ARCOLL_FAULTS
@@ -59,7 +59,7 @@ static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
     chan_t *c = t->ctx->chan;
 
     return c->ops->put_u64(c, t->ranks[peer], wire_done_word(r->epoch, status),
-                           &t->peer_region[peer], wire_done_off(&t->layout, t->rank));
+                           &t->peer_region[peer], wire_done_off(&t->layout, t->rank, r->bank));
 }
 
 static int zcopy_tx(coll_req_t *r, uint32_t peer)
@@ -102,7 +102,7 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
 
     if (r->zc_bounce)
         return coll_proto_bounce.rx(r, peer);
-    w = wire_load(&t->region, wire_done_off(&t->layout, peer));
+    w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
     if (!wire_done_epoch_match(w, r->epoch))
         return 0;
     if (wire_done_status(w) != WIRE_ST_OK)

@@ -11,6 +11,8 @@
  *   coll_test realloc               zero-copy into freed and reallocated buffers
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
+ *   coll_test v | inflight | vskew ITERS US
+ *                                   the other collectives (tests/integ/coll_more.c)
  *   coll_test qps N[,N...]          a few alltoalls with the configured algorithm, then
  *                                   rank i must have N_i RC QPs (one N: every rank)
  *
@@ -554,6 +556,8 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap_shm");
 }
 
+#include "coll_more.c"
+
 int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
 {
     arcoll_context_t ctx;
@@ -588,6 +592,12 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_realloc(ctx);
     else if (strcmp(mode, "bad") == 0)
         test_bad(ctx);
+    else if (strcmp(mode, "v") == 0)
+        test_v(ctx);
+    else if (strcmp(mode, "inflight") == 0)
+        test_inflight(ctx);
+    else if (strcmp(mode, "vskew") == 0)
+        test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
     else if (strcmp(mode, "kill") == 0) {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/coll.h"
 
 /* Every rank reports the same hostname: one host. */
 static int one_host_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t len)

@@ -16,7 +16,9 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/engine.h"
+
+extern const coll_alg_t coll_alg_pap, coll_alg_direct;
 
 #define MAXN   32
 #define MAXLOG 4096
@@ -83,7 +85,7 @@ static coll_peer_t peers[MAXN];
 static coll_req_t *req_init(uint32_t n, uint32_t rank, const coll_alg_t *alg,
                             const coll_proto_t *proto)
 {
-    coll_req_t *r = &team.req;
+    coll_req_t *r = &team.reqs[0];
 
     assert_true(n <= MAXN && rank < n);
     memset(&fk, 0, sizeof(fk));
@@ -91,7 +93,7 @@ static coll_req_t *req_init(uint32_t n, uint32_t rank, const coll_alg_t *alg,
     memset(peers, 0, sizeof(peers));
     team.size = n;
     team.rank = rank;
-    team.peers = peers;
+    r->peers = peers;
     r->team = &team;
     r->proto = proto;
     r->alg = alg;
@@ -644,7 +646,7 @@ static void test_pap_zcopy_direction(void **state)
     const uint64_t epoch = 5;
     coll_req_t *r = real_init(8, 3, &coll_proto_zcopy, epoch, 8);
     uint64_t done = wire_done_word(epoch, WIRE_ST_OK);
-    uint64_t done_off = wire_done_off(&team.layout, 3);
+    uint64_t done_off = wire_done_off(&team.layout, 3, wire_bank(epoch));
     size_t at = 0;
 
     (void)state;

@@ -14,8 +14,8 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
+#include "core/coll.h"
 #include "core/config.h"
-#include "core/core.h"
 #include "core/log.h"
 #include "core/tune.h"
 
@@ -354,7 +354,8 @@ static void test_fits(void **state)
 
     (void)state;
     for (int a = 0; a < CORE_ALG_COUNT; a++) {
-        int node = a != CORE_ALG_DIRECT && a != CORE_ALG_PAP;
+        int node = a == CORE_ALG_SHM_DIRECT || a == CORE_ALG_PAP_SHM || a == CORE_ALG_LEADER ||
+                   a == CORE_ALG_SA || a == CORE_ALG_SA_DIRECT || a == CORE_ALG_RD;
         int needs_equal = a == CORE_ALG_SA || a == CORE_ALG_SA_DIRECT || a == CORE_ALG_RD;
         if (a == CORE_ALG_AUTO) {
             assert_false(core_tune_fits(a, &eq));

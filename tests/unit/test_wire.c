@@ -139,16 +139,18 @@ static void test_done_word_other_epoch(void **state)
 static void test_bank_parity(void **state)
 {
     (void)state;
+    assert_int_equal(WIRE_BANKS, 2 * ARCOLL_MAX_INFLIGHT);
     assert_int_equal(wire_bank(0), 0);
     assert_int_equal(wire_bank(1), 1);
-    assert_int_equal(wire_bank(2), 0);
-    assert_int_equal(wire_bank(UINT64_MAX), 1);
-    assert_int_equal(wire_bank(UINT64_MAX - 1), 0);
+    assert_int_equal(wire_bank(WIRE_BANKS), 0);
+    assert_int_equal(wire_bank(UINT64_MAX), UINT64_MAX % WIRE_BANKS);
     for (uint64_t ep = 1; ep < 1000; ep++) {
-        assert_true(wire_bank(ep) < 2);
-        assert_int_equal(wire_bank(ep), ep % 2);
-        assert_int_not_equal(wire_bank(ep), wire_bank(ep + 1));
-        assert_int_equal(wire_bank(ep), wire_bank(ep + 2));
+        assert_true(wire_bank(ep) < WIRE_BANKS);
+        assert_int_equal(wire_bank(ep), ep % WIRE_BANKS);
+        /* Calls less than WIRE_BANKS apart never share a bank (docs/protocol.md §5). */
+        for (uint64_t d = 1; d < WIRE_BANKS; d++)
+            assert_int_not_equal(wire_bank(ep), wire_bank(ep + d));
+        assert_int_equal(wire_bank(ep), wire_bank(ep + WIRE_BANKS));
     }
     for (size_t e = 0; e < N_EPOCHS; e++)
         assert_int_not_equal(wire_bank(test_epochs[e]), wire_bank(test_epochs[e] + 1));
@@ -182,16 +184,23 @@ static int span_cmp(const void *a, const void *b)
 static void check_layout(uint32_t n, uint64_t bounce)
 {
     wire_layout_t l;
-    size_t cnt = 0, max = 1 + (size_t)n * 6;
+    size_t cnt = 0, max = 1 + (size_t)n * 4 * WIRE_BANKS;
+    uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * WIRE_BANKS);
     span_t *s;
 
     memset(&l, 0xa5, sizeof(l));
     assert_int_equal(wire_layout_init(&l, n, bounce), 0);
     assert_int_equal(l.n, n);
-    /* Bounce rounded up to whole lines. */
+    /* Bounce rounded up to whole lines, lowered to the budget but not below the minimum. */
     assert_int_equal(l.bounce % WIRE_LINE, 0);
-    assert_true(l.bounce >= bounce);
-    assert_true(l.bounce - bounce < WIRE_LINE);
+    assert_true(l.bounce >= WIRE_LINE);
+    if (bounce == 0)
+        assert_int_equal(l.bounce, WIRE_LINE);
+    else if (bounce <= fit)
+        assert_true(l.bounce >= bounce && l.bounce - bounce < WIRE_LINE);
+    else
+        assert_true(l.bounce < bounce && l.bounce >= WIRE_BOUNCE_MIN &&
+                    (l.bounce - WIRE_LINE < fit || l.bounce == WIRE_BOUNCE_MIN));
     assert_int_equal(l.slot_stride, WIRE_LINE + l.bounce);
     assert_int_equal(l.off_ctrl % WIRE_LINE, 0);
     assert_int_equal(l.off_done % WIRE_LINE, 0);
@@ -199,23 +208,17 @@ static void check_layout(uint32_t n, uint64_t bounce)
     assert_int_equal(l.off_slot % WIRE_LINE, 0);
     assert_int_equal(l.slot_stride % WIRE_LINE, 0);
     assert_int_equal(l.total % WIRE_LINE, 0);
-    /* The header line comes first; the regions follow in order, back to back. */
-    assert_true(l.off_ctrl >= WIRE_LINE);
-    assert_true(l.off_done >= l.off_ctrl + (uint64_t)n * 2 * WIRE_LINE);
-    assert_true(l.off_cred >= l.off_done + (uint64_t)n * WIRE_LINE);
-    assert_true(l.off_slot >= l.off_cred + (uint64_t)n * WIRE_LINE);
-    assert_true(l.total >= l.off_slot + (uint64_t)n * 2 * l.slot_stride);
 
     s = calloc(max, sizeof(*s));
     assert_non_null(s);
     s[cnt++] = (span_t){0, WIRE_LINE, "header"};
     for (uint32_t p = 0; p < n; p++) {
-        for (unsigned b = 0; b < 2; b++) {
+        for (unsigned b = 0; b < WIRE_BANKS; b++) {
             s[cnt++] = (span_t){wire_ctrl_off(&l, p, b), WIRE_LINE, "ctrl"};
             s[cnt++] = (span_t){wire_slot_off(&l, p, b), l.slot_stride, "slot"};
+            s[cnt++] = (span_t){wire_done_off(&l, p, b), WIRE_LINE, "done"};
+            s[cnt++] = (span_t){wire_cred_off(&l, p, b), WIRE_LINE, "cred"};
         }
-        s[cnt++] = (span_t){wire_done_off(&l, p), WIRE_LINE, "done"};
-        s[cnt++] = (span_t){wire_cred_off(&l, p), WIRE_LINE, "cred"};
     }
     assert_int_equal(cnt, max);
     for (size_t i = 0; i < cnt; i++) {
@@ -228,6 +231,8 @@ static void check_layout(uint32_t n, uint64_t bounce)
             fail_msg("n=%u bounce=%llu: %s at %llu+%llu overlaps %s at %llu", n,
                      (unsigned long long)bounce, s[i - 1].what, (unsigned long long)s[i - 1].start,
                      (unsigned long long)s[i - 1].len, s[i].what, (unsigned long long)s[i].start);
+        /* back to back: nothing wasted between entries */
+        assert_int_equal(s[i - 1].start + s[i - 1].len, s[i].start);
     }
     /* Nothing wasted at the end: the last slot ends the region. */
     assert_int_equal(s[cnt - 1].start + s[cnt - 1].len, l.total);
@@ -248,53 +253,46 @@ static void test_layout_many(void **state)
 
 static void test_layout_exact(void **state)
 {
+    const uint64_t B = WIRE_BANKS;
     wire_layout_t l;
 
     (void)state;
-    /* n = 4, bounce 100 -> 128: header, 8 ctrl, 4 done, 4 cred, 8 slots of 192. */
+    /* n = 4, bounce 100 -> 128: header, then ctrl, done, cred (4 x B lines each),
+     * then 4 x B slots of 192. */
     assert_int_equal(wire_layout_init(&l, 4, 100), 0);
     assert_int_equal(l.bounce, 128);
     assert_int_equal(l.off_ctrl, 64);
-    assert_int_equal(l.off_done, 64 + 8 * 64);
-    assert_int_equal(l.off_cred, 64 + 12 * 64);
-    assert_int_equal(l.off_slot, 64 + 16 * 64);
+    assert_int_equal(l.off_done, 64 + 4 * B * 64);
+    assert_int_equal(l.off_cred, 64 + 8 * B * 64);
+    assert_int_equal(l.off_slot, 64 + 12 * B * 64);
     assert_int_equal(l.slot_stride, 192);
-    assert_int_equal(l.total, 64 + 16 * 64 + 8 * 192);
-    assert_int_equal(wire_ctrl_off(&l, 2, 1), 64 + 5 * 64);
-    assert_int_equal(wire_done_off(&l, 3), 64 + 11 * 64);
-    assert_int_equal(wire_cred_off(&l, 1), 64 + 13 * 64);
-    assert_int_equal(wire_slot_off(&l, 1, 1), 64 + 16 * 64 + 3 * 192);
+    assert_int_equal(l.total, 64 + 12 * B * 64 + 4 * B * 192);
+    assert_int_equal(wire_ctrl_off(&l, 2, 1), 64 + (2 * B + 1) * 64);
+    assert_int_equal(wire_done_off(&l, 3, 0), l.off_done + 3 * B * 64);
+    assert_int_equal(wire_cred_off(&l, 1, 5), l.off_cred + (B + 5) * 64);
+    assert_int_equal(wire_slot_off(&l, 1, 1), l.off_slot + (B + 1) * 192);
     /* Distinct banks and distinct peers never share a ctrl or slot entry. */
     assert_int_not_equal(wire_ctrl_off(&l, 0, 1), wire_ctrl_off(&l, 1, 0));
     assert_int_not_equal(wire_slot_off(&l, 0, 1), wire_slot_off(&l, 1, 0));
 }
 
-static void test_layout_overflow(void **state)
+static void test_layout_budget(void **state)
 {
     wire_layout_t l;
-    uint64_t lim, stride;
 
     (void)state;
     assert_int_equal(wire_layout_init(&l, 0, 64), -1);
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1ULL << 40), -1);
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1ULL << 32), -1);
-    assert_int_equal(wire_layout_init(&l, 2, UINT64_MAX / 2), -1);
-    assert_int_equal(wire_layout_init(&l, 1 << 20, 1ULL << 44), -1);
-    /* A large team with a sane bounce still fits. */
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, 1 << 20), 0);
-    assert_true(l.total > (uint64_t)UINT32_MAX * 2 * (1 << 20));
-
-    /* The boundary: the largest slot that fits, and one line more. */
-    for (uint32_t n = 1; n <= 1000; n = n * 3 + 1) {
-        assert_int_equal(wire_layout_init(&l, n, 64), 0);
-        lim = (UINT64_MAX - l.off_slot) / n / 2;
-        stride = lim / WIRE_LINE * WIRE_LINE;
-        assert_int_equal(wire_layout_init(&l, n, stride - WIRE_LINE), 0);
-        assert_int_equal(l.slot_stride, stride);
-        assert_true(l.total >= l.off_slot);
-        assert_true(l.total - l.off_slot == (uint64_t)n * 2 * stride);
-        assert_int_equal(wire_layout_init(&l, n, stride), -1);
-    }
+    /* Small teams keep the configured bounce; large ones shrink it to the budget. */
+    assert_int_equal(wire_layout_init(&l, 8, 16384), 0);
+    assert_int_equal(l.bounce, 16384);
+    assert_int_equal(wire_layout_init(&l, 64, 16384), 0);
+    assert_int_equal(l.bounce, WIRE_REGION_BUDGET / (64 * WIRE_BANKS));
+    assert_int_equal(wire_layout_init(&l, 4096, 16384), 0);
+    assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
+    /* Any team size gives a region, never an overflow. */
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX), 0);
+    assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
+    assert_true(l.total > (uint64_t)UINT32_MAX * WIRE_BANKS * WIRE_BOUNCE_MIN);
 }
 
 /* ---- polling ----------------------------------------------------------- */
@@ -328,7 +326,7 @@ int main(void)
         cmocka_unit_test(test_struct_shapes),
         cmocka_unit_test(test_layout_many),
         cmocka_unit_test(test_layout_exact),
-        cmocka_unit_test(test_layout_overflow),
+        cmocka_unit_test(test_layout_budget),
         cmocka_unit_test(test_wire_load),
     };
 

@@ -1,0 +1,33 @@
+/*
+ * The one list of algorithms: its CORE_ALG_* id, its configuration name and
+ * its ops table (coll_alg_<name>, defined in the algorithm's own file).
+ * Adding an algorithm: write its file, add one X() line here.
+ */
+#ifndef ARCOLL_CORE_ALGS_H
+#define ARCOLL_CORE_ALGS_H
+
+/* Collectives an algorithm serves (bits of coll_type_t, core/req.h). */
+#define ALGS_A2A  0x01u
+#define ALGS_AG   0x02u
+#define ALGS_A2AV 0x04u
+#define ALGS_AGV  0x08u
+#define ALGS_RS   0x10u
+#define ALGS_AR   0x20u
+#define ALGS_ALL  0x3fu
+
+#define CORE_ALG_LIST(X)                                                                       \
+    X(DIRECT, direct, ALGS_ALL)                   /* linear, arrival-oblivious (seed 002) */   \
+    X(PAP, pap, ALGS_ALL)                         /* PAP_Direct (seed 002) */                  \
+    X(SHM_DIRECT, shm_direct, ALGS_A2A | ALGS_AG) /* node masters, Direct (002 4.4) */         \
+    X(PAP_SHM, pap_shm, ALGS_A2A | ALGS_AG)       /* node masters, PAP (seed 002 4.5) */       \
+    X(SA, sa, ALGS_A2A)                           /* non-leader send-side aggregation (001) */ \
+    X(SA_DIRECT, sa_direct, ALGS_A2A)             /* the same with a Direct step 2 */          \
+    X(RD, rd, ALGS_A2A)                           /* receive-side distribution (001) */        \
+    X(LEADER, leader, ALGS_A2A)                   /* one leader per node, Direct (001) */      \
+    X(RING, ring, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR) /* ring (003's baseline) */          \
+    X(RDD, rdd, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* recursive doubling/halving */     \
+    X(RDH, rdh, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* distance-halving (003) */
+
+#define CORE_ALG_ENUM(id, name, colls) CORE_ALG_##id,
+
+#endif

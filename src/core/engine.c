@@ -1,0 +1,457 @@
+/* The engine: the per-call state machine that the blocking and nonblocking
+ * calls share, the window of calls in flight, completion and failure rules
+ * (docs/protocol.md, "Completion"), and the primitives of core/engine.h.
+ * Protocols and algorithms plug in through coll_proto_t and coll_alg_t; the
+ * engine never chooses an algorithm (the dispatcher, coll.c, does). */
+#include <errno.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/engine.h"
+#include "core/log.h"
+#include "core/profile.h"
+
+#define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
+
+uint64_t core_time_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+const char *coll_type_name(coll_type_t type)
+{
+    static const char *const names[COLL_NTYPES] = {
+        "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
+
+    return (unsigned)type < COLL_NTYPES ? names[type] : "collective";
+}
+
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank);
+    wire_ctrl_t adv;
+    int rc;
+
+    memset(&adv, 0, sizeof(adv));
+    adv.size = r->bytes;
+    if (rkey != NULL) {
+        adv.rkey = *rkey;
+        adv.boff = boff;
+    }
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        int cr = t->ranks[peer];
+        rc = c->ops->put(c, cr, &adv.size, sizeof(adv) - sizeof(adv.flag), NULL,
+                         &t->peer_region[peer], off + sizeof(adv.flag));
+        if (rc != ARCOLL_OK)
+            return rc;
+        rc = c->ops->put_u64(c, cr, r->epoch, &t->peer_region[peer], off);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
+{
+    struct arcoll_team *t = r->team;
+    uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
+
+    if (wire_load(&t->region, off) != r->epoch)
+        return 0;
+    memcpy(out, (char *)t->region.addr + off, sizeof(*out));
+    return 1;
+}
+
+int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size)
+{
+    if (their_size == UINT64_MAX)
+        log_err("%s (epoch %llu): team rank %u rejected our message: it expects a "
+                "different size than our %zu bytes per rank",
+                coll_type_name(r->type), (unsigned long long)r->epoch, peer, r->bytes);
+    else
+        log_err("%s (epoch %llu): team rank %u uses %llu bytes per rank, this rank %zu: "
+                "message sizes must agree",
+                coll_type_name(r->type), (unsigned long long)r->epoch, peer,
+                (unsigned long long)their_size, r->bytes);
+    return ARCOLL_ERR_MISMATCH;
+}
+
+static int coll_tx_step(coll_req_t *r, uint32_t peer)
+{
+    coll_peer_t *p = &r->peers[peer];
+    int rc = r->proto->tx(r, peer);
+
+    if (rc == ARCOLL_ERR_MISMATCH) {
+        /* Finish the call with the others so that they see it too, then fail. */
+        r->deferred = rc;
+        rc = 1;
+    }
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        p->tx_state = COLL_TX_DONE;
+        r->tx_left--;
+    } else {
+        p->tx_state = COLL_TX_ACTIVE;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_tx(coll_req_t *r, uint32_t peer)
+{
+    return coll_tx_step(r, peer);
+}
+
+/* Continue peers whose message needs more fragments (copy path). */
+int coll_tx_continue(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    int rc;
+
+    if (r->nfrags <= 1)
+        return ARCOLL_OK;
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        if (r->peers[peer].tx_state != COLL_TX_ACTIVE)
+            continue;
+        rc = coll_tx_step(r, peer);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+static void coll_list_peers(coll_req_t *r, int want_rx, char *buf, size_t len)
+{
+    struct arcoll_team *t = r->team;
+    size_t used = 0;
+    int n = 0;
+
+    buf[0] = '\0';
+    for (uint32_t peer = 0; peer < t->size && used + 16 < len; peer++) {
+        coll_peer_t *p = &r->peers[peer];
+        int waiting = want_rx ? !p->rx_done : p->tx_state != COLL_TX_DONE;
+        if (!waiting)
+            continue;
+        if (n++ == 8) {
+            used += (size_t)snprintf(buf + used, len - used, ",...");
+            break;
+        }
+        used += (size_t)snprintf(buf + used, len - used, "%s%u", used ? "," : "", peer);
+    }
+    if (n == 0)
+        snprintf(buf, len, "none");
+}
+
+static int coll_slow_path(coll_req_t *r, uint64_t now)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    char rx[96], tx[96];
+
+    r->next_check_ns = now + COLL_CHECK_NS;
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        coll_peer_t *p = &r->peers[peer];
+        if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
+            continue;
+        int rc = c->ops->peer_check(c, t->ranks[peer]);
+        if (rc != ARCOLL_OK)
+            return rc; /* logged by the channel */
+    }
+    if (now < r->deadline_ns)
+        return ARCOLL_INPROGRESS;
+    coll_list_peers(r, 1, rx, sizeof(rx));
+    coll_list_peers(r, 0, tx, sizeof(tx));
+    log_err("%s (epoch %llu, %s/%s, %zu bytes) timed out after %ld ms (ARCOLL_TIMEOUT_MS): "
+            "no data yet from team ranks %s; could not finish sending to team ranks %s",
+            coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, r->proto->name,
+            r->bytes, t->ctx->cfg.timeout_ms, rx, tx);
+    /* What the transport knows about each peer we wait for, to tell a lost
+     * peer from a stuck link (logged, not returned). */
+    for (uint32_t peer = 0; c->ops->peer_describe != NULL && peer < t->size; peer++) {
+        coll_peer_t *p = &r->peers[peer];
+        char desc[160];
+        if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
+            continue;
+        c->ops->peer_describe(c, t->ranks[peer], desc, sizeof(desc));
+        log_warn("  team rank %u: rx %s (fragment %u), tx %s (fragment %u); %s", peer,
+                 p->rx_done ? "done" : "waiting", p->rx_frag,
+                 p->tx_state == COLL_TX_DONE ? "done"
+                 : p->tx_state               ? "active"
+                                             : "idle",
+                 p->tx_frag, desc);
+    }
+    return ARCOLL_ERR_TIMEOUT;
+}
+
+/* The call is over with r->status: the profiler notes when (once per call,
+ * never in the polling loop), the window slot is free, a node-segment call
+ * lets the next one start, and the caller's handle keeps the status. */
+static inline void coll_done(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+
+    if (__builtin_expect(r->prof_slot != 0, 0))
+        prof_call_end(t->ctx->prof, r);
+    t->nactive--;
+    if (r->alg->serial)
+        t->hier->busy = 0;
+    if (r->ureq != NULL) {
+        r->ureq->status = r->status;
+        r->ureq->r = NULL;
+        r->ureq = NULL;
+    }
+}
+
+int coll_fail(coll_req_t *r, int rc)
+{
+    r->proto->finish(r);
+    r->team->failed = rc;
+    r->status = rc;
+    r->active = 0;
+    coll_done(r);
+    return rc;
+}
+
+int coll_finish(coll_req_t *r)
+{
+    if (r->deferred)
+        return coll_fail(r, r->deferred);
+    r->proto->finish(r);
+    r->active = 0;
+    r->status = ARCOLL_OK;
+    coll_done(r);
+    return ARCOLL_OK;
+}
+
+/* One pass of the state machine: receive what landed, write what may be
+ * written, then check completion. Never blocks. */
+int coll_progress(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    int outstanding, rc;
+
+    if (!r->active)
+        return r->status;
+    if (r->proto == &coll_proto_none)
+        return r->alg->progress(r); /* a multi-phase algorithm drives itself */
+    outstanding = c->ops->progress(c);
+    if (outstanding < 0)
+        return coll_fail(r, outstanding);
+    for (uint32_t peer = 0; r->rx_left && peer < t->size; peer++) {
+        coll_peer_t *p = &r->peers[peer];
+        if (p->rx_done)
+            continue;
+        rc = r->proto->rx(r, peer);
+        if (rc == ARCOLL_ERR_MISMATCH) {
+            r->deferred = rc; /* nothing was copied; keep serving the others */
+            rc = 1;
+        }
+        if (rc < 0)
+            return coll_fail(r, rc);
+        if (rc == 1) {
+            p->rx_done = 1;
+            r->rx_left--;
+        }
+    }
+    if (r->tx_left) {
+        rc = r->alg->tx_progress(r);
+        if (rc < 0)
+            return coll_fail(r, rc);
+    }
+    if (!r->tx_left && !r->rx_left) {
+        /* The first count predates this pass's writes: count again before
+         * declaring the sends locally complete. */
+        if (outstanding == 0)
+            outstanding = c->ops->progress(c);
+        if (outstanding == 0)
+            return coll_finish(r);
+        if (outstanding < 0)
+            return coll_fail(r, outstanding);
+    }
+    rc = eng_check_time(r);
+    return rc == ARCOLL_INPROGRESS ? rc : coll_fail(r, rc);
+}
+
+int eng_check_time(coll_req_t *r)
+{
+    uint64_t now;
+
+    /* The clock is for timeouts and liveness only: read it every 64th pass. */
+    if ((++r->polls & 63) != 0)
+        return ARCOLL_INPROGRESS;
+    now = core_time_ns();
+    return now >= r->next_check_ns ? coll_slow_path(r, now) : ARCOLL_INPROGRESS;
+}
+
+/* Progress the team until the call of request slot r has completed (the
+ * window: the call ARCOLL_MAX_INFLIGHT epochs back must be done here before
+ * its slot and banks are reused; docs/protocol.md §5). */
+static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
+{
+    while (r->active) {
+        coll_team_progress(t);
+        if (r->active)
+            sched_yield();
+    }
+    return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
+}
+
+void coll_team_progress(struct arcoll_team *t)
+{
+    for (unsigned i = 0; t->nactive && i < ARCOLL_MAX_INFLIGHT; i++)
+        if (t->reqs[i].active)
+            coll_progress(&t->reqs[i]);
+}
+
+static int none_hook(coll_req_t *r, uint32_t peer)
+{
+    (void)r;
+    (void)peer;
+    return 0;
+}
+
+static int none_start(coll_req_t *r)
+{
+    (void)r;
+    return ARCOLL_OK;
+}
+
+static void none_finish(coll_req_t *r)
+{
+    (void)r;
+}
+
+const coll_proto_t coll_proto_none = {
+    .name = "none",
+    .start = none_start,
+    .arrived = none_hook,
+    .tx_ready = none_hook,
+    .tx = none_hook,
+    .rx = none_hook,
+    .finish = none_finish,
+};
+
+/* Flat algorithms serve alltoall and allgather through the per-peer
+ * protocols; everything else runs the algorithm's own start/progress. */
+static int eng_is_flat(const coll_req_t *r)
+{
+    return r->alg->tx_progress != NULL && (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER);
+}
+
+int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
+              const void *site, coll_req_t **out)
+{
+    struct arcoll_context *ctx = t->ctx;
+    coll_req_t *r;
+    int path, rc;
+
+    *out = NULL;
+    /* The window, then (node-segment algorithms) one such call at a time. */
+    r = &t->reqs[(t->seq + 1) % ARCOLL_MAX_INFLIGHT];
+    rc = coll_slot_wait(t, r);
+    while (rc == ARCOLL_OK && alg->serial && t->hier->busy) {
+        coll_team_progress(t);
+        rc = t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
+    }
+    if (rc != ARCOLL_OK) {
+        log_err("%s: an earlier call of this team failed while this one waited to start",
+                coll_type_name(a->type));
+        return rc;
+    }
+    {
+        coll_peer_t *peers = &t->peer_mem[(size_t)(r - t->reqs) * t->size];
+        struct sched_exec *sx = r->sx; /* kept across calls */
+        memset(r, 0, offsetof(coll_req_t, priv));
+        memset(peers, 0, sizeof(*peers) * t->size);
+        r->peers = peers;
+        r->sx = sx;
+    }
+    r->team = t;
+    r->args = *a;
+    r->type = a->type;
+    r->sbuf = a->sbuf;
+    r->rbuf = a->rbuf;
+    r->bytes = a->bytes;
+    r->alg = alg;
+    r->is_direct = alg->is_direct;
+    if (eng_is_flat(r)) {
+        path = ctx->cfg.path;
+        if (path == CORE_PATH_AUTO) {
+            size_t thr = ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE
+                             ? ctx->chan->zcopy_threshold
+                             : ctx->cfg.zcopy_threshold;
+            path = r->bytes >= thr ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
+        }
+        if (path == CORE_PATH_ZCOPY && !ctx->chan->zcopy)
+            path = CORE_PATH_COPY; /* the channel said so once, at init; all ranks agree */
+        r->proto = path == CORE_PATH_ZCOPY ? &coll_proto_zcopy : &coll_proto_bounce;
+        r->nfrags = (uint32_t)((r->bytes + t->layout.bounce - 1) / t->layout.bounce);
+    } else {
+        r->proto = &coll_proto_none;
+    }
+    r->epoch = ++t->seq;
+    r->bank = wire_bank(r->epoch);
+    r->tx_left = r->rx_left = t->size - 1;
+    r->step = 1;
+    r->start_ns = core_time_ns();
+    r->deadline_ns = r->start_ns + (uint64_t)ctx->cfg.timeout_ms * 1000000ULL;
+    r->next_check_ns = r->start_ns + COLL_CHECK_NS;
+    r->active = 1;
+    t->nactive++;
+    if (alg->serial)
+        t->hier->busy = 1;
+    r->status = ARCOLL_INPROGRESS;
+    /* Arrival is start_ns: the call is accepted and nothing is sent yet. */
+    if (__builtin_expect(ctx->prof != NULL, 0) && !(flags & COLL_F_NOPROF))
+        prof_call_begin(ctx->prof, r, site);
+
+    if (r->proto == &coll_proto_none) {
+        rc = alg->start(r);
+        if (rc != ARCOLL_OK)
+            return r->active ? coll_fail(r, rc) : rc;
+        *out = r;
+        return coll_progress(r);
+    }
+    /* Inner phases leave their own block where the outer call reads it. */
+    if (!(flags & COLL_F_NOSELF))
+        memcpy(r->rbuf + (size_t)t->rank * r->bytes, coll_src(r, t->rank), r->bytes);
+    r->peers[t->rank].tx_state = COLL_TX_DONE;
+    r->peers[t->rank].rx_done = 1;
+
+    rc = r->proto->start(r);
+    if (rc != ARCOLL_OK)
+        return coll_fail(r, rc);
+    *out = r;
+    return coll_progress(r);
+}
+
+int coll_wait(coll_req_t *r)
+{
+    const core_config_t *cfg = &r->team->ctx->cfg;
+    /* Oversubscribed: the peer we wait for may need our core, so yield soon. */
+    long spin = r->team->ctx->oversubscribed ? (cfg->spin_count < 32 ? cfg->spin_count : 32)
+                                             : cfg->spin_count;
+    long polls = 0;
+    int rc;
+
+    while ((rc = coll_progress(r)) == ARCOLL_INPROGRESS) {
+        /* Other calls of the team in flight may be what a peer waits for. */
+        if (r->team->nactive > 1)
+            coll_team_progress(r->team);
+        if (++polls > spin)
+            sched_yield();
+        else
+            __asm__ __volatile__("" ::: "memory");
+    }
+    return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * The engine: the exchange primitives every algorithm is written with, and
+ * the per-call machinery (start, progress, completion, failure, the window of
+ * calls in flight). Algorithms include this header, never core/coll.h (the
+ * dispatcher above them): dependencies point one way,
+ *   dispatcher (coll.c) -> algorithms (src/pap, src/nonleader, src/recdbl)
+ *     -> engine (this) -> channel (core/chan.h) -> bootstrap.
+ * docs/architecture.md.
+ */
+#ifndef ARCOLL_CORE_ENGINE_H
+#define ARCOLL_CORE_ENGINE_H
+
+#include "core/core.h"
+
+extern const coll_proto_t coll_proto_bounce;
+extern const coll_proto_t coll_proto_zcopy;
+/* Multi-phase algorithms drive the call themselves: no per-peer hooks. */
+extern const coll_proto_t coll_proto_none;
+
+/* eng_start flags for a step of another collective: leave the own block
+ * alone (the outer call reads it where it is), do not profile. */
+#define COLL_F_NOSELF 1u
+#define COLL_F_NOPROF 2u
+#define COLL_F_INNER  (COLL_F_NOSELF | COLL_F_NOPROF)
+
+/* Source of the block for a peer, and where it lands at the peer (flat). */
+static inline const char *coll_src(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALL ? r->sbuf + (size_t)peer * r->bytes : r->sbuf;
+}
+
+static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
+{
+    return r->team->ranks[peer];
+}
+
+/* A family's per-call state, inside the request. */
+#define COLL_PRIV(r, type) \
+    ((type *)(void *)((r)->priv + 0 * sizeof(char[sizeof(type) <= COLL_PRIV_BYTES ? 1 : -1])))
+
+uint64_t core_time_ns(void);
+
+/* Start algorithm alg for a validated call on team t (the dispatcher, or a
+ * family running a step on another team). Returns ARCOLL_OK (done),
+ * ARCOLL_INPROGRESS (*out is the request) or an error. */
+int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
+              const void *site, coll_req_t **out);
+/* One pass over the call: never blocks. */
+int coll_progress(coll_req_t *r);
+/* Progress until the call completes (and the team's other calls meanwhile). */
+int coll_wait(coll_req_t *r);
+/* Progress every active call of the team (errors are kept in each call). */
+void coll_team_progress(struct arcoll_team *t);
+static inline int coll_team_busy(const struct arcoll_team *t)
+{
+    return t->nactive != 0;
+}
+/* End a call with rc (< 0): the team is failed from now on. */
+int coll_fail(coll_req_t *r, int rc);
+/* Finish a call: OK, or the deferred error. */
+int coll_finish(coll_req_t *r);
+
+/* Flat algorithms: start/continue writing to one peer; continue every peer
+ * whose multi-fragment message is under way. */
+int coll_tx(coll_req_t *r, uint32_t peer);
+int coll_tx_continue(coll_req_t *r);
+/* Post our control advertisement (size, optional rkey and the buffer's offset
+ * inside the keyed memory) to every peer. */
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff);
+/* Read a peer's advertisement for this epoch; 1 if present. */
+int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
+/* The size in a peer's advertisement/slot differs from ours. */
+int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
+/* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
+ * or the error to fail the call with (logged, naming the peers waited for). */
+int eng_check_time(coll_req_t *r);
+/* "alltoall", "allreduce", ... */
+const char *coll_type_name(coll_type_t type);
+
+/*
+ * Schedules (core/sched.h, src/core/sched_run.c). An algorithm's start builds
+ * the call's schedule into eng_sched(r) (kept per request slot, so a repeated
+ * call allocates nothing), then calls eng_sched_start; its progress is
+ * eng_sched_progress. in_order: sends strictly in list order, each after its
+ * receiver advertised its arrival (the Direct baseline); otherwise sends go
+ * to arrived peers first (PAP).
+ */
+sched_t *eng_sched(coll_req_t *r);
+int eng_sched_start(coll_req_t *r, int in_order);
+int eng_sched_progress(coll_req_t *r);
+/* Free a request slot's schedule state (team teardown). */
+void eng_sched_release(coll_req_t *r);
+
+#endif

@@ -1,0 +1,533 @@
+/*
+ * The schedule executor (core/engine.h, docs/protocol.md "Schedules").
+ *
+ * Every ordered pair of ranks has one stream per call: the sender's messages
+ * to that peer, in schedule order, cut into fragments of at most one bounce
+ * slot. Fragment k of the stream goes into the sender's slot of the call's
+ * bank at the receiver, with flag wire_frag_word(epoch, k); the first
+ * fragment of each message carries the message's length in the slot header,
+ * which the receiver checks against its own schedule before it copies a
+ * byte. Fragment k > 0 waits for the receiver's credit for k - 1, as on the
+ * flat copy path; the first needs none (the bank is free, protocol.md §5).
+ *
+ * PAP: sends whose dependencies are met go first to peers whose data has
+ * already landed here, then to the rest; a receive is applied as soon as its
+ * data lands (and the local copies of its round have run).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/log.h"
+#include "core/reduce.h"
+
+#define SX_NONE UINT32_MAX
+
+typedef struct sched_exec {
+    sched_t s;
+    uint32_t cap_n, cap_msg, cap_round;
+    /* per peer */
+    uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
+    uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
+    uint32_t *rx_total;          /* fragments of the whole stream from the peer */
+    uint64_t *tx_off, *rx_off;   /* bytes of the current message done */
+    /* per message */
+    uint32_t *next_send, *next_recv; /* next message of the same stream */
+    /* per round (nrounds + 1 entries) */
+    uint32_t *send_left, *recv_left, *local_left;
+    uint32_t recv_ok, send_ok, local_ok; /* every X of rounds below it is done */
+    uint32_t sends, recvs, locals;       /* still to do */
+    uint32_t local_next;                 /* locals run in list (round) order */
+    uint32_t order_next;                 /* in_order: the one send that may go */
+    int in_order;
+    char *buf[SCHED_NBUF];
+    char *tmp;
+    size_t tmp_cap;
+} sched_exec_t;
+
+sched_t *eng_sched(coll_req_t *r)
+{
+    if (r->sx == NULL) {
+        r->sx = calloc(1, sizeof(*r->sx));
+        if (r->sx == NULL)
+            return NULL;
+        sched_init(&r->sx->s);
+    }
+    return &r->sx->s;
+}
+
+void eng_sched_release(coll_req_t *r)
+{
+    sched_exec_t *x = r->sx;
+
+    if (x == NULL)
+        return;
+    sched_free(&x->s);
+    free(x->tx_head);
+    free(x->tx_off);
+    free(x->next_send);
+    free(x->send_left);
+    free(x->tmp);
+    free(x);
+    r->sx = NULL;
+}
+
+/* Grow a reused array to n elements of sz bytes. */
+static int sx_grow(void **arr, uint32_t *cap, uint32_t n, size_t sz)
+{
+    void *p;
+
+    if (n <= *cap)
+        return ARCOLL_OK;
+    p = realloc(*arr, (size_t)n * sz);
+    if (p == NULL)
+        return ARCOLL_ERR_NOMEM;
+    *arr = p;
+    *cap = n;
+    return ARCOLL_OK;
+}
+
+/* The per-peer, per-message and per-round arrays, each one block, reused. */
+static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nround)
+{
+    uint32_t cap_n = x->cap_n;
+
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 5 * sizeof(uint32_t)) != ARCOLL_OK ||
+        sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
+        sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
+        sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
+        return ARCOLL_ERR_NOMEM;
+    x->rx_head = x->tx_head + x->cap_n;
+    x->tx_frag = x->rx_head + x->cap_n;
+    x->rx_frag = x->tx_frag + x->cap_n;
+    x->rx_total = x->rx_frag + x->cap_n;
+    x->rx_off = x->tx_off + x->cap_n;
+    x->next_recv = x->next_send + x->cap_msg;
+    x->recv_left = x->send_left + x->cap_round;
+    x->local_left = x->recv_left + x->cap_round;
+    return ARCOLL_OK;
+}
+
+static uint32_t sx_frags(uint64_t len, uint64_t bounce)
+{
+    return len == 0 ? 1 : (uint32_t)((len + bounce - 1) / bounce);
+}
+
+/* Link each stream's messages in list order; count rounds and fragments. */
+static int sx_plan(coll_req_t *r, sched_exec_t *x)
+{
+    struct arcoll_team *t = r->team;
+    const sched_t *s = &x->s;
+    uint32_t n = t->size, nr = s->nrounds + 1, *last_s, *last_r;
+    uint64_t bounce = t->layout.bounce;
+    int rc;
+
+    rc = sx_reserve(x, n, s->nsend > s->nrecv ? s->nsend : s->nrecv, nr);
+    if (rc != ARCOLL_OK)
+        return rc;
+    memset(x->tx_head, 0xff, sizeof(uint32_t) * n);
+    memset(x->rx_head, 0xff, sizeof(uint32_t) * n);
+    memset(x->tx_frag, 0, sizeof(uint32_t) * n);
+    memset(x->rx_frag, 0, sizeof(uint32_t) * n);
+    memset(x->rx_total, 0, sizeof(uint32_t) * n);
+    memset(x->tx_off, 0, sizeof(uint64_t) * n);
+    memset(x->rx_off, 0, sizeof(uint64_t) * n);
+    memset(x->send_left, 0, sizeof(uint32_t) * nr * 3);
+    /* The stream tails, kept in the fragment counters until the walk is done. */
+    last_s = x->tx_frag;
+    last_r = x->rx_frag;
+    for (uint32_t i = 0; i < s->nsend; i++) {
+        uint32_t p = s->send[i].peer;
+        if (p >= n || p == t->rank)
+            goto bad_peer;
+        x->next_send[i] = SX_NONE;
+        if (x->tx_head[p] == SX_NONE)
+            x->tx_head[p] = i;
+        else
+            x->next_send[last_s[p]] = i;
+        last_s[p] = i;
+        x->send_left[s->send[i].round]++;
+    }
+    for (uint32_t i = 0; i < s->nrecv; i++) {
+        uint32_t p = s->recv[i].peer;
+        uint64_t total;
+        if (p >= n || p == t->rank)
+            goto bad_peer;
+        x->next_recv[i] = SX_NONE;
+        if (x->rx_head[p] == SX_NONE)
+            x->rx_head[p] = i;
+        else
+            x->next_recv[last_r[p]] = i;
+        last_r[p] = i;
+        x->recv_left[s->recv[i].round]++;
+        total = (uint64_t)x->rx_total[p] + sx_frags(sched_msg_len(s, &s->recv[i]), bounce);
+        if (total >= WIRE_FRAG_REJECT) {
+            log_err("%s: more than %u copy-path fragments from one peer in one call",
+                    coll_type_name(r->type), WIRE_FRAG_REJECT - 1);
+            return ARCOLL_ERR_INVALID;
+        }
+        x->rx_total[p] = (uint32_t)total;
+    }
+    for (uint32_t i = 0; i < s->nlocal; i++)
+        x->local_left[s->local[i].round < s->nrounds ? s->local[i].round : s->nrounds]++;
+    memset(x->tx_frag, 0, sizeof(uint32_t) * n);
+    memset(x->rx_frag, 0, sizeof(uint32_t) * n);
+    x->sends = s->nsend;
+    x->recvs = s->nrecv;
+    x->locals = s->nlocal;
+    x->recv_ok = x->send_ok = x->local_ok = 0;
+    x->local_next = x->order_next = 0;
+    return ARCOLL_OK;
+
+bad_peer:
+    log_err("%s (%s): schedule names team rank out of range or this rank", coll_type_name(r->type),
+            r->alg->name);
+    return ARCOLL_ERR_INVALID;
+}
+
+/* Advance the "everything below this round is done" marks. */
+static void sx_rounds(sched_exec_t *x)
+{
+    uint32_t nr = x->s.nrounds;
+
+    while (x->recv_ok < nr && x->recv_left[x->recv_ok] == 0)
+        x->recv_ok++;
+    while (x->send_ok < nr && x->send_left[x->send_ok] == 0)
+        x->send_ok++;
+    while (x->local_ok <= nr && x->local_left[x->local_ok] == 0)
+        x->local_ok++;
+}
+
+/* Copy len bytes between the concatenations of two segment lists. */
+static void sx_copy_segs(sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
+                         const sched_seg_t *src, uint32_t ns)
+{
+    uint32_t i = 0, j = 0;
+    uint64_t di = 0, sj = 0;
+
+    while (i < nd && j < ns) {
+        uint64_t len = dst[i].len - di < src[j].len - sj ? dst[i].len - di : src[j].len - sj;
+        if (len)
+            memmove(x->buf[dst[i].buf] + dst[i].off + di, x->buf[src[j].buf] + src[j].off + sj,
+                    len);
+        di += len;
+        sj += len;
+        if (di == dst[i].len) {
+            i++;
+            di = 0;
+        }
+        if (j < ns && sj == src[j].len) {
+            j++;
+            sj = 0;
+        }
+    }
+}
+
+/* Run the local copies whose turn has come (sched.h rule 4). */
+static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
+{
+    const sched_t *s = &x->s;
+
+    while (x->local_next < s->nlocal) {
+        const sched_msg_t *m = &s->local[x->local_next];
+        uint32_t round = m->round < s->nrounds ? m->round : s->nrounds;
+        if (round > x->recv_ok || round > x->send_ok)
+            return ARCOLL_OK;
+        /* Sends of earlier rounds must be complete here before we overwrite. */
+        if (round > 0 && s->nsend > 0 && outstanding != 0)
+            return ARCOLL_OK;
+        sx_copy_segs(x, s->segs + m->seg, m->nseg, s->segs + m->src_seg, m->src_nseg);
+        x->local_next++;
+        x->locals--;
+        x->local_left[round]--;
+        sx_rounds(x);
+    }
+    (void)r;
+    return ARCOLL_OK;
+}
+
+/* Apply len bytes of the slot payload at message offset off to its segments. */
+static void sx_apply(coll_req_t *r, sched_exec_t *x, const sched_msg_t *m, uint64_t off,
+                     const char *src, uint64_t len)
+{
+    const sched_seg_t *g = x->s.segs + m->seg;
+
+    for (uint32_t i = 0; i < m->nseg && len > 0; i++) {
+        uint64_t take;
+        char *dst;
+        if (off >= g[i].len) {
+            off -= g[i].len;
+            continue;
+        }
+        take = g[i].len - off < len ? g[i].len - off : len;
+        dst = x->buf[g[i].buf] + g[i].off + off;
+        if (m->action == SCHED_REDUCE)
+            reduce_apply(r->args.dtype, r->args.op, dst, src, take / r->args.elem);
+        else
+            memcpy(dst, src, take);
+        src += take;
+        len -= take;
+        off = 0;
+    }
+}
+
+/* A stream is rejected: its remaining messages count as done, the call fails
+ * with deferred MISMATCH once everything else is over. */
+static void sx_drop_rx(sched_exec_t *x, uint32_t p)
+{
+    for (uint32_t i = x->rx_head[p]; i != SX_NONE; i = x->next_recv[i]) {
+        x->recvs--;
+        x->recv_left[x->s.recv[i].round]--;
+    }
+    x->rx_head[p] = SX_NONE;
+}
+
+static void sx_drop_tx(sched_exec_t *x, uint32_t p)
+{
+    for (uint32_t i = x->tx_head[p]; i != SX_NONE; i = x->next_send[i]) {
+        x->sends--;
+        x->send_left[x->s.send[i].round]--;
+    }
+    x->tx_head[p] = SX_NONE;
+}
+
+/* Receive what landed from peer p: one fragment at most (the next one needs
+ * our credit first). */
+static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    uint64_t off = wire_slot_off(&t->layout, p, r->bank);
+    const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
+    uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
+    const sched_msg_t *m = &x->s.recv[mi];
+    uint64_t len = sched_msg_len(&x->s, m), b = t->layout.bounce, flen;
+
+    if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
+        return ARCOLL_OK;
+    if (x->rx_off[p] == 0 && hdr->size != len) {
+        c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
+                        &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
+        if (!r->deferred)
+            log_err("%s (epoch %llu, %s): team rank %u sent %llu bytes where this rank expects "
+                    "%llu (round %u): its counts disagree with ours",
+                    coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p,
+                    (unsigned long long)hdr->size, (unsigned long long)len, m->round);
+        r->deferred = ARCOLL_ERR_MISMATCH;
+        sx_drop_rx(x, p);
+        r->peers[p].rx_done = 1;
+        return ARCOLL_OK;
+    }
+    flen = len - x->rx_off[p] < b ? len - x->rx_off[p] : b;
+    sx_apply(r, x, m, x->rx_off[p], (const char *)hdr + WIRE_LINE, flen);
+    x->rx_off[p] += flen;
+    x->rx_frag[p] = ++k;
+    r->peers[p].rx_frag = k;
+    if (x->rx_off[p] == len) {
+        x->rx_off[p] = 0;
+        x->rx_head[p] = x->next_recv[mi];
+        x->recvs--;
+        x->recv_left[m->round]--;
+        if (x->rx_head[p] == SX_NONE)
+            r->peers[p].rx_done = 1;
+    }
+    if (k < x->rx_total[p])
+        return c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, k - 1), &t->peer_region[p],
+                               wire_cred_off(&t->layout, t->rank, r->bank));
+    return ARCOLL_OK;
+}
+
+/* Write the next fragment of the stream to peer p if allowed: 1 written, 0 not. */
+static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    const chan_rmem_t *dst = &t->peer_region[p];
+    uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank), b = t->layout.bounce;
+    uint32_t k = x->tx_frag[p], mi = x->tx_head[p];
+    const sched_msg_t *m = &x->s.send[mi];
+    uint64_t len = sched_msg_len(&x->s, m), at = x->tx_off[p], flen, pos = 0;
+    const sched_seg_t *g = x->s.segs + m->seg;
+    int cr = t->ranks[p], rc;
+
+    if (m->round > x->recv_ok || m->round >= x->local_ok)
+        return 0;
+    if (k > 0) {
+        uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, p, r->bank));
+        if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT)) {
+            if (!r->deferred)
+                log_err("%s (epoch %llu, %s): team rank %u rejected our message: its counts "
+                        "disagree with ours",
+                        coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p);
+            r->deferred = ARCOLL_ERR_MISMATCH;
+            sx_drop_tx(x, p);
+            r->peers[p].tx_state = COLL_TX_DONE;
+            return 0;
+        }
+        if (cred != wire_frag_word(r->epoch, k - 1))
+            return 0;
+    } else if (x->in_order) {
+        wire_ctrl_t adv;
+        if (!coll_ctrl_read(r, p, &adv))
+            return 0; /* Direct: not before the receiver is there */
+    }
+    flen = len - at < b ? len - at : b;
+    if (at == 0) {
+        uint64_t size = len;
+        rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
+                         off + offsetof(wire_slot_hdr_t, size));
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    /* The fragment's bytes, gathered from the message's segments. */
+    for (uint32_t i = 0; i < m->nseg && pos < at + flen; i++) {
+        uint64_t lo = pos > at ? pos : at,
+                 hi = pos + g[i].len < at + flen ? pos + g[i].len : at + flen;
+        if (hi > lo) {
+            rc = c->ops->put(c, cr, x->buf[g[i].buf] + g[i].off + (lo - pos), hi - lo, NULL, dst,
+                             off + WIRE_LINE + (lo - at));
+            if (rc != ARCOLL_OK)
+                return rc;
+        }
+        pos += g[i].len;
+    }
+    rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);
+    if (rc != ARCOLL_OK)
+        return rc;
+    x->tx_frag[p] = k + 1;
+    r->peers[p].tx_frag = k + 1;
+    r->peers[p].tx_state = COLL_TX_ACTIVE;
+    x->tx_off[p] = at + flen;
+    if (x->tx_off[p] == len) {
+        x->tx_off[p] = 0;
+        x->tx_head[p] = x->next_send[mi];
+        x->sends--;
+        x->send_left[m->round]--;
+        if (x->in_order)
+            x->order_next++;
+        if (x->tx_head[p] == SX_NONE)
+            r->peers[p].tx_state = COLL_TX_DONE;
+    }
+    return 1;
+}
+
+/* Has peer p's data of this call landed here (PAP's arrival signal)? */
+static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+
+    if (x->rx_frag[p] > 0)
+        return 1;
+    return x->rx_head[p] != SX_NONE &&
+           wire_load(&t->region, wire_slot_off(&t->layout, p, r->bank)) ==
+               wire_frag_word(r->epoch, 0);
+}
+
+static int sx_sends(coll_req_t *r, sched_exec_t *x)
+{
+    struct arcoll_team *t = r->team;
+    uint32_t n = t->size;
+    int rc;
+
+    if (x->in_order) {
+        /* Direct: the list order, one message at a time. */
+        while (x->order_next < x->s.nsend) {
+            uint32_t p = x->s.send[x->order_next].peer;
+            uint32_t before = x->order_next;
+            if (x->tx_head[p] == SX_NONE) { /* dropped by a mismatch */
+                x->order_next++;
+                continue;
+            }
+            rc = sx_tx(r, x, p);
+            if (rc < 0)
+                return rc;
+            if (rc == 0 || x->order_next == before)
+                return ARCOLL_OK; /* blocked, or a multi-fragment message under way */
+        }
+        return ARCOLL_OK;
+    }
+    /* PAP: arrived peers first, then everyone (copy path: no readiness needed). */
+    for (int pass = 0; pass < 2 && x->sends; pass++) {
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t p = (t->rank + n - i) % n;
+            if (x->tx_head[p] == SX_NONE || (pass == 0 && !sx_arrived(r, x, p)))
+                continue;
+            rc = sx_tx(r, x, p);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return ARCOLL_OK;
+}
+
+int eng_sched_start(coll_req_t *r, int in_order)
+{
+    struct arcoll_team *t = r->team;
+    sched_exec_t *x = r->sx;
+    int rc;
+
+    if (x == NULL)
+        return ARCOLL_ERR_NOMEM;
+    rc = sx_plan(r, x);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (x->s.tmp_len > x->tmp_cap) {
+        char *p = realloc(x->tmp, x->s.tmp_len);
+        if (p == NULL) {
+            log_err("%s: out of memory for a %zu-byte scratch buffer", coll_type_name(r->type),
+                    x->s.tmp_len);
+            return ARCOLL_ERR_NOMEM;
+        }
+        x->tmp = p;
+        x->tmp_cap = x->s.tmp_len;
+    }
+    x->buf[SCHED_BUF_SEND] = (char *)(uintptr_t)r->args.sbuf;
+    x->buf[SCHED_BUF_RECV] = r->args.rbuf;
+    x->buf[SCHED_BUF_TMP] = x->tmp;
+    x->in_order = in_order;
+    for (uint32_t p = 0; p < t->size; p++) {
+        r->peers[p].rx_done = x->rx_head[p] == SX_NONE;
+        r->peers[p].tx_state = x->tx_head[p] == SX_NONE ? COLL_TX_DONE : COLL_TX_IDLE;
+    }
+    sx_rounds(x);
+    /* Direct waits for each receiver's readiness: receivers advertise it. */
+    return in_order ? coll_advertise(r, NULL, 0) : ARCOLL_OK;
+}
+
+int eng_sched_progress(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    sched_exec_t *x = r->sx;
+    int outstanding, rc;
+
+    outstanding = c->ops->progress(c);
+    if (outstanding < 0)
+        return coll_fail(r, outstanding);
+    rc = sx_locals(r, x, outstanding);
+    for (uint32_t p = 0; rc == ARCOLL_OK && x->recvs && p < t->size; p++)
+        if (x->rx_head[p] != SX_NONE)
+            rc = sx_rx(r, x, p);
+    if (rc == ARCOLL_OK) {
+        sx_rounds(x);
+        rc = sx_locals(r, x, outstanding);
+    }
+    if (rc == ARCOLL_OK && x->sends)
+        rc = sx_sends(r, x);
+    if (rc != ARCOLL_OK)
+        return coll_fail(r, rc);
+    sx_rounds(x);
+    if (!x->sends && !x->recvs) {
+        /* Count again after this pass's writes before calling them complete. */
+        if (outstanding == 0 || x->locals)
+            outstanding = c->ops->progress(c);
+        if (outstanding < 0)
+            return coll_fail(r, outstanding);
+        if (x->locals && sx_locals(r, x, outstanding) != ARCOLL_OK)
+            return coll_fail(r, ARCOLL_ERR_INVALID);
+        if (outstanding == 0 && !x->locals)
+            return coll_finish(r);
+    }
+    rc = eng_check_time(r);
+    return rc == ARCOLL_INPROGRESS ? rc : coll_fail(r, rc);
+}

@@ -1,0 +1,409 @@
+/*
+ * coll_test modes for the collectives around alltoall/allgather (included by
+ * coll_test.c, whose CHECK, pattern and counters it uses):
+ *
+ *   coll_test v                 alltoallv, allgatherv, reduce_scatter_block and
+ *                               allreduce x every algorithm that serves them x
+ *                               sizes 0, 1, 7, 4096, 200000 B x in place or not
+ *                               x blocking or not; every byte checked
+ *   coll_test inflight          8 nonblocking calls on one team at once (and a
+ *                               mix of collectives), completed in reverse order
+ *   coll_test vskew ITERS US    back-to-back calls of random collective,
+ *                               algorithm and size under random delays
+ *
+ * Counts, displacements and values are functions of (call, source,
+ * destination), so every rank computes what it must receive.
+ */
+
+static const char *const v_algs[] = {"direct", "pap", "ring", "rdd", "rdh"};
+#define NV_ALGS ((int)(sizeof(v_algs) / sizeof(v_algs[0])))
+static const arcoll_dtype_t v_dtypes[] = {ARCOLL_INT32, ARCOLL_INT64, ARCOLL_UINT64, ARCOLL_FLOAT,
+                                          ARCOLL_DOUBLE};
+static const char *const v_dtype_names[] = {"int32", "int64", "uint64", "float", "double"};
+static const char *const v_op_names[] = {"sum", "prod", "min", "max", "band", "bor", "bxor"};
+
+/* Bytes rank src sends rank dst in call: 0 .. max, some zero. */
+static size_t v_count(uint64_t call, int src, int dst, size_t max)
+{
+    uint64_t x = call * 2654435761u + (uint64_t)src * 40503u + (uint64_t)dst * 9176u;
+
+    if (max == 0 || (x >> 7) % 5 == 0)
+        return 0;
+    return max <= 1 ? max : (size_t)(x % max) + 1;
+}
+
+/* Shuffled displacements with gaps: block j at a place that depends on call. */
+static size_t v_displs(uint64_t call, int n, const size_t *counts, size_t *displs)
+{
+    size_t at = 0;
+
+    for (int i = 0; i < n; i++) {
+        int j = (int)((i * 5 + call) % (uint64_t)n);
+        /* 5 is coprime with the team sizes tested except 5 itself: then plain */
+        if (n % 5 == 0)
+            j = n - 1 - i;
+        displs[j] = at;
+        at += counts[j] + 3; /* a gap that must stay untouched */
+    }
+    return at;
+}
+
+static int v_wait(int rc, arcoll_request_t *req, int nonblocking)
+{
+    if (!nonblocking || rc != ARCOLL_OK)
+        return rc;
+    return arcoll_wait(req);
+}
+
+static void v_alltoallv(arcoll_team_t team, uint64_t call, size_t max, int in_place, int nb,
+                        const char *what)
+{
+    int me = arcoll_team_rank(team), n = arcoll_team_size(team);
+    size_t *sc = calloc((size_t)n * 4, sizeof(size_t)), *sd = sc + n, *rc_ = sc + 2 * n,
+           *rd = sc + 3 * n, slen, rlen;
+    uint8_t *s, *r;
+    arcoll_request_t req = NULL;
+    size_t bad = 0;
+    int rc;
+
+    for (int j = 0; j < n; j++) {
+        sc[j] = v_count(call, me, j, max);
+        rc_[j] = v_count(call, j, me, max);
+    }
+    slen = v_displs(call, n, sc, sd);
+    rlen = v_displs(call + 1, n, rc_, rd);
+    if (in_place) {
+        /* In place the send data is taken from rbuf with rcounts/rdispls: then the
+         * counts must be symmetric, so use the receive counts both ways. */
+        for (int j = 0; j < n; j++)
+            rc_[j] = v_count(call, j < me ? j : me, j < me ? me : j, max);
+        rlen = v_displs(call + 1, n, rc_, rd);
+    }
+    s = malloc(slen + 1);
+    r = malloc(rlen + 1);
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < (in_place ? rc_[j] : sc[j]); i++)
+            (in_place ? r + rd[j] : s + sd[j])[i] = pattern(call, me, j, i);
+    if (!in_place)
+        memset(r, 0xee, rlen + 1);
+    else
+        for (int j = 0; j < n; j++) /* gaps */
+            memset(r + rd[j] + rc_[j], 0xee, 3);
+    rc = nb ? arcoll_ialltoallv(team, in_place ? ARCOLL_IN_PLACE : s, sc, sd, r, rc_, rd, &req)
+            : arcoll_alltoallv(team, in_place ? ARCOLL_IN_PLACE : s, sc, sd, r, rc_, rd);
+    rc = v_wait(rc, &req, nb);
+    CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+    for (int j = 0; rc == ARCOLL_OK && j < n; j++) {
+        for (size_t i = 0; i < rc_[j]; i++)
+            if (r[rd[j] + i] != pattern(call, j, me, i) && bad++ == 0)
+                fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
+        for (size_t i = 0; i < 3; i++)
+            bad += r[rd[j] + rc_[j] + i] != 0xee;
+    }
+    if (rc == ARCOLL_OK)
+        CHECK(bad == 0, "%s: %zu wrong bytes", what, bad);
+    free(s);
+    free(r);
+    free(sc);
+}
+
+static void v_allgatherv(arcoll_team_t team, uint64_t call, size_t max, int in_place, int nb,
+                         const char *what)
+{
+    int me = arcoll_team_rank(team), n = arcoll_team_size(team);
+    size_t *cnt = calloc((size_t)n * 2, sizeof(size_t)), *dsp = cnt + n, rlen, bad = 0;
+    uint8_t *s, *r;
+    arcoll_request_t req = NULL;
+    int rc;
+
+    for (int j = 0; j < n; j++)
+        cnt[j] = v_count(call, j, 0, max);
+    rlen = v_displs(call, n, cnt, dsp);
+    s = malloc(cnt[me] + 1);
+    r = malloc(rlen + 1);
+    memset(r, 0xee, rlen + 1);
+    for (size_t i = 0; i < cnt[me]; i++)
+        (in_place ? r + dsp[me] : s)[i] = pattern(call, me, -1, i);
+    rc = nb ? arcoll_iallgatherv(team, in_place ? ARCOLL_IN_PLACE : s, cnt[me], r, cnt, dsp, &req)
+            : arcoll_allgatherv(team, in_place ? ARCOLL_IN_PLACE : s, cnt[me], r, cnt, dsp);
+    rc = v_wait(rc, &req, nb);
+    CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+    for (int j = 0; rc == ARCOLL_OK && j < n; j++) {
+        for (size_t i = 0; i < cnt[j]; i++)
+            if (r[dsp[j] + i] != pattern(call, j, -1, i) && bad++ == 0)
+                fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
+        for (size_t i = 0; i < 3; i++)
+            bad += r[dsp[j] + cnt[j] + i] != 0xee;
+    }
+    if (rc == ARCOLL_OK)
+        CHECK(bad == 0, "%s: %zu wrong bytes", what, bad);
+    free(s);
+    free(r);
+    free(cnt);
+}
+
+/* Element i of rank src's input: small values, so sums and products are exact
+ * in every type (float included) for the team sizes tested. */
+static int64_t v_val(int op, uint64_t call, int src, size_t i)
+{
+    uint64_t x = call * 13 + (uint64_t)src * 31 + i * 7;
+
+    if (op == ARCOLL_PROD)
+        return 1 + (int64_t)((x >> 3) % 2); /* 1 or 2: at most 2^16 for 16 ranks */
+    if (op == ARCOLL_MIN || op == ARCOLL_MAX)
+        return (int64_t)(x % 97) - (src % 2 ? 40 : 0);
+    return (int64_t)(x % 9);
+}
+
+static void v_put(arcoll_dtype_t d, void *buf, size_t i, int64_t v)
+{
+    switch (d) {
+    case ARCOLL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case ARCOLL_INT64: ((int64_t *)buf)[i] = v; break;
+    case ARCOLL_UINT64: ((uint64_t *)buf)[i] = (uint64_t)(v + 1000); break;
+    case ARCOLL_FLOAT: ((float *)buf)[i] = (float)v; break;
+    default: ((double *)buf)[i] = (double)v; break;
+    }
+}
+
+static int64_t v_combine(int op, int64_t a, int64_t b)
+{
+    switch (op) {
+    case ARCOLL_SUM: return a + b;
+    case ARCOLL_PROD: return a * b;
+    case ARCOLL_MIN: return a < b ? a : b;
+    case ARCOLL_MAX: return a > b ? a : b;
+    case ARCOLL_BAND: return a & b;
+    case ARCOLL_BOR: return a | b;
+    default: return a ^ b;
+    }
+}
+
+/* The expected element as the dtype's bytes. uint64 values are shifted by
+ * 1000, so fold over the shifted values. */
+static int v_expect(arcoll_dtype_t d, int op, uint64_t call, int n, size_t i, void *out)
+{
+    int64_t acc = 0;
+
+    for (int src = 0; src < n; src++) {
+        int64_t v = v_val(op, call, src, i) + (d == ARCOLL_UINT64 ? 1000 : 0);
+        acc = src == 0 ? v : v_combine(op, acc, v);
+    }
+    switch (d) {
+    case ARCOLL_INT32: *(int32_t *)out = (int32_t)acc; return 4;
+    case ARCOLL_INT64: *(int64_t *)out = acc; return 8;
+    case ARCOLL_UINT64: *(uint64_t *)out = (uint64_t)acc; return 8;
+    case ARCOLL_FLOAT: *(float *)out = (float)acc; return 4;
+    default: *(double *)out = (double)acc; return 8;
+    }
+}
+
+/* reduce_scatter_block (rs) or allreduce of about bytes bytes per result block. */
+static void v_reduce(arcoll_team_t team, int rs, int dt, int op, uint64_t call, size_t bytes,
+                     int in_place, int nb, const char *what)
+{
+    arcoll_dtype_t d = v_dtypes[dt];
+    size_t e = arcoll_dtype_size(d), count = bytes / e, total, rlen, bad = 0;
+    int me = arcoll_team_rank(team), n = arcoll_team_size(team);
+    arcoll_request_t req = NULL;
+    uint8_t *s, *r, want[8];
+    int rc;
+
+    if (bytes && !count)
+        count = 1;
+    total = rs ? count * (size_t)n : count;
+    rlen = rs && !in_place ? count : total;
+    s = malloc(total * e + 1);
+    r = malloc(rlen * e + e);
+    for (size_t i = 0; i < total; i++)
+        v_put(d, in_place ? r : s, i, v_val(op, call, me, i));
+    rc = rs ? (nb ? arcoll_ireduce_scatter_block(team, in_place ? ARCOLL_IN_PLACE : s, r, count, d,
+                                                 (arcoll_op_t)op, &req)
+                  : arcoll_reduce_scatter_block(team, in_place ? ARCOLL_IN_PLACE : s, r, count, d,
+                                                (arcoll_op_t)op))
+            : (nb ? arcoll_iallreduce(team, in_place ? ARCOLL_IN_PLACE : s, r, count, d,
+                                      (arcoll_op_t)op, &req)
+                  : arcoll_allreduce(team, in_place ? ARCOLL_IN_PLACE : s, r, count, d,
+                                     (arcoll_op_t)op));
+    rc = v_wait(rc, &req, nb);
+    CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+    for (size_t i = 0; rc == ARCOLL_OK && i < count; i++) {
+        size_t gi = rs ? (size_t)me * count + i : i;
+        int w = v_expect(d, op, call, n, gi, want);
+        if (memcmp(r + i * e, want, (size_t)w) != 0 && bad++ == 0)
+            fprintf(stderr, "[rank %d] %s: element %zu wrong\n", me, what, i);
+    }
+    if (rc == ARCOLL_OK)
+        CHECK(bad == 0, "%s: %zu wrong elements", what, bad);
+    free(s);
+    free(r);
+}
+
+static void test_v(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {0, 1, 7, 4096, 200000};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 1000;
+    char what[160];
+
+    for (int a = 0; a < NV_ALGS; a++) {
+        int flat = a < 2; /* direct and pap serve alltoallv; the others do not */
+        set(ctx, "ARCOLL_ALLTOALLV_ALG", flat ? v_algs[a] : "pap");
+        set(ctx, "ARCOLL_ALLGATHERV_ALG", v_algs[a]);
+        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", v_algs[a]);
+        set(ctx, "ARCOLL_ALLREDUCE_ALG", v_algs[a]);
+        set(ctx, "ARCOLL_ALLGATHER_ALG", v_algs[a]);
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            for (int ip = 0; ip < 2; ip++) {
+                for (int nb = 0; nb < 2; nb++) {
+                    const char *tag = nb ? " nonblocking" : "";
+                    if (flat) {
+                        snprintf(what, sizeof(what), "alltoallv %s %zu B%s%s", v_algs[a], sizes[z],
+                                 ip ? " in place" : "", tag);
+                        v_alltoallv(world, ++call, sizes[z], ip, nb, what);
+                    }
+                    snprintf(what, sizeof(what), "allgatherv %s %zu B%s%s", v_algs[a], sizes[z],
+                             ip ? " in place" : "", tag);
+                    v_allgatherv(world, ++call, sizes[z], ip, nb, what);
+                    /* The reductions: every dtype x op once per size, rotating
+                     * in place and blocking so the matrix stays small. */
+                    for (int dt = 0; dt < 5; dt++) {
+                        for (int op = 0; op < 7; op++) {
+                            if (op >= ARCOLL_BAND && (dt == 3 || dt == 4))
+                                continue;
+                            if ((dt + op + ip + nb) % 4 != 0 && sizes[z] > 4096)
+                                continue;
+                            for (int rs = 0; rs < 2; rs++) {
+                                snprintf(what, sizeof(what), "%s %s %s/%s %zu B%s%s",
+                                         rs ? "reduce_scatter_block" : "allreduce", v_algs[a],
+                                         v_dtype_names[dt], v_op_names[op], sizes[z],
+                                         ip ? " in place" : "", tag);
+                                v_reduce(world, rs, dt, op, ++call, sizes[z], ip, nb, what);
+                            }
+                        }
+                    }
+                }
+            }
+            /* allgather through the same algorithm (in place too) */
+            if (!flat || a < 2) {
+                snprintf(what, sizeof(what), "allgather %s %zu B", v_algs[a], sizes[z]);
+                one(world, 0, 0, ++call, sizes[z], what);
+            }
+        }
+    }
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+}
+
+/* 8 nonblocking calls in flight on one team, waited for newest first. */
+static void test_inflight(arcoll_context_t ctx)
+{
+    enum { K = ARCOLL_MAX_INFLIGHT };
+    arcoll_team_t world = arcoll_team_world(ctx);
+    int me = rank, n = nranks;
+    size_t bytes = 3000;
+    uint8_t *s[K], *r[K];
+    arcoll_request_t req[K];
+    int rc;
+
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < K; k++) {
+            uint64_t call = 5000 + (uint64_t)round * K + (uint64_t)k;
+            s[k] = malloc(bytes * (size_t)n);
+            r[k] = malloc(bytes * (size_t)n);
+            fill(1, call, me, n, bytes, s[k]);
+            rc = arcoll_ialltoall(world, s[k], r[k], bytes, &req[k]);
+            CHECK(rc == ARCOLL_OK, "ialltoall %d: %s", k, arcoll_strerror(rc));
+        }
+        for (int k = K - 1; k >= 0; k--) {
+            uint64_t call = 5000 + (uint64_t)round * K + (uint64_t)k;
+            rc = arcoll_wait(&req[k]);
+            CHECK(rc == ARCOLL_OK && req[k] == NULL, "wait %d: %s", k, arcoll_strerror(rc));
+            CHECK(verify(1, call, me, n, bytes, r[k], "in flight") == 0, "in flight %d: wrong", k);
+            free(s[k]);
+            free(r[k]);
+        }
+    }
+    /* More than the window: the ninth start progresses the oldest first. */
+    {
+        enum { M = 2 * K + 3 };
+        arcoll_request_t q[M];
+        uint8_t *rs[M], *rr[M];
+        for (int k = 0; k < M; k++) {
+            rs[k] = malloc(64 * (size_t)n);
+            rr[k] = malloc(64 * (size_t)n);
+            fill(0, 7000 + (uint64_t)k, me, n, 64, rs[k]);
+            rc = arcoll_iallgather(world, rs[k], rr[k], 64, &q[k]);
+            CHECK(rc == ARCOLL_OK, "iallgather %d: %s", k, arcoll_strerror(rc));
+        }
+        rc = arcoll_waitall(M, q);
+        CHECK(rc == ARCOLL_OK, "waitall: %s", arcoll_strerror(rc));
+        for (int k = 0; k < M; k++) {
+            CHECK(q[k] == NULL, "waitall left request %d", k);
+            CHECK(verify(0, 7000 + (uint64_t)k, me, n, 64, rr[k], "window") == 0,
+                  "window %d: wrong", k);
+            free(rs[k]);
+            free(rr[k]);
+        }
+    }
+    /* A mix of collectives in flight, tested round-robin until all are done. */
+    {
+        int32_t in[4][64], out[4][64];
+        arcoll_request_t q[4];
+        int left = 4;
+        for (int k = 0; k < 4; k++) {
+            for (int i = 0; i < 64; i++)
+                in[k][i] = me + k + i;
+            rc = arcoll_iallreduce(world, in[k], out[k], 64, ARCOLL_INT32, ARCOLL_SUM, &q[k]);
+            CHECK(rc == ARCOLL_OK, "iallreduce %d: %s", k, arcoll_strerror(rc));
+        }
+        while (left > 0) {
+            for (int k = 3; k >= 0; k--) {
+                if (q[k] == NULL)
+                    continue;
+                rc = arcoll_test(&q[k]);
+                if (rc != ARCOLL_INPROGRESS) {
+                    CHECK(rc == ARCOLL_OK, "test %d: %s", k, arcoll_strerror(rc));
+                    left--;
+                }
+            }
+        }
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 64; i++)
+                if (out[k][i] != n * (n - 1) / 2 + n * (k + i)) {
+                    CHECK(0, "iallreduce %d element %d: %d", k, i, out[k][i]);
+                    break;
+                }
+    }
+}
+
+/* Back-to-back random collectives, algorithms and sizes under random delays. */
+static void test_vskew(arcoll_context_t ctx, long iters, long us)
+{
+    static const char *const algs_rd[] = {"pap", "direct", "ring", "rdd", "rdh"};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 90000;
+    char what[128];
+
+    for (long it = 0; it < iters; it++) {
+        uint64_t x = (uint64_t)it * 0x9e3779b97f4a7c15ULL;
+        int kind = (int)((x >> 11) % 4), a = (int)((x >> 17) % 5);
+        size_t bytes = (size_t)((x >> 23) % 3000);
+        long delay =
+            us > 0 ? (long)(((uint64_t)it * 7919 + (uint64_t)rank * 104729) % (uint64_t)us) : 0;
+        if (delay > 0) {
+            struct timespec ts = {0, delay * 1000};
+            nanosleep(&ts, NULL);
+        }
+        set(ctx, "ARCOLL_ALLGATHERV_ALG", algs_rd[a]);
+        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", algs_rd[a]);
+        set(ctx, "ARCOLL_ALLREDUCE_ALG", algs_rd[a]);
+        set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 ? algs_rd[a] : "pap");
+        snprintf(what, sizeof(what), "vskew %ld kind %d %s %zu B", it, kind, algs_rd[a], bytes);
+        switch (kind) {
+        case 0: v_alltoallv(world, ++call, bytes, 0, (int)(it & 1), what); break;
+        case 1: v_allgatherv(world, ++call, bytes, (int)((it >> 1) & 1), 0, what); break;
+        case 2: v_reduce(world, 1, (int)(it % 3), ARCOLL_SUM, ++call, bytes, 0, 0, what); break;
+        default: v_reduce(world, 0, (int)(it % 5), ARCOLL_MAX, ++call, bytes, 0, 0, what); break;
+        }
+    }
+}
