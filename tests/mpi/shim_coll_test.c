@@ -16,10 +16,10 @@
  *     contiguous type; every rank must be served (the agreement rule);
  *   - MPI_Reduce_scatter_block and MPI_Allreduce for every mapped datatype x
  *     op, in place and not;
- *   - 8 MPI_Ialltoall in flight on one communicator, completed in reverse
- *     order with MPI_Wait; the other nonblocking forms through MPI_Waitall,
- *     MPI_Testall, MPI_Waitany and MPI_Test, mixed with point-to-point
- *     requests;
+ *   - 8 MPI_Ialltoall in flight on one communicator, an MPI_Allreduce on it
+ *     meanwhile, the 8 completed in reverse order with MPI_Wait;
+ *   - the other nonblocking forms through MPI_Waitall, MPI_Testall,
+ *     MPI_Waitany and MPI_Test, mixed with point-to-point requests;
  *   - MPI_Comm_free while an MPI_Ialltoall on the communicator is pending;
  *   - calls the shim must hand to PMPI (a user op, MPI_MAXLOC, MPI_UNSIGNED).
  * The shim's counters (arcoll_mpi_stats, found with dlsym) must show which
@@ -460,8 +460,9 @@ static void data_suite(MPI_Comm comm, const char *cname)
     }
 }
 
-/* 8 MPI_Ialltoall in flight, waited for in reverse order; every other one
- * of a non-contiguous type, freed by the program right after the start. */
+/* 8 MPI_Ialltoall in flight, waited for in reverse order after a blocking
+ * MPI_Allreduce; every other one of a non-contiguous type, freed by the
+ * program right after the start. */
 static void t_inflight(MPI_Comm comm, const char *cname)
 {
     enum { NF = 8, K = 37 };
@@ -492,6 +493,14 @@ static void t_inflight(MPI_Comm comm, const char *cname)
                             &req[i]) == MPI_SUCCESS;
         if (i % 2)
             MPI_Type_free(&t);
+    }
+    /* A blocking call beyond the 8 in flight: arcoll first completes the
+     * oldest locally. */
+    {
+        long one = me + 1, sum = 0;
+        ok &= MPI_Allreduce(&one, &sum, 1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS;
+        verdict(sum == (long)n * (n + 1) / 2, "MPI_Allreduce while 8 MPI_Ialltoall in flight",
+                cname);
     }
     for (int i = NF - 1; i >= 0; i--) {
         ok &= MPI_Wait(&req[i], MPI_STATUS_IGNORE) == MPI_SUCCESS;

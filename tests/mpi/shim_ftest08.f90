@@ -1,7 +1,8 @@
 ! shim_ftest.f90 with `use mpi_f08`: the module's wrappers (mpi_x_f08_) call
 ! Open MPI's ompi_x_f, which the shim defines; the optional ierror is left
 ! out of some calls. It checks MPI_Alltoall, MPI_Allgather (also in
-! place), MPI_Allreduce (also in place) and MPI_Ialltoall/MPI_Iallreduce with
+! place), MPI_Alltoallv, MPI_Reduce_scatter_block, MPI_Allreduce (also in
+! place) and MPI_Ialltoall/MPI_Iallreduce with
 ! MPI_Wait/MPI_Waitall against values it computes itself. That the shim ran
 ! them shows in its ARCOLL_LOG=info line at MPI_Finalize (tests/mpi/run.sh).
 ! Last line on rank 0: "shim_ftest (use mpi_f08) on N ranks: P passed, F failed".
@@ -11,14 +12,14 @@ program shim_ftest08
     integer, parameter :: nk = 300
     integer :: ierr, me, n, i, j, totals(2), mine(2)
     type(MPI_Request) :: req, reqs(2)
-    integer, allocatable :: sbuf(:), rbuf(:), ibuf(:)
+    integer, allocatable :: sbuf(:), rbuf(:), ibuf(:), scounts(:), sdispls(:), rdispls(:)
     double precision :: dv(nk), dr(nk)
     logical :: ok
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, me, ierr)
     call MPI_Comm_size(MPI_COMM_WORLD, n, ierr)
-    allocate(sbuf(nk * n), rbuf(nk * n), ibuf(nk * n))
+    allocate(sbuf(nk * n), rbuf(nk * n), ibuf(nk * n), scounts(n), sdispls(n), rdispls(n))
     mine = 0
 
     ! Element i of the block for rank j: who sends, to whom, which.
@@ -59,6 +60,40 @@ program shim_ftest08
         end do
     end do
     call check(ok, 'MPI_Allgather in place')
+
+    ! Alltoallv: c(me, j) = c(j, me) elements each way, blocks received in reverse order.
+    do j = 0, n - 1
+        scounts(j + 1) = 1 + mod(me + j, 3)
+        sdispls(j + 1) = j * nk
+        rdispls(j + 1) = (n - 1 - j) * nk
+    end do
+    rbuf = -1
+    call MPI_Alltoallv(sbuf, scounts, sdispls, MPI_INTEGER, rbuf, scounts, rdispls, &
+                       MPI_INTEGER, MPI_COMM_WORLD, ierr)
+    ok = ierr == MPI_SUCCESS
+    do j = 0, n - 1
+        do i = 1, nk
+            if (i <= scounts(j + 1)) then
+                ok = ok .and. rbuf((n - 1 - j) * nk + i) == j * 100000 + me * 1000 + i
+            else
+                ok = ok .and. rbuf((n - 1 - j) * nk + i) == -1
+            end if
+        end do
+    end do
+    call check(ok, 'MPI_Alltoallv')
+
+    do j = 0, n - 1
+        do i = 1, nk
+            ibuf(j * nk + i) = me + j + i
+        end do
+    end do
+    rbuf = -1
+    call MPI_Reduce_scatter_block(ibuf, rbuf, nk, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+    ok = ierr == MPI_SUCCESS
+    do i = 1, nk
+        ok = ok .and. rbuf(i) == n * (n - 1) / 2 + n * (me + i)
+    end do
+    call check(ok, 'MPI_Reduce_scatter_block')
 
     do i = 1, nk
         dv(i) = me + i * 0.5d0
