@@ -102,11 +102,11 @@ $(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_cloc
 			$(BENCH_SRC) -o $@ $(LINK_SHARED) -lm; \
 	else echo "  SKIP    $@: no $(MPICC) (Debian package libopenmpi-dev)"; fi
 
-# The PMPI shim: an unmodified MPI program's MPI_Alltoall/MPI_Allgather on arcoll under
+# The PMPI shim: an unmodified MPI program's collectives (C and Fortran) on arcoll under
 # LD_PRELOAD (docs/embedding.md); its test program and latency benchmark. Only where mpicc
 # exists, like arcoll-bench-mpi.
 SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
-	$(BUILD)/bin/arcoll-mpi-lat)
+	$(BUILD)/tests/shim_coll_test $(BUILD)/bin/arcoll-mpi-lat)
 all: $(SHIM)
 
 $(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c include/arcoll_mpi.h $(BUILD)/lib/libarcoll.so
@@ -119,6 +119,25 @@ $(BUILD)/tests/shim_test: tests/mpi/shim_test.c include/arcoll_mpi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -rdynamic $< -o $@
+
+$(BUILD)/tests/shim_coll_test: tests/mpi/shim_coll_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+
+# Fortran programs through the shim (`use mpi` and `use mpi_f08`), where mpifort and the
+# compiler it wraps exist (Debian: gfortran besides libopenmpi-dev); tests/mpi/run.sh says
+# so when they are missing.
+MPIFC ?= mpifort
+SHIM_FTEST := $(if $(SHIM),$(BUILD)/tests/shim_ftest $(BUILD)/tests/shim_ftest08)
+all: $(SHIM_FTEST)
+
+$(SHIM_FTEST): $(BUILD)/tests/%: tests/mpi/%.f90
+	@mkdir -p $(dir $@)
+	$(Q)if fc=$$($(MPIFC) --showme:command 2>/dev/null) && command -v $$fc >/dev/null; then \
+		$(if $(Q),echo "  FC      $@";) \
+		$(MPIFC) -O1 -g -Wall -Werror $< -o $@; \
+	else echo "  SKIP    $@: no $(MPIFC) or its Fortran compiler (Debian package gfortran)"; fi
 
 $(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h \
 		include/arcoll_mpi.h

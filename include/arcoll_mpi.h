@@ -1,8 +1,9 @@
 /*
  * libarcoll_mpi.so: a PMPI interposition library. Preloaded (LD_PRELOAD) or
- * linked before libmpi, it runs an unmodified MPI program's MPI_Alltoall and
- * MPI_Allgather on arcoll wherever it can and hands every other call to the
- * MPI library (docs/embedding.md, "The PMPI shim").
+ * linked before libmpi, it runs an unmodified MPI program's MPI_Alltoall(v),
+ * MPI_Allgather(v), MPI_Reduce_scatter_block, MPI_Allreduce and their
+ * nonblocking forms on arcoll wherever it can, from C and Fortran, and hands
+ * every other call to the MPI library (docs/embedding.md, "The PMPI shim").
  *
  * Programs need not include this header. It declares what the shim exports
  * besides the MPI functions: counters, which a test or a tool finds with
@@ -24,6 +25,20 @@ typedef struct arcoll_mpi_stats {
     unsigned long long comms_mpi;        /* communicators left to MPI for good */
     unsigned long long comms_freed;      /* arcoll contexts freed with their communicator */
     unsigned long long errors;           /* arcoll calls that failed (MPI error raised) */
+    /* The same pair for the other collectives: ran on arcoll, handed to PMPI. */
+    unsigned long long alltoallv_arcoll, alltoallv_mpi;
+    unsigned long long allgatherv_arcoll, allgatherv_mpi;
+    unsigned long long reduce_scatter_block_arcoll, reduce_scatter_block_mpi;
+    unsigned long long allreduce_arcoll, allreduce_mpi;
+    unsigned long long ialltoall_arcoll, ialltoall_mpi;
+    unsigned long long iallgather_arcoll, iallgather_mpi;
+    unsigned long long iallreduce_arcoll, iallreduce_mpi;
+    unsigned long long ialltoallv_arcoll, ialltoallv_mpi;
+    unsigned long long iallgatherv_arcoll, iallgatherv_mpi;
+    unsigned long long ireduce_scatter_block_arcoll, ireduce_scatter_block_mpi;
+    unsigned long long packed;   /* arcoll calls whose data went through a packed copy */
+    unsigned long long fortran;  /* collective calls that came through a Fortran binding */
+    unsigned long long requests; /* nonblocking arcoll calls completed (wait/test) */
 } arcoll_mpi_stats_t;
 
 /* This process's counters since MPI_Init. Returns 0. Call between MPI calls

@@ -7,8 +7,9 @@ set -eu
 PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibverbs-dev
       librdmacm-dev openmpi-bin libopenmpi-dev gnuplot-nox"
 # Optional tools used by 'make check' when present (skipped with a notice otherwise); the
-# Slurm daemons and munge: tests/slurm/ (srun --mpi=pmix).
-OPT_PKGS="valgrind clang-format munge slurmctld slurmd slurm-client"
+# Slurm daemons and munge: tests/slurm/ (srun --mpi=pmix); gfortran: mpifort for the PMPI
+# shim's Fortran tests (tests/mpi/shim_ftest*.f90).
+OPT_PKGS="valgrind clang-format munge slurmctld slurmd slurm-client gfortran"
 [ "${ARCOLL_DEPS_OPTIONAL:-1}" = 1 ] && PKGS="$PKGS $OPT_PKGS"
 missing=""
 for p in $PKGS; do

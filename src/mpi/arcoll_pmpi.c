@@ -1,29 +1,49 @@
 /*
- * libarcoll_mpi.so: MPI_Alltoall and MPI_Allgather of unmodified MPI programs
- * on arcoll, through the MPI profiling interface (docs/embedding.md, "The
- * PMPI shim").
+ * libarcoll_mpi.so: the collectives of unmodified MPI programs on arcoll,
+ * through the MPI profiling interface (docs/embedding.md, "The PMPI shim"):
+ * MPI_Alltoall(v), MPI_Allgather(v), MPI_Reduce_scatter_block, MPI_Allreduce
+ * and their nonblocking forms, from C and from Fortran.
  *
- * A communicator gets an arcoll context of its own at its first
- * MPI_Alltoall/MPI_Allgather: contexts bootstrap through callbacks, and
- * arcoll_team_create is collective over a whole context, which a
- * communicator's members alone could not satisfy. The context's bootstrap
- * runs PMPI collectives on a private copy of the communicator, so its
- * traffic never meets the application's. The context hangs on the
- * communicator as an attribute whose delete callback frees it, so it goes
- * with MPI_Comm_free; MPI_Finalize frees the remaining ones, newest first
- * (the reverse of an order every process agrees on, since creations are
- * collective), before PMPI_Finalize.
+ * A communicator gets an arcoll context of its own at its first intercepted
+ * collective: contexts bootstrap through callbacks, and arcoll_team_create is
+ * collective over a whole context, which a communicator's members alone could
+ * not satisfy. The context's bootstrap runs PMPI collectives on a private
+ * copy of the communicator, so its traffic never meets the application's.
+ * The context hangs on the communicator as an attribute whose delete callback
+ * frees it, so it goes with MPI_Comm_free; MPI_Finalize frees the remaining
+ * ones, newest first (the reverse of an order every process agrees on, since
+ * creations are collective), before PMPI_Finalize.
  *
- * Whether a communicator uses arcoll is decided once, at that first call, by
- * facts all its ranks share (intracommunicator, thread level, arcoll_init
- * succeeded everywhere). Each call then goes to arcoll when its buffers are
- * plain bytes: not MPI_IN_PLACE, predefined datatypes whose size equals their
- * extent, send bytes equal to receive bytes. Otherwise it goes to PMPI, with
- * a debug line (ARCOLL_LOG=debug).
+ * Agreement: every rank of a communicator must make the same choice between
+ * arcoll and PMPI for a call, or the two halves wait for each other forever.
+ * So the choice depends only on what MPI makes equal on all ranks: the
+ * communicator (intracommunicator, thread level, a context on every rank,
+ * decided once at its first call), the collective, and for reductions the
+ * (datatype, op) pair. Never on a rank's own datatype or count: MPI lets
+ * ranks describe the same bytes with different datatypes. Data movement
+ * therefore takes any datatype: a contiguous one goes straight to arcoll, any
+ * other is packed into a temporary buffer (and unpacked after), and
+ * MPI_IN_PLACE is served too. A reduction goes to PMPI when its datatype has
+ * no arcoll_dtype_t or its op no arcoll_op_t, with a debug line
+ * (ARCOLL_LOG=debug).
+ *
+ * Nonblocking calls return an MPI generalized request. arcoll moves only
+ * inside arcoll_test/arcoll_wait, and the MPI library cannot know that, so
+ * every MPI wait/test call is intercepted: while shim requests are pending it
+ * polls them (arcoll_test, then MPI_Grequest_complete) between nonblocking
+ * PMPI tests of the caller's requests, which keeps MPI progressing too.
+ *
+ * Fortran: Open MPI's Fortran bindings call the PMPI_ C functions, which the
+ * C definitions below never see, so the shim also defines the Fortran
+ * symbols (mpi_x_, mpi_x__, mpi_x, MPI_X for mpif.h and `use mpi`; ompi_x_f,
+ * which the mpi_f08 module's wrappers call) for every call it defines in C,
+ * MPI_Finalize and the wait/test calls included.
  */
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +53,30 @@
 
 enum { SHIM_LOG_NONE, SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEBUG };
 enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
+
+/* The collectives, blocking first; SHIM_NB + k is the nonblocking form of k. */
+enum {
+    K_ALLTOALL,
+    K_ALLGATHER,
+    K_ALLTOALLV,
+    K_ALLGATHERV,
+    K_RSB,
+    K_ALLREDUCE,
+    SHIM_NB,
+    SHIM_NKINDS = 2 * SHIM_NB
+};
+static const char *const shim_names[SHIM_NKINDS] = {"MPI_Alltoall",
+                                                    "MPI_Allgather",
+                                                    "MPI_Alltoallv",
+                                                    "MPI_Allgatherv",
+                                                    "MPI_Reduce_scatter_block",
+                                                    "MPI_Allreduce",
+                                                    "MPI_Ialltoall",
+                                                    "MPI_Iallgather",
+                                                    "MPI_Ialltoallv",
+                                                    "MPI_Iallgatherv",
+                                                    "MPI_Ireduce_scatter_block",
+                                                    "MPI_Iallreduce"};
 
 /* One communicator's state, its attribute value. */
 typedef struct shim_comm {
@@ -55,19 +99,28 @@ static unsigned shim_nlive;
  * as the others learn from the first allreduce of shim_comm_create. */
 static shim_comm_t shim_comm_nomem;
 static arcoll_mpi_stats_t shim_stats;
+static unsigned long long shim_served[SHIM_NKINDS], shim_passed[SHIM_NKINDS];
 
-/* Named datatypes known to be plain bytes. Only named ones are cached: their
+/* Named datatypes and what they are. Only named ones are cached: their
  * handles are never freed, so an entry cannot come to mean another type. */
-#define SHIM_TYPE_CACHE 8
+typedef struct shim_type {
+    size_t size;     /* bytes of data in one element */
+    MPI_Aint extent; /* from one element to the next */
+    MPI_Aint tlb;    /* where an element's data starts */
+    int contig;      /* count elements are count * size bytes at buf + tlb */
+} shim_type_t;
+#define SHIM_TYPE_CACHE 16
 static MPI_Datatype shim_types[SHIM_TYPE_CACHE];
-static size_t shim_type_size[SHIM_TYPE_CACHE];
+static shim_type_t shim_type_info[SHIM_TYPE_CACHE];
 static unsigned shim_ntypes;
+
+static void shim_req_drain(MPI_Comm comm);
 
 static void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void shim_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"", "error", "warning", "info", "debug"};
-    char msg[512];
+    char msg[2048];
     va_list ap;
 
     if (level > shim_level)
@@ -129,6 +182,7 @@ static void shim_comm_destroy(shim_comm_t *c)
 
     shim_comm_unlink(c);
     if (c->ctx != NULL) {
+        shim_req_drain(c->comm);
         rc = arcoll_finalize(c->ctx);
         if (rc != ARCOLL_OK)
             shim_log(SHIM_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
@@ -201,7 +255,7 @@ static int shim_profile_name(shim_comm_t *c, char *name, size_t len)
     return 0;
 }
 
-/* Collective over comm (the first alltoall/allgather on it): copy it,
+/* Collective over comm (the first intercepted collective on it): copy it,
  * create the context, and agree that every rank has one; a record without a
  * context sends the communicator to PMPI for good. NULL only when the
  * attribute could not be set. */
@@ -304,49 +358,106 @@ static arcoll_team_t shim_comm_team(MPI_Comm comm)
     return c != NULL ? c->team : NULL;
 }
 
-/* Size of a datatype that is plain bytes (named, no gaps); 0 if it is not. */
-static size_t shim_type_bytes(MPI_Datatype t)
+/* The datatype's layout; -1 for an invalid handle. */
+static int shim_type_get(MPI_Datatype t, shim_type_t *ti)
 {
     int ni, na, nd, comb, size;
-    MPI_Aint lb, extent, tlb, textent;
+    MPI_Aint lb, textent;
 
     for (unsigned i = 0; i < shim_ntypes; i++)
-        if (shim_types[i] == t)
-            return shim_type_size[i];
-    if (t == MPI_DATATYPE_NULL || PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS ||
-        comb != MPI_COMBINER_NAMED || PMPI_Type_size(t, &size) != MPI_SUCCESS ||
-        PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS ||
-        PMPI_Type_get_true_extent(t, &tlb, &textent) != MPI_SUCCESS)
-        return 0;
-    if (size <= 0 || lb != 0 || tlb != 0 || extent != size || textent != size)
-        return 0;
-    if (shim_ntypes < SHIM_TYPE_CACHE) {
+        if (shim_types[i] == t) {
+            *ti = shim_type_info[i];
+            return 0;
+        }
+    if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0 ||
+        PMPI_Type_get_extent(t, &lb, &ti->extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(t, &ti->tlb, &textent) != MPI_SUCCESS)
+        return -1;
+    ti->size = (size_t)size;
+    /* No gap inside an element (size == true extent) nor between two (size ==
+     * extent): count elements are one run of bytes. */
+    ti->contig = size == 0 || (textent == size && ti->extent == size);
+    if (shim_ntypes < SHIM_TYPE_CACHE &&
+        PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
+        comb == MPI_COMBINER_NAMED) {
         shim_types[shim_ntypes] = t;
-        shim_type_size[shim_ntypes++] = (size_t)size;
+        shim_type_info[shim_ntypes++] = *ti;
     }
-    return (size_t)size;
+    return 0;
 }
 
-/* Why a call cannot go to arcoll, or NULL; *bytes: per block. */
-static const char *shim_call_check(const void *sbuf, int scount, MPI_Datatype stype, int rcount,
-                                   MPI_Datatype rtype, size_t *bytes)
+/* buf + off, also for MPI_BOTTOM (NULL) with absolute displacements. */
+static char *shim_at(const void *buf, MPI_Aint off)
 {
-    size_t ssize, rsize;
+    return (char *)(uintptr_t)((uintptr_t)buf + (uintptr_t)off);
+}
 
-    if (sbuf == MPI_IN_PLACE)
-        return "MPI_IN_PLACE";
-    if (scount < 0 || rcount < 0)
-        return "negative count";
-    ssize = shim_type_bytes(stype);
-    rsize = shim_type_bytes(rtype);
-    if (ssize == 0 || rsize == 0)
-        return "derived or non-contiguous datatype";
-    *bytes = (size_t)scount * ssize;
-    if (*bytes != (size_t)rcount * rsize)
-        return "send and receive sizes differ";
-    if (*bytes == 0)
-        return "zero bytes";
-    return NULL;
+/* count elements of t at buf, packed at byte off of out (len bytes long). */
+static int shim_pack(const void *buf, int count, MPI_Datatype t, size_t size, char *out, size_t len,
+                     size_t off, MPI_Comm comm)
+{
+    int pos = (int)off, rc;
+
+    if (len > INT_MAX)
+        return MPI_ERR_COUNT;
+    rc = PMPI_Pack(buf, count, t, out, (int)len, &pos, comm);
+    /* arcoll moves the bytes as they are: the packed form must be exactly
+     * the data (Open MPI on one architecture adds nothing). */
+    if (rc == MPI_SUCCESS && (size_t)pos != off + (size_t)count * size)
+        rc = MPI_ERR_INTERN;
+    return rc;
+}
+
+/* Reduction datatypes and ops that arcoll has: by size, for C and Fortran. */
+static int shim_dtype(MPI_Datatype t, arcoll_dtype_t *out)
+{
+    /* kind: 's' signed, 'u' unsigned, 'f' floating */
+    const struct {
+        MPI_Datatype t;
+        char kind;
+    } map[] = {{MPI_INT, 's'},           {MPI_INT32_T, 's'},
+               {MPI_LONG, 's'},          {MPI_LONG_LONG, 's'},
+               {MPI_LONG_LONG_INT, 's'}, {MPI_INT64_T, 's'},
+               {MPI_UNSIGNED_LONG, 'u'}, {MPI_UNSIGNED_LONG_LONG, 'u'},
+               {MPI_UINT64_T, 'u'},      {MPI_FLOAT, 'f'},
+               {MPI_DOUBLE, 'f'},        {MPI_INTEGER, 's'},
+               {MPI_INTEGER4, 's'},      {MPI_INTEGER8, 's'},
+               {MPI_REAL, 'f'},          {MPI_REAL4, 'f'},
+               {MPI_REAL8, 'f'},         {MPI_DOUBLE_PRECISION, 'f'}};
+    int size;
+
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (map[i].t != t)
+            continue;
+        if (PMPI_Type_size(t, &size) != MPI_SUCCESS)
+            return -1;
+        if (map[i].kind == 's' && (size == 4 || size == 8))
+            *out = size == 4 ? ARCOLL_INT32 : ARCOLL_INT64;
+        else if (map[i].kind == 'u' && size == 8)
+            *out = ARCOLL_UINT64;
+        else if (map[i].kind == 'f' && (size == 4 || size == 8))
+            *out = size == 4 ? ARCOLL_FLOAT : ARCOLL_DOUBLE;
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+static int shim_op(MPI_Op op, arcoll_dtype_t dt, arcoll_op_t *out)
+{
+    const MPI_Op map[ARCOLL_OP_COUNT] = {MPI_SUM,  MPI_PROD, MPI_MIN, MPI_MAX,
+                                         MPI_BAND, MPI_BOR,  MPI_BXOR};
+
+    for (int i = 0; i < ARCOLL_OP_COUNT; i++)
+        if (map[i] == op) {
+            /* Bitwise ops on floating types are erroneous MPI: PMPI says so. */
+            if (i >= ARCOLL_BAND && (dt == ARCOLL_FLOAT || dt == ARCOLL_DOUBLE))
+                return -1;
+            *out = (arcoll_op_t)i;
+            return 0;
+        }
+    return -1;
 }
 
 /* An arcoll status as an MPI error class, raised on comm as MPI would. */
@@ -369,77 +480,839 @@ static int shim_error(MPI_Comm comm, int rc, const char *what)
     return code;
 }
 
-/* The team for this call, or NULL (with the reason logged) for PMPI. */
-static arcoll_team_t shim_route(const char *what, const void *sbuf, int scount, MPI_Datatype stype,
-                                int rcount, MPI_Datatype rtype, MPI_Comm comm, size_t *bytes)
+/* An MPI error this rank found by itself (bad argument, no memory). */
+static int shim_raise(MPI_Comm comm, int code, const char *what, const char *why)
+{
+    shim_stats.errors++;
+    shim_log(SHIM_LOG_ERROR, "%s: %s", what, why);
+    PMPI_Comm_call_errhandler(comm, code);
+    return code;
+}
+
+/*
+ * One collective as arcoll runs it: buffers, byte counts, and the packed
+ * copies that stand for non-contiguous user buffers.
+ */
+typedef struct shim_job {
+    int kind;
+    MPI_Comm comm;
+    arcoll_team_t team;
+    const void *sbuf; /* as arcoll sees them */
+    void *rbuf;
+    size_t bytes;         /* alltoall/allgather: per block; allgatherv: this rank's */
+    size_t count;         /* reductions: elements */
+    arcoll_dtype_t dtype; /* reductions */
+    arcoll_op_t op;       /* reductions */
+    size_t *v;            /* v-forms: scounts, sdispls, rcounts, rdispls in bytes */
+    char *stmp, *rtmp;    /* copies owned by the job */
+    size_t rlen;          /* bytes of rtmp */
+    int packed;           /* a datatype was packed */
+    /* rtmp goes back to ubuf at the end: ucount elements of utype (uniform
+     * forms), or un blocks ucounts[j] at udispls[j] * uext, packed at upos[j]. */
+    void *ubuf;
+    MPI_Datatype utype;
+    int utype_dup; /* utype is the job's own copy */
+    MPI_Aint uext;
+    int ucount;
+    const int *ucounts, *udispls;
+    const size_t *upos;
+    int un;
+    int err; /* an MPI error this rank raises after taking part */
+} shim_job_t;
+
+static void shim_job_free(shim_job_t *j)
+{
+    free(j->stmp);
+    free(j->rtmp);
+    free(j->v);
+    if (j->utype_dup)
+        PMPI_Type_free(&j->utype);
+    j->stmp = j->rtmp = NULL;
+    j->v = NULL;
+    j->utype_dup = 0;
+}
+
+/* Unpack rtmp into the user's buffer. */
+static int shim_unpack(shim_job_t *j)
+{
+    int pos = 0, rc = MPI_SUCCESS;
+
+    if (j->rlen > INT_MAX)
+        return MPI_ERR_COUNT;
+    if (j->ucounts == NULL)
+        return PMPI_Unpack(j->rtmp, (int)j->rlen, &pos, j->ubuf, j->ucount, j->utype, j->comm);
+    for (int b = 0; b < j->un && rc == MPI_SUCCESS; b++) {
+        if (j->ucounts[b] == 0)
+            continue;
+        pos = (int)j->upos[b];
+        rc = PMPI_Unpack(j->rtmp, (int)j->rlen, &pos,
+                         shim_at(j->ubuf, (MPI_Aint)j->udispls[b] * j->uext), j->ucounts[b],
+                         j->utype, j->comm);
+    }
+    return rc;
+}
+
+/* The end of a job that arcoll ran with status rc: unpack, free, raise. */
+static int shim_finish(shim_job_t *j, int rc)
+{
+    const char *what = shim_names[j->kind];
+    int code = MPI_SUCCESS;
+
+    if (rc == ARCOLL_OK && j->ubuf != NULL)
+        code = shim_unpack(j);
+    shim_job_free(j);
+    if (rc != ARCOLL_OK)
+        return shim_error(j->comm, rc, what);
+    if (code != MPI_SUCCESS)
+        return shim_raise(j->comm, code, what, "MPI_Unpack failed");
+    if (j->err != MPI_SUCCESS)
+        return shim_raise(j->comm, j->err, what,
+                          "send and receive sizes differ (zeros sent in their place)");
+    return MPI_SUCCESS;
+}
+
+/* Where arcoll's input or output for n blocks of count elements of t at buf
+ * is: buf itself when t is contiguous, else a packed copy (in: filled now). */
+static int shim_side_uniform(shim_job_t *j, const void *buf, int count, MPI_Datatype t,
+                             const shim_type_t *ti, int n, int in, char **where, char **tmp)
+{
+    size_t len = (size_t)count * ti->size * (size_t)n;
+
+    if (ti->contig) {
+        *where = shim_at(buf, ti->tlb);
+        return MPI_SUCCESS;
+    }
+    *tmp = malloc(len ? len : 1);
+    if (*tmp == NULL)
+        return MPI_ERR_NO_MEM;
+    *where = *tmp;
+    j->packed = 1;
+    return in ? shim_pack(buf, count * n, t, ti->size, *tmp, len, 0, j->comm) : MPI_SUCCESS;
+}
+
+/* alltoall/allgather (j->kind, j->comm, j->team set). */
+static int shim_plan_uniform(shim_job_t *j, const void *sbuf, int scount, MPI_Datatype stype,
+                             void *rbuf, int rcount, MPI_Datatype rtype)
+{
+    int a2a = j->kind % SHIM_NB == K_ALLTOALL, n = arcoll_team_size(j->team);
+    int me = arcoll_team_rank(j->team), nsend = a2a ? n : 1, rc;
+    shim_type_t st, rt;
+    char *rwhere, *swhere;
+    size_t rblk, sblk;
+
+    if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
+        return MPI_ERR_COUNT;
+    if (shim_type_get(rtype, &rt) != 0 || (sbuf != MPI_IN_PLACE && shim_type_get(stype, &st)))
+        return MPI_ERR_TYPE;
+    rblk = (size_t)rcount * rt.size;
+    rc = shim_side_uniform(j, rbuf, rcount, rtype, &rt, n, 0, &rwhere, &j->rtmp);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    j->rbuf = rwhere;
+    j->bytes = rblk;
+    if (j->rtmp != NULL) {
+        j->ubuf = rbuf;
+        j->utype = rtype;
+        j->ucount = rcount * n;
+        j->rlen = rblk * (size_t)n;
+    }
+    if (sbuf == MPI_IN_PLACE) {
+        /* The input is in rbuf (alltoall: all of it; allgather: this rank's
+         * block): a copy of it, since arcoll's buffers must not overlap. */
+        const char *in = a2a ? rbuf : shim_at(rbuf, (MPI_Aint)me * rcount * rt.extent);
+        size_t len = rblk * (size_t)nsend;
+        j->stmp = malloc(len ? len : 1);
+        if (j->stmp == NULL)
+            return MPI_ERR_NO_MEM;
+        j->sbuf = j->stmp;
+        if (rt.contig) {
+            if (len > 0)
+                memcpy(j->stmp, shim_at(in, rt.tlb), len);
+            return MPI_SUCCESS;
+        }
+        j->packed = 1;
+        return shim_pack(in, rcount * nsend, rtype, rt.size, j->stmp, len, 0, j->comm);
+    }
+    sblk = (size_t)scount * st.size;
+    if (sblk != rblk) {
+        /* Erroneous MPI; take part with zeros rather than leave the others
+         * waiting, and report it here. */
+        j->err = MPI_ERR_TRUNCATE;
+        j->stmp = calloc(1, rblk * (size_t)nsend + 1);
+        j->sbuf = j->stmp;
+        return j->stmp != NULL ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    }
+    rc = shim_side_uniform(j, sbuf, scount, stype, &st, nsend, 1, &swhere, &j->stmp);
+    j->sbuf = swhere;
+    return rc;
+}
+
+/*
+ * One side of a v-form: n blocks of counts[b] elements of t at buf +
+ * displs[b] * extent. Gives arcoll's base and byte counts/displacements;
+ * a non-contiguous t gets a packed copy (blocks in order), filled with the
+ * block `only` (or all of them when only < 0) if in.
+ */
+static int shim_side_v(shim_job_t *j, const void *buf, const int *counts, const int *displs,
+                       MPI_Datatype t, int n, int in, int only, size_t *bc, size_t *bd, char **base,
+                       char **tmp, size_t *tlen, shim_type_t *ti)
+{
+    MPI_Aint lo = 0, off;
+    size_t total = 0;
+    int any = 0, rc = MPI_SUCCESS;
+
+    if (shim_type_get(t, ti) != 0)
+        return MPI_ERR_TYPE;
+    for (int b = 0; b < n; b++) {
+        if (counts[b] < 0)
+            return MPI_ERR_COUNT;
+        bc[b] = (size_t)counts[b] * ti->size;
+    }
+    if (ti->contig) {
+        /* Byte offsets from the lowest block with data, the base. */
+        for (int b = 0; b < n; b++) {
+            off = (MPI_Aint)displs[b] * ti->extent + ti->tlb;
+            if (bc[b] > 0 && (!any || off < lo)) {
+                lo = off;
+                any = 1;
+            }
+        }
+        for (int b = 0; b < n; b++)
+            bd[b] = bc[b] > 0 ? (size_t)((MPI_Aint)displs[b] * ti->extent + ti->tlb - lo) : 0;
+        *base = shim_at(buf, lo);
+        return MPI_SUCCESS;
+    }
+    for (int b = 0; b < n; b++) {
+        bd[b] = total;
+        total += bc[b];
+    }
+    *tmp = malloc(total ? total : 1);
+    if (*tmp == NULL)
+        return MPI_ERR_NO_MEM;
+    *base = *tmp;
+    *tlen = total;
+    j->packed = 1;
+    for (int b = 0; in && b < n && rc == MPI_SUCCESS; b++)
+        if ((only < 0 || b == only) && counts[b] > 0)
+            rc = shim_pack(shim_at(buf, (MPI_Aint)displs[b] * ti->extent), counts[b], t, ti->size,
+                           *tmp, total, bd[b], j->comm);
+    return rc;
+}
+
+static void shim_unpack_v(shim_job_t *j, void *rbuf, MPI_Datatype rtype, const shim_type_t *rt,
+                          const int *rcounts, const int *rdispls, const size_t *rpos, int n)
+{
+    j->ubuf = rbuf;
+    j->utype = rtype;
+    j->uext = rt->extent;
+    j->ucounts = rcounts;
+    j->udispls = rdispls;
+    j->upos = rpos;
+    j->un = n;
+}
+
+static int shim_plan_alltoallv(shim_job_t *j, const void *sbuf, const int *scounts,
+                               const int *sdispls, MPI_Datatype stype, void *rbuf,
+                               const int *rcounts, const int *rdispls, MPI_Datatype rtype)
+{
+    size_t n = (size_t)arcoll_team_size(j->team), unused = 0;
+    shim_type_t st, rt;
+    char *sbase = NULL, *rbase = NULL;
+    int rc, in_place = sbuf == MPI_IN_PLACE;
+
+    j->v = malloc(4 * n * sizeof(size_t));
+    if (j->v == NULL)
+        return MPI_ERR_NO_MEM;
+    /* In place, the input is rbuf's blocks: a packed copy starts with them. */
+    rc = shim_side_v(j, rbuf, rcounts, rdispls, rtype, (int)n, in_place, -1, j->v + 2 * n,
+                     j->v + 3 * n, &rbase, &j->rtmp, &j->rlen, &rt);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    j->rbuf = rbase;
+    if (j->rtmp != NULL)
+        shim_unpack_v(j, rbuf, rtype, &rt, rcounts, rdispls, j->v + 3 * n, (int)n);
+    if (in_place) {
+        memcpy(j->v, j->v + 2 * n, 2 * n * sizeof(size_t));
+        j->sbuf = ARCOLL_IN_PLACE;
+        return MPI_SUCCESS;
+    }
+    rc = shim_side_v(j, sbuf, scounts, sdispls, stype, (int)n, 1, -1, j->v, j->v + n, &sbase,
+                     &j->stmp, &unused, &st);
+    j->sbuf = sbase;
+    return rc;
+}
+
+static int shim_plan_allgatherv(shim_job_t *j, const void *sbuf, int scount, MPI_Datatype stype,
+                                void *rbuf, const int *rcounts, const int *displs,
+                                MPI_Datatype rtype)
+{
+    size_t n = (size_t)arcoll_team_size(j->team);
+    int me = arcoll_team_rank(j->team), rc, in_place = sbuf == MPI_IN_PLACE;
+    shim_type_t st, rt;
+    char *rbase = NULL, *swhere = NULL;
+
+    j->v = malloc(2 * n * sizeof(size_t));
+    if (j->v == NULL)
+        return MPI_ERR_NO_MEM;
+    rc = shim_side_v(j, rbuf, rcounts, displs, rtype, (int)n, in_place, me, j->v, j->v + n, &rbase,
+                     &j->rtmp, &j->rlen, &rt);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    j->rbuf = rbase;
+    if (j->rtmp != NULL)
+        shim_unpack_v(j, rbuf, rtype, &rt, rcounts, displs, j->v + n, (int)n);
+    if (in_place) {
+        j->sbuf = ARCOLL_IN_PLACE;
+        j->bytes = j->v[me];
+        return MPI_SUCCESS;
+    }
+    if (scount < 0)
+        return MPI_ERR_COUNT;
+    if (shim_type_get(stype, &st) != 0)
+        return MPI_ERR_TYPE;
+    j->bytes = (size_t)scount * st.size;
+    rc = shim_side_uniform(j, sbuf, scount, stype, &st, 1, 1, &swhere, &j->stmp);
+    j->sbuf = swhere;
+    return rc;
+}
+
+/* Start the job: blocking when req is NULL. An arcoll status. */
+static int shim_start(shim_job_t *j, arcoll_request_t *req)
+{
+    arcoll_team_t t = j->team;
+    size_t n = (size_t)arcoll_team_size(t);
+    size_t *v = j->v;
+
+    switch (j->kind % SHIM_NB) {
+    case K_ALLTOALL:
+        return req ? arcoll_ialltoall(t, j->sbuf, j->rbuf, j->bytes, req)
+                   : arcoll_alltoall(t, j->sbuf, j->rbuf, j->bytes);
+    case K_ALLGATHER:
+        return req ? arcoll_iallgather(t, j->sbuf, j->rbuf, j->bytes, req)
+                   : arcoll_allgather(t, j->sbuf, j->rbuf, j->bytes);
+    case K_ALLTOALLV:
+        return req ? arcoll_ialltoallv(t, j->sbuf, v, v + n, j->rbuf, v + 2 * n, v + 3 * n, req)
+                   : arcoll_alltoallv(t, j->sbuf, v, v + n, j->rbuf, v + 2 * n, v + 3 * n);
+    case K_ALLGATHERV:
+        return req ? arcoll_iallgatherv(t, j->sbuf, j->bytes, j->rbuf, v, v + n, req)
+                   : arcoll_allgatherv(t, j->sbuf, j->bytes, j->rbuf, v, v + n);
+    case K_RSB:
+        return req ? arcoll_ireduce_scatter_block(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op,
+                                                  req)
+                   : arcoll_reduce_scatter_block(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op);
+    default:
+        return req ? arcoll_iallreduce(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op, req)
+                   : arcoll_allreduce(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op);
+    }
+}
+
+/*
+ * Nonblocking calls: an MPI generalized request per arcoll request, on a
+ * list that the wait/test calls poll.
+ */
+typedef struct shim_req {
+    struct shim_req *next, *prev;
+    MPI_Request greq;      /* the application's handle */
+    arcoll_request_t areq; /* NULL once arcoll is done */
+    shim_job_t job;
+    int done; /* MPI_Grequest_complete called */
+    int code; /* the MPI status the request completes with */
+} shim_req_t;
+
+static shim_req_t *shim_reqs;
+static unsigned shim_npending; /* requests not done */
+
+static void shim_req_done(shim_req_t *r, int rc)
+{
+    r->code = shim_finish(&r->job, rc);
+    r->done = 1;
+    shim_npending--;
+    shim_stats.requests++;
+    /* May free r at once (MPI_Request_free came first): the last use. */
+    PMPI_Grequest_complete(r->greq);
+}
+
+/* Progress every pending request once; complete those arcoll finished. */
+static void shim_poll(void)
+{
+    shim_req_t *next;
+    int rc;
+
+    for (shim_req_t *r = shim_reqs; r != NULL; r = next) {
+        next = r->next;
+        if (r->done)
+            continue;
+        rc = arcoll_test(&r->areq);
+        if (rc != ARCOLL_INPROGRESS)
+            shim_req_done(r, rc);
+    }
+}
+
+/* Before a communicator's context goes, or at MPI_Finalize (comm NULL: all):
+ * MPI lets a program free a communicator with operations pending. */
+static void shim_req_drain(MPI_Comm comm)
+{
+    shim_req_t *next;
+
+    for (shim_req_t *r = shim_reqs; r != NULL; r = next) {
+        next = r->next;
+        if (!r->done && (comm == MPI_COMM_NULL || r->job.comm == comm))
+            shim_req_done(r, arcoll_wait(&r->areq));
+    }
+}
+
+static int shim_req_query(void *extra, MPI_Status *st)
+{
+    const shim_req_t *r = extra;
+
+    PMPI_Status_set_elements(st, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(st, 0);
+    st->MPI_SOURCE = MPI_ANY_SOURCE;
+    st->MPI_TAG = MPI_ANY_TAG;
+    return r->code;
+}
+
+static int shim_req_free(void *extra)
+{
+    shim_req_t *r = extra;
+
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        shim_reqs = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
+    free(r);
+    return MPI_SUCCESS;
+}
+
+/* A collective cannot be cancelled (MPI: erroneous); nothing to do. */
+static int shim_req_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* Run a planned job, blocking (req NULL) or not. */
+static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
+{
+    shim_req_t *r;
+    int rc;
+
+    shim_served[j->kind]++;
+    if (j->packed)
+        shim_stats.packed++;
+    arcoll_call_site(site);
+    if (req == NULL)
+        return shim_finish(j, shim_start(j, NULL));
+    r = calloc(1, sizeof(*r));
+    if (r == NULL || PMPI_Grequest_start(shim_req_query, shim_req_free, shim_req_cancel, r,
+                                         &r->greq) != MPI_SUCCESS) {
+        free(r);
+        shim_job_free(j);
+        return shim_raise(j->comm, MPI_ERR_NO_MEM, shim_names[j->kind], "no memory for a request");
+    }
+    r->job = *j;
+    /* The datatype must outlive the call: the program may free its handle. */
+    if (r->job.ubuf != NULL && PMPI_Type_dup(j->utype, &r->job.utype) == MPI_SUCCESS)
+        r->job.utype_dup = 1;
+    r->next = shim_reqs;
+    if (shim_reqs != NULL)
+        shim_reqs->prev = r;
+    shim_reqs = r;
+    shim_npending++;
+    rc = shim_start(&r->job, &r->areq);
+    *req = r->greq;
+    /* Done already (a no-op, or failed): complete it now, the status goes
+     * with the request. */
+    if (rc != ARCOLL_OK || r->areq == NULL)
+        shim_req_done(r, rc);
+    return MPI_SUCCESS;
+}
+
+/* The communicator's team for this call, or NULL for PMPI. why: a reason
+ * for PMPI that all ranks share, or NULL. */
+static arcoll_team_t shim_route(int kind, MPI_Comm comm, const char *why)
 {
     arcoll_team_t team;
-    const char *why;
 
     if (shim_busy)
         return NULL;
+    if (shim_npending > 0)
+        shim_poll();
     shim_busy++;
     team = shim_comm_team(comm);
     shim_busy--;
-    if (team == NULL)
-        return NULL;
-    why = shim_call_check(sbuf, scount, stype, rcount, rtype, bytes);
-    if (why != NULL) {
-        shim_log(SHIM_LOG_DEBUG, "%s (%d ranks): %s: to PMPI", what, arcoll_team_size(team), why);
-        return NULL;
+    if (team != NULL && why != NULL) {
+        shim_log(SHIM_LOG_DEBUG, "%s (%d ranks): %s: to PMPI", shim_names[kind],
+                 arcoll_team_size(team), why);
+        team = NULL;
     }
+    if (team == NULL)
+        shim_passed[kind]++;
     return team;
 }
 
-enum { SHIM_ALLTOALL, SHIM_ALLGATHER };
-
-/* Both collectives; site: the application's call, for ARCOLL_PROFILE. */
-static int shim_coll(int kind, const void *site, const void *sbuf, int scount, MPI_Datatype stype,
-                     void *rbuf, int rcount, MPI_Datatype rtype, MPI_Comm comm)
+static void shim_job_init(shim_job_t *j, int kind, MPI_Comm comm, arcoll_team_t team)
 {
-    const char *what = kind == SHIM_ALLTOALL ? "MPI_Alltoall" : "MPI_Allgather";
-    size_t bytes = 0;
-    arcoll_team_t team = shim_route(what, sbuf, scount, stype, rcount, rtype, comm, &bytes);
+    memset(j, 0, sizeof(*j));
+    j->kind = kind;
+    j->comm = comm;
+    j->team = team;
+    j->utype = MPI_DATATYPE_NULL;
+}
+
+/* A plan that failed on this rank: free it and raise the error. */
+static int shim_plan_failed(shim_job_t *j, int code)
+{
+    shim_job_free(j);
+    return shim_raise(j->comm, code, shim_names[j->kind],
+                      code == MPI_ERR_NO_MEM ? "out of memory" : "invalid count or datatype");
+}
+
+/* Alltoall and allgather, blocking (req NULL) or not; site: the caller. */
+static int shim_uniform(int kind, const void *site, const void *sbuf, int scount,
+                        MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
+                        MPI_Comm comm, MPI_Request *req)
+{
+    arcoll_team_t team = shim_route(kind, comm, NULL);
+    shim_job_t j;
     int rc;
 
     if (team == NULL) {
-        if (kind == SHIM_ALLTOALL) {
-            shim_stats.alltoall_mpi++;
-            return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+        switch (kind) {
+        case K_ALLTOALL: return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+        case K_ALLGATHER: return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+        case SHIM_NB + K_ALLTOALL:
+            return PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+        default: return PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
         }
-        shim_stats.allgather_mpi++;
-        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     }
-    arcoll_call_site(site);
-    if (kind == SHIM_ALLTOALL) {
-        shim_stats.alltoall_arcoll++;
-        rc = arcoll_alltoall(team, sbuf, rbuf, bytes);
-    } else {
-        shim_stats.allgather_arcoll++;
-        rc = arcoll_allgather(team, sbuf, rbuf, bytes);
+    shim_job_init(&j, kind, comm, team);
+    rc = shim_plan_uniform(&j, sbuf, scount, stype, rbuf, rcount, rtype);
+    if (rc != MPI_SUCCESS)
+        return shim_plan_failed(&j, rc);
+    return shim_run(&j, site, req);
+}
+
+static int shim_alltoallv(int kind, const void *site, const void *sbuf, const int *scounts,
+                          const int *sdispls, MPI_Datatype stype, void *rbuf, const int *rcounts,
+                          const int *rdispls, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    arcoll_team_t team = shim_route(kind, comm, NULL);
+    shim_job_t j;
+    int rc;
+
+    if (team == NULL)
+        return req == NULL ? PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
+                                            rtype, comm)
+                           : PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
+                                             rtype, comm, req);
+    shim_job_init(&j, kind, comm, team);
+    rc = shim_plan_alltoallv(&j, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+    if (rc != MPI_SUCCESS)
+        return shim_plan_failed(&j, rc);
+    return shim_run(&j, site, req);
+}
+
+static int shim_allgatherv(int kind, const void *site, const void *sbuf, int scount,
+                           MPI_Datatype stype, void *rbuf, const int *rcounts, const int *displs,
+                           MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    arcoll_team_t team = shim_route(kind, comm, NULL);
+    shim_job_t j;
+    int rc;
+
+    if (team == NULL)
+        return req == NULL
+                   ? PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm)
+                   : PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
+    shim_job_init(&j, kind, comm, team);
+    rc = shim_plan_allgatherv(&j, sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+    if (rc != MPI_SUCCESS)
+        return shim_plan_failed(&j, rc);
+    return shim_run(&j, site, req);
+}
+
+/* Reduce_scatter_block (count per rank) and allreduce. */
+static int shim_reduce(int kind, const void *site, const void *sbuf, void *rbuf, int count,
+                       MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *req)
+{
+    arcoll_dtype_t dt = ARCOLL_INT32;
+    arcoll_op_t aop = ARCOLL_SUM;
+    const char *why = shim_dtype(type, &dt) != 0   ? "datatype not in arcoll"
+                      : shim_op(op, dt, &aop) != 0 ? "op not in arcoll"
+                                                   : NULL;
+    arcoll_team_t team = shim_route(kind, comm, why);
+    shim_job_t j;
+
+    if (team == NULL) {
+        switch (kind) {
+        case K_RSB: return PMPI_Reduce_scatter_block(sbuf, rbuf, count, type, op, comm);
+        case K_ALLREDUCE: return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+        case SHIM_NB + K_RSB:
+            return PMPI_Ireduce_scatter_block(sbuf, rbuf, count, type, op, comm, req);
+        default: return PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req);
+        }
     }
-    return shim_error(comm, rc, what);
+    shim_job_init(&j, kind, comm, team);
+    if (count < 0)
+        return shim_plan_failed(&j, MPI_ERR_COUNT);
+    j.sbuf = sbuf == MPI_IN_PLACE ? ARCOLL_IN_PLACE : sbuf;
+    j.rbuf = rbuf;
+    j.count = (size_t)count;
+    j.dtype = dt;
+    j.op = aop;
+    return shim_run(&j, site, req);
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm)
 {
-    return shim_coll(SHIM_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
-                     rtype, comm);
+    return shim_uniform(K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
+                        rtype, comm, NULL);
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
-    return shim_coll(SHIM_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
-                     rtype, comm);
+    return shim_uniform(K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
+                        rtype, comm, NULL);
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                  MPI_Comm comm)
+{
+    return shim_alltoallv(K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls, stype,
+                          rbuf, rcounts, rdispls, rtype, comm, NULL);
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
+{
+    return shim_allgatherv(K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+                           rcounts, displs, rtype, comm, NULL);
+}
+
+int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm)
+{
+    return shim_reduce(K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm, NULL);
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm)
+{
+    return shim_reduce(K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm,
+                       NULL);
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    return shim_uniform(SHIM_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype,
+                        rbuf, rcount, rtype, comm, req);
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    return shim_uniform(SHIM_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype,
+                        rbuf, rcount, rtype, comm, req);
+}
+
+int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                   void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    return shim_alltoallv(SHIM_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts,
+                          sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
+                    MPI_Request *req)
+{
+    return shim_allgatherv(SHIM_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype,
+                           rbuf, rcounts, displs, rtype, comm, req);
+}
+
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request *req)
+{
+    return shim_reduce(SHIM_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op,
+                       comm, req);
+}
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    return shim_reduce(SHIM_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type,
+                       op, comm, req);
+}
+
+/*
+ * The wait/test calls. With no shim request pending they are PMPI's. With
+ * some, a wait becomes a loop of shim_poll and the nonblocking PMPI test of
+ * the same requests (which also runs MPI's progress engine), so that shim
+ * requests anywhere, and the MPI requests the caller waits for, all move.
+ */
+static void shim_relax(unsigned spins)
+{
+    /* Ranks may outnumber cores: after a while, let the others run. */
+    if (spins > 1000)
+        sched_yield();
+}
+
+static int shim_wait(MPI_Request *req, MPI_Status *st)
+{
+    int flag = 0, rc;
+
+    for (unsigned spins = 0; shim_npending > 0; spins++) {
+        shim_poll();
+        rc = PMPI_Test(req, &flag, st);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        shim_relax(spins);
+    }
+    return PMPI_Wait(req, st);
+}
+
+static int shim_waitall(int n, MPI_Request *reqs, MPI_Status *sts)
+{
+    int flag = 0, rc;
+
+    for (unsigned spins = 0; shim_npending > 0; spins++) {
+        shim_poll();
+        rc = PMPI_Testall(n, reqs, &flag, sts);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        shim_relax(spins);
+    }
+    return PMPI_Waitall(n, reqs, sts);
+}
+
+static int shim_waitany(int n, MPI_Request *reqs, int *idx, MPI_Status *st)
+{
+    int flag = 0, rc;
+
+    for (unsigned spins = 0; shim_npending > 0; spins++) {
+        shim_poll();
+        rc = PMPI_Testany(n, reqs, idx, &flag, st);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        shim_relax(spins);
+    }
+    return PMPI_Waitany(n, reqs, idx, st);
+}
+
+static int shim_waitsome(int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
+{
+    int rc;
+
+    for (unsigned spins = 0; shim_npending > 0; spins++) {
+        shim_poll();
+        rc = PMPI_Testsome(n, reqs, out, idx, sts);
+        if (rc != MPI_SUCCESS || *out != 0)
+            return rc;
+        shim_relax(spins);
+    }
+    return PMPI_Waitsome(n, reqs, out, idx, sts);
+}
+
+static void shim_poll_some(void)
+{
+    if (shim_npending > 0)
+        shim_poll();
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st)
+{
+    return shim_wait(req, st);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+    return shim_waitall(n, reqs, sts);
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *idx, MPI_Status *st)
+{
+    return shim_waitany(n, reqs, idx, st);
+}
+
+int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
+{
+    return shim_waitsome(n, reqs, out, idx, sts);
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    shim_poll_some();
+    return PMPI_Test(req, flag, st);
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+    shim_poll_some();
+    return PMPI_Testall(n, reqs, flag, sts);
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *idx, int *flag, MPI_Status *st)
+{
+    shim_poll_some();
+    return PMPI_Testany(n, reqs, idx, flag, st);
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
+{
+    shim_poll_some();
+    return PMPI_Testsome(n, reqs, out, idx, sts);
+}
+
+int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st)
+{
+    shim_poll_some();
+    return PMPI_Request_get_status(req, flag, st);
+}
+
+static void shim_report(void)
+{
+    static const char *const short_names[SHIM_NKINDS] = {"alltoall",
+                                                         "allgather",
+                                                         "alltoallv",
+                                                         "allgatherv",
+                                                         "reduce_scatter_block",
+                                                         "allreduce",
+                                                         "ialltoall",
+                                                         "iallgather",
+                                                         "ialltoallv",
+                                                         "iallgatherv",
+                                                         "ireduce_scatter_block",
+                                                         "iallreduce"};
+    char line[1024];
+    size_t len = 0;
+
+    for (int k = 0; k < SHIM_NKINDS; k++)
+        if (shim_served[k] + shim_passed[k] > 0 && len < sizeof(line))
+            len +=
+                (size_t)snprintf(line + len, sizeof(line) - len, "%s %llu on arcoll, %llu on MPI; ",
+                                 short_names[k], shim_served[k], shim_passed[k]);
+    shim_log(SHIM_LOG_INFO,
+             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll, "
+             "%llu on MPI; %llu errors",
+             len > 0 ? line : "no collectives; ", shim_stats.packed, shim_stats.fortran,
+             shim_stats.requests, shim_stats.comms_arcoll, shim_stats.comms_mpi, shim_stats.errors);
 }
 
 /* Free every context still alive, newest first, while MPI still works. */
-int MPI_Finalize(void)
+static int shim_finalize(void)
 {
     if (shim_state == SHIM_ON) {
         shim_busy++;
+        shim_req_drain(MPI_COMM_NULL);
         while (shim_live != NULL) {
             shim_comm_t *c = shim_live;
             unsigned n = shim_nlive;
@@ -451,18 +1324,518 @@ int MPI_Finalize(void)
         PMPI_Comm_free_keyval(&shim_keyval);
         shim_busy--;
         shim_state = SHIM_OFF;
-        shim_log(SHIM_LOG_INFO,
-                 "alltoall %llu on arcoll, %llu on MPI; allgather %llu on arcoll, %llu on MPI; "
-                 "%llu communicators on arcoll, %llu on MPI; %llu errors",
-                 shim_stats.alltoall_arcoll, shim_stats.alltoall_mpi, shim_stats.allgather_arcoll,
-                 shim_stats.allgather_mpi, shim_stats.comms_arcoll, shim_stats.comms_mpi,
-                 shim_stats.errors);
+        shim_report();
     }
     return PMPI_Finalize();
 }
 
+int MPI_Finalize(void)
+{
+    return shim_finalize();
+}
+
 int arcoll_mpi_stats(arcoll_mpi_stats_t *out)
 {
+    arcoll_mpi_stats_t *s = &shim_stats;
+    unsigned long long *pairs[SHIM_NKINDS][2] = {
+        {&s->alltoall_arcoll, &s->alltoall_mpi},
+        {&s->allgather_arcoll, &s->allgather_mpi},
+        {&s->alltoallv_arcoll, &s->alltoallv_mpi},
+        {&s->allgatherv_arcoll, &s->allgatherv_mpi},
+        {&s->reduce_scatter_block_arcoll, &s->reduce_scatter_block_mpi},
+        {&s->allreduce_arcoll, &s->allreduce_mpi},
+        {&s->ialltoall_arcoll, &s->ialltoall_mpi},
+        {&s->iallgather_arcoll, &s->iallgather_mpi},
+        {&s->ialltoallv_arcoll, &s->ialltoallv_mpi},
+        {&s->iallgatherv_arcoll, &s->iallgatherv_mpi},
+        {&s->ireduce_scatter_block_arcoll, &s->ireduce_scatter_block_mpi},
+        {&s->iallreduce_arcoll, &s->iallreduce_mpi}};
+
+    for (int k = 0; k < SHIM_NKINDS; k++) {
+        *pairs[k][0] = shim_served[k];
+        *pairs[k][1] = shim_passed[k];
+    }
     *out = shim_stats;
     return 0;
 }
+
+/*
+ * Fortran. Open MPI's mpif.h and `use mpi` bindings are the symbols mpi_x_
+ * (and mpi_x, mpi_x__, MPI_X for other compilers' name mangling) in
+ * libmpi_mpifh, which call PMPI_X; the mpi_f08 module's mpi_x_f08_ call
+ * ompi_x_f, the same functions under another name. Defining all of them here
+ * (preloaded, they come first) brings every Fortran call to the C code above.
+ * Handles are MPI_Fint; the sentinels MPI_IN_PLACE, MPI_BOTTOM and
+ * MPI_STATUS(ES)_IGNORE are the addresses of Open MPI's Fortran common
+ * blocks, which are weak here so that a C program without the Fortran
+ * libraries still loads the shim.
+ */
+extern int mpi_fortran_in_place_ __attribute__((weak));
+extern int mpi_fortran_bottom_ __attribute__((weak));
+extern int mpi_fortran_status_ignore_ __attribute__((weak));
+extern int mpi_fortran_statuses_ignore_ __attribute__((weak));
+
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran count arrays are passed as int arrays");
+#define SHIM_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
+
+/* Every Fortran name of one function defined here as f_impl. */
+#define SHIM_FORTRAN(impl, lower, upper, ompi, params)   \
+    void lower params __attribute__((alias(#impl)));     \
+    void lower##_ params __attribute__((alias(#impl)));  \
+    void lower##__ params __attribute__((alias(#impl))); \
+    void upper params __attribute__((alias(#impl)));     \
+    void ompi params __attribute__((alias(#impl)))
+
+static void *shim_fbuf(void *p)
+{
+    if (&mpi_fortran_in_place_ != NULL && p == (void *)&mpi_fortran_in_place_)
+        return MPI_IN_PLACE;
+    if (&mpi_fortran_bottom_ != NULL && p == (void *)&mpi_fortran_bottom_)
+        return MPI_BOTTOM;
+    return p;
+}
+
+static int shim_fstatus_ignored(const MPI_Fint *st)
+{
+    return (&mpi_fortran_status_ignore_ != NULL && st == &mpi_fortran_status_ignore_) ||
+           (MPI_F_STATUS_IGNORE != NULL && st == MPI_F_STATUS_IGNORE);
+}
+
+static int shim_fstatuses_ignored(const MPI_Fint *st)
+{
+    return (&mpi_fortran_statuses_ignore_ != NULL && st == &mpi_fortran_statuses_ignore_) ||
+           (MPI_F_STATUSES_IGNORE != NULL && st == MPI_F_STATUSES_IGNORE);
+}
+
+static void shim_fret(MPI_Fint *ierr, int rc)
+{
+    if (ierr != NULL)
+        *ierr = (MPI_Fint)rc;
+}
+
+/* The collectives: kind, the caller's site, C arguments. */
+static void shim_f_uniform(int kind, const void *site, void *sbuf, MPI_Fint *scount,
+                           MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype,
+                           MPI_Fint *comm, MPI_Fint *freq, MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    shim_stats.fortran++;
+    rc = shim_uniform(kind, site, shim_fbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                      shim_fbuf(rbuf), (int)*rcount, PMPI_Type_f2c(*rtype), PMPI_Comm_f2c(*comm),
+                      freq != NULL ? &req : NULL);
+    if (freq != NULL && rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(req);
+    shim_fret(ierr, rc);
+}
+
+static void f_alltoall(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+                       MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_uniform(K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
+                   rtype, comm, NULL, ierr);
+}
+SHIM_FORTRAN(f_alltoall, mpi_alltoall, MPI_ALLTOALL, ompi_alltoall_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *));
+
+static void f_allgather(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+                        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_uniform(K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcount,
+                   rtype, comm, NULL, ierr);
+}
+SHIM_FORTRAN(f_allgather, mpi_allgather, MPI_ALLGATHER, ompi_allgather_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *));
+
+static void f_ialltoall(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+                        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    shim_f_uniform(SHIM_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+                   rcount, rtype, comm, req, ierr);
+}
+SHIM_FORTRAN(f_ialltoall, mpi_ialltoall, MPI_IALLTOALL, ompi_ialltoall_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *));
+
+static void f_iallgather(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf,
+                         MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req,
+                         MPI_Fint *ierr)
+{
+    shim_f_uniform(SHIM_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+                   rcount, rtype, comm, req, ierr);
+}
+SHIM_FORTRAN(f_iallgather, mpi_iallgather, MPI_IALLGATHER, ompi_iallgather_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *));
+
+static void shim_f_alltoallv(int kind, const void *site, void *sbuf, MPI_Fint *scounts,
+                             MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
+                             MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *freq,
+                             MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    shim_stats.fortran++;
+    rc = shim_alltoallv(kind, site, shim_fbuf(sbuf), scounts, sdispls, PMPI_Type_f2c(*stype),
+                        shim_fbuf(rbuf), rcounts, rdispls, PMPI_Type_f2c(*rtype),
+                        PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
+    if (freq != NULL && rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(req);
+    shim_fret(ierr, rc);
+}
+
+static void f_alltoallv(void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype,
+                        void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
+                        MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_alltoallv(K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls, stype, rbuf,
+                     rcounts, rdispls, rtype, comm, NULL, ierr);
+}
+SHIM_FORTRAN(f_alltoallv, mpi_alltoallv, MPI_ALLTOALLV, ompi_alltoallv_f,
+             (void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_ialltoallv(void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype,
+                         void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
+                         MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    shim_f_alltoallv(SHIM_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls,
+                     stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+SHIM_FORTRAN(f_ialltoallv, mpi_ialltoallv, MPI_IALLTOALLV, ompi_ialltoallv_f,
+             (void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void shim_f_allgatherv(int kind, const void *site, void *sbuf, MPI_Fint *scount,
+                              MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs,
+                              MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *freq, MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    shim_stats.fortran++;
+    rc = shim_allgatherv(kind, site, shim_fbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                         shim_fbuf(rbuf), rcounts, displs, PMPI_Type_f2c(*rtype),
+                         PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
+    if (freq != NULL && rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(req);
+    shim_fret(ierr, rc);
+}
+
+static void f_allgatherv(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf,
+                         MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                         MPI_Fint *ierr)
+{
+    shim_f_allgatherv(K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype, rbuf, rcounts,
+                      displs, rtype, comm, NULL, ierr);
+}
+SHIM_FORTRAN(f_allgatherv, mpi_allgatherv, MPI_ALLGATHERV, ompi_allgatherv_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *));
+
+static void f_iallgatherv(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf,
+                          MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                          MPI_Fint *req, MPI_Fint *ierr)
+{
+    shim_f_allgatherv(SHIM_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype,
+                      rbuf, rcounts, displs, rtype, comm, req, ierr);
+}
+SHIM_FORTRAN(f_iallgatherv, mpi_iallgatherv, MPI_IALLGATHERV, ompi_iallgatherv_f,
+             (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void shim_f_reduce(int kind, const void *site, void *sbuf, void *rbuf, MPI_Fint *count,
+                          MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *freq,
+                          MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+
+    shim_stats.fortran++;
+    rc =
+        shim_reduce(kind, site, shim_fbuf(sbuf), shim_fbuf(rbuf), (int)*count, PMPI_Type_f2c(*type),
+                    PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
+    if (freq != NULL && rc == MPI_SUCCESS)
+        *freq = PMPI_Request_c2f(req);
+    shim_fret(ierr, rc);
+}
+
+static void f_allreduce(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                        MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_reduce(K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm, NULL,
+                  ierr);
+}
+SHIM_FORTRAN(f_allreduce, mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f,
+             (void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_iallreduce(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                         MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    shim_f_reduce(SHIM_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type, op,
+                  comm, req, ierr);
+}
+SHIM_FORTRAN(f_iallreduce, mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f,
+             (void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *));
+
+static void f_reduce_scatter_block(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type,
+                                   MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_reduce(K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm, NULL,
+                  ierr);
+}
+SHIM_FORTRAN(f_reduce_scatter_block, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
+             ompi_reduce_scatter_block_f,
+             (void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_ireduce_scatter_block(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type,
+                                    MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    shim_f_reduce(SHIM_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm,
+                  req, ierr);
+}
+SHIM_FORTRAN(f_ireduce_scatter_block, mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
+             ompi_ireduce_scatter_block_f,
+             (void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+              MPI_Fint *));
+
+/* Request arrays between Fortran and C: NULL when n < 0 or no memory. */
+static MPI_Request *shim_freqs(int n, const MPI_Fint *freqs)
+{
+    MPI_Request *r = n >= 0 ? malloc(((size_t)n + 1) * sizeof(*r)) : NULL;
+
+    for (int i = 0; r != NULL && i < n; i++)
+        r[i] = PMPI_Request_f2c(freqs[i]);
+    return r;
+}
+
+/* C statuses for Fortran ones: 0, or -1 when out of memory. */
+static int shim_fstatuses(int n, const MPI_Fint *fst, MPI_Status **sts)
+{
+    /* Open MPI's MPI_STATUSES_IGNORE is NULL: no memory is told apart. */
+    *sts = MPI_STATUSES_IGNORE;
+    if (shim_fstatuses_ignored(fst))
+        return 0;
+    *sts = malloc(((size_t)n + 1) * sizeof(MPI_Status));
+    return *sts != NULL ? 0 : -1;
+}
+
+static void shim_fback(int n, const MPI_Request *r, MPI_Fint *freqs, const MPI_Status *sts,
+                       MPI_Fint *fsts)
+{
+    for (int i = 0; i < n; i++) {
+        freqs[i] = PMPI_Request_c2f(r[i]);
+        if (sts != MPI_STATUSES_IGNORE)
+            PMPI_Status_c2f(&sts[i], fsts + (size_t)i * SHIM_F_STATUS_SIZE);
+    }
+}
+
+static void f_wait(MPI_Fint *freq, MPI_Fint *fst, MPI_Fint *ierr)
+{
+    MPI_Request req = PMPI_Request_f2c(*freq);
+    MPI_Status st;
+    int ign = shim_fstatus_ignored(fst), rc = shim_wait(&req, ign ? MPI_STATUS_IGNORE : &st);
+
+    if (rc == MPI_SUCCESS) {
+        *freq = PMPI_Request_c2f(req);
+        if (!ign)
+            PMPI_Status_c2f(&st, fst);
+    }
+    shim_fret(ierr, rc);
+}
+SHIM_FORTRAN(f_wait, mpi_wait, MPI_WAIT, ompi_wait_f, (MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_test(MPI_Fint *freq, MPI_Fint *flag, MPI_Fint *fst, MPI_Fint *ierr)
+{
+    MPI_Request req = PMPI_Request_f2c(*freq);
+    MPI_Status st;
+    int ign = shim_fstatus_ignored(fst), done = 0, rc;
+
+    shim_poll_some();
+    rc = PMPI_Test(&req, &done, ign ? MPI_STATUS_IGNORE : &st);
+    if (rc == MPI_SUCCESS) {
+        *flag = done != 0; /* gfortran's .true. */
+        if (done) {
+            *freq = PMPI_Request_c2f(req);
+            if (!ign)
+                PMPI_Status_c2f(&st, fst);
+        }
+    }
+    shim_fret(ierr, rc);
+}
+SHIM_FORTRAN(f_test, mpi_test, MPI_TEST, ompi_test_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+/* Waitall and testall: test NULL for waitall. */
+static void shim_f_all(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *flag, MPI_Fint *fsts,
+                       MPI_Fint *ierr)
+{
+    int n = (int)*count, done = 1, rc;
+    MPI_Request *r = shim_freqs(n, freqs);
+    MPI_Status *sts = MPI_STATUSES_IGNORE;
+
+    if (r == NULL || shim_fstatuses(n, fsts, &sts) != 0) {
+        free(r);
+        shim_fret(ierr, MPI_ERR_NO_MEM);
+        return;
+    }
+    if (flag == NULL) {
+        rc = shim_waitall(n, r, sts);
+    } else {
+        shim_poll_some();
+        rc = PMPI_Testall(n, r, &done, sts);
+        if (rc == MPI_SUCCESS)
+            *flag = done != 0;
+    }
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && done)
+        shim_fback(n, r, freqs, sts, fsts);
+    if (sts != MPI_STATUSES_IGNORE)
+        free(sts);
+    free(r);
+    shim_fret(ierr, rc);
+}
+
+static void f_waitall(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *fsts, MPI_Fint *ierr)
+{
+    shim_f_all(count, freqs, NULL, fsts, ierr);
+}
+SHIM_FORTRAN(f_waitall, mpi_waitall, MPI_WAITALL, ompi_waitall_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_testall(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *flag, MPI_Fint *fsts,
+                      MPI_Fint *ierr)
+{
+    shim_f_all(count, freqs, flag, fsts, ierr);
+}
+SHIM_FORTRAN(f_testall, mpi_testall, MPI_TESTALL, ompi_testall_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+/* Waitany and testany (flag NULL: wait); Fortran indices count from 1. */
+static void shim_f_any(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index, MPI_Fint *flag,
+                       MPI_Fint *fst, MPI_Fint *ierr)
+{
+    int n = (int)*count, idx = MPI_UNDEFINED, done = 1, rc;
+    int ign = shim_fstatus_ignored(fst);
+    MPI_Request *r = shim_freqs(n, freqs);
+    MPI_Status st;
+
+    if (r == NULL) {
+        shim_fret(ierr, MPI_ERR_NO_MEM);
+        return;
+    }
+    if (flag == NULL) {
+        rc = shim_waitany(n, r, &idx, ign ? MPI_STATUS_IGNORE : &st);
+    } else {
+        shim_poll_some();
+        rc = PMPI_Testany(n, r, &idx, &done, ign ? MPI_STATUS_IGNORE : &st);
+        if (rc == MPI_SUCCESS)
+            *flag = done != 0;
+    }
+    if (rc == MPI_SUCCESS && done) {
+        *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1;
+        if (idx != MPI_UNDEFINED) {
+            freqs[idx] = PMPI_Request_c2f(r[idx]);
+            if (!ign)
+                PMPI_Status_c2f(&st, fst);
+        }
+    }
+    free(r);
+    shim_fret(ierr, rc);
+}
+
+static void f_waitany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index, MPI_Fint *fst,
+                      MPI_Fint *ierr)
+{
+    shim_f_any(count, freqs, index, NULL, fst, ierr);
+}
+SHIM_FORTRAN(f_waitany, mpi_waitany, MPI_WAITANY, ompi_waitany_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_testany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index, MPI_Fint *flag,
+                      MPI_Fint *fst, MPI_Fint *ierr)
+{
+    shim_f_any(count, freqs, index, flag, fst, ierr);
+}
+SHIM_FORTRAN(f_testany, mpi_testany, MPI_TESTANY, ompi_testany_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+/* Waitsome and testsome (test: 1). */
+static void shim_f_some(int test, MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *outcount,
+                        MPI_Fint *indices, MPI_Fint *fsts, MPI_Fint *ierr)
+{
+    int n = (int)*count, out = 0, rc;
+    MPI_Request *r = shim_freqs(n, freqs);
+    MPI_Status *sts = MPI_STATUSES_IGNORE;
+    int *idx = malloc(((size_t)n + 1) * sizeof(int));
+
+    if (r == NULL || idx == NULL || shim_fstatuses(n, fsts, &sts) != 0) {
+        free(r);
+        free(idx);
+        shim_fret(ierr, MPI_ERR_NO_MEM);
+        return;
+    }
+    if (test) {
+        shim_poll_some();
+        rc = PMPI_Testsome(n, r, &out, idx, sts);
+    } else {
+        rc = shim_waitsome(n, r, &out, idx, sts);
+    }
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) {
+        *outcount = out;
+        for (int i = 0; out != MPI_UNDEFINED && i < out; i++) {
+            freqs[idx[i]] = PMPI_Request_c2f(r[idx[i]]);
+            if (sts != MPI_STATUSES_IGNORE)
+                PMPI_Status_c2f(&sts[i], fsts + (size_t)i * SHIM_F_STATUS_SIZE);
+            indices[i] = idx[i] + 1;
+        }
+    }
+    if (sts != MPI_STATUSES_IGNORE)
+        free(sts);
+    free(r);
+    free(idx);
+    shim_fret(ierr, rc);
+}
+
+static void f_waitsome(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *outcount, MPI_Fint *indices,
+                       MPI_Fint *fsts, MPI_Fint *ierr)
+{
+    shim_f_some(0, count, freqs, outcount, indices, fsts, ierr);
+}
+SHIM_FORTRAN(f_waitsome, mpi_waitsome, MPI_WAITSOME, ompi_waitsome_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_testsome(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *outcount, MPI_Fint *indices,
+                       MPI_Fint *fsts, MPI_Fint *ierr)
+{
+    shim_f_some(1, count, freqs, outcount, indices, fsts, ierr);
+}
+SHIM_FORTRAN(f_testsome, mpi_testsome, MPI_TESTSOME, ompi_testsome_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_request_get_status(MPI_Fint *freq, MPI_Fint *flag, MPI_Fint *fst, MPI_Fint *ierr)
+{
+    MPI_Status st;
+    int ign = shim_fstatus_ignored(fst), done = 0, rc;
+
+    shim_poll_some();
+    rc = PMPI_Request_get_status(PMPI_Request_f2c(*freq), &done, ign ? MPI_STATUS_IGNORE : &st);
+    if (rc == MPI_SUCCESS) {
+        *flag = done != 0;
+        if (done && !ign)
+            PMPI_Status_c2f(&st, fst);
+    }
+    shim_fret(ierr, rc);
+}
+SHIM_FORTRAN(f_request_get_status, mpi_request_get_status, MPI_REQUEST_GET_STATUS,
+             ompi_request_get_status_f, (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_finalize(MPI_Fint *ierr)
+{
+    shim_fret(ierr, shim_finalize());
+}
+SHIM_FORTRAN(f_finalize, mpi_finalize, MPI_FINALIZE, ompi_finalize_f, (MPI_Fint *));

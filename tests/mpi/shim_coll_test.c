@@ -1,0 +1,772 @@
+/*
+ * An ordinary MPI program (it does not link arcoll) that checks the PMPI
+ * shim's collectives beyond MPI_Alltoall/MPI_Allgather, and its agreement
+ * rule, when libarcoll_mpi.so is preloaded:
+ *
+ *   shim_coll_test MODE
+ *     shim   the shim must be loaded and must serve every call it can
+ *     plain  no expectation about the shim (data checks only)
+ *
+ * Every result is compared byte for byte, gaps of the datatypes included,
+ * with the same call made through PMPI_* (the MPI library itself):
+ *   - MPI_Alltoall/Allgather(v) with uneven counts (zeros included),
+ *     shuffled displacements with holes, several datatypes, and mixed
+ *     datatypes of one type signature: rank 0 passes 4 x MPI_INT per unit,
+ *     the last rank a non-contiguous MPI_Type_vector, the others a derived
+ *     contiguous type; every rank must be served (the agreement rule);
+ *   - MPI_Reduce_scatter_block and MPI_Allreduce for every mapped datatype x
+ *     op, in place and not;
+ *   - 8 MPI_Ialltoall in flight on one communicator, an MPI_Allreduce on it
+ *     meanwhile, the 8 completed in reverse order with MPI_Wait;
+ *   - the other nonblocking forms through MPI_Waitall, MPI_Testall,
+ *     MPI_Waitany and MPI_Test, mixed with point-to-point requests;
+ *   - MPI_Comm_free while an MPI_Ialltoall on the communicator is pending;
+ *   - calls the shim must hand to PMPI (a user op, MPI_MAXLOC, MPI_UNSIGNED).
+ * The shim's counters (arcoll_mpi_stats, found with dlsym) must show which
+ * calls arcoll ran. Last line on rank 0:
+ * "shim_coll_test on N ranks (MODE): P passed, F failed".
+ */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arcoll_mpi.h"
+
+enum { MODE_SHIM, MODE_PLAIN };
+enum { SERVED, PASSED };
+
+static int mode, wrank, wsize;
+static long passed, failed;
+static arcoll_mpi_stats_fn stats_fn;
+
+static void stats(arcoll_mpi_stats_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    if (stats_fn != NULL)
+        stats_fn(s);
+}
+
+static void verdict(int ok, const char *what, const char *detail)
+{
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    if (failed <= 20)
+        fprintf(stderr, "shim_coll_test[%d]: FAIL %s: %s\n", wrank, what, detail);
+}
+
+/* The counter of `field` moved by exactly one, the other of the pair not. */
+#define COUNTED(s0, s1, name, how)                                                            \
+    ((how) == SERVED                                                                          \
+         ? (s1).name##_arcoll - (s0).name##_arcoll == 1 && (s1).name##_mpi == (s0).name##_mpi \
+         : (s1).name##_mpi - (s0).name##_mpi == 1 && (s1).name##_arcoll == (s0).name##_arcoll)
+#define EXPECT(s0, s1, name, how, what, detail)                                  \
+    do {                                                                         \
+        if (mode == MODE_SHIM)                                                   \
+            verdict(COUNTED(s0, s1, name, how),                                  \
+                    (how) == SERVED ? "not served by arcoll: " what              \
+                                    : "served by arcoll, should be PMPI: " what, \
+                    detail);                                                     \
+    } while (0)
+
+static unsigned char pat(int a, int b, size_t k, int salt)
+{
+    return (unsigned char)(a * 131 + b * 29 + (int)(k % 253) * 7 + salt * 17 + 3);
+}
+
+/*
+ * A unit of data: m elements of type t, ue bytes of buffer (gaps included).
+ * All layouts of one test have the same type signature per unit.
+ */
+typedef struct lay {
+    MPI_Datatype t;
+    int m;
+    size_t ue;
+    const char *name;
+} lay_t;
+
+static MPI_Datatype contig4, vec4, contig3, vec2;
+static lay_t L_INT4, L_CONTIG4, L_VEC4, L_BYTE, L_DOUBLE, L_INT, L_CONTIG3, L_VEC2, L_DINT;
+
+static void lays_init(void)
+{
+    MPI_Type_contiguous(4, MPI_INT, &contig4);
+    MPI_Type_commit(&contig4);
+    MPI_Type_vector(4, 1, 2, MPI_INT, &vec4); /* 4 ints, every other one: extent 7 ints */
+    MPI_Type_commit(&vec4);
+    MPI_Type_contiguous(3, MPI_INT, &contig3);
+    MPI_Type_commit(&contig3);
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec2);
+    MPI_Type_commit(&vec2);
+    L_INT4 = (lay_t){MPI_INT, 4, 16, "4 x MPI_INT"};
+    L_CONTIG4 = (lay_t){contig4, 1, 16, "contiguous(4, MPI_INT)"};
+    L_VEC4 = (lay_t){vec4, 1, 28, "vector(4, 1, 2, MPI_INT)"};
+    L_BYTE = (lay_t){MPI_BYTE, 1, 1, "MPI_BYTE"};
+    L_DOUBLE = (lay_t){MPI_DOUBLE, 1, 8, "MPI_DOUBLE"};
+    L_INT = (lay_t){MPI_INT, 1, 4, "MPI_INT"};
+    L_CONTIG3 = (lay_t){contig3, 1, 12, "contiguous(3, MPI_INT)"};
+    L_VEC2 = (lay_t){vec2, 1, 12, "vector(2, 1, 2, MPI_INT)"};
+    L_DINT = (lay_t){MPI_DOUBLE_INT, 1, 16, "MPI_DOUBLE_INT"};
+}
+
+/* The layout a rank uses in a test: the same everywhere, or mixed. */
+typedef struct laysel {
+    const lay_t *all;
+    int mixed;
+    const char *name;
+} laysel_t;
+
+static const lay_t *lay_of(const laysel_t *sel, int rank, int n)
+{
+    if (!sel->mixed)
+        return sel->all;
+    if (rank == 0)
+        return &L_INT4;
+    return rank == n - 1 && n > 2 ? &L_VEC4 : &L_CONTIG4;
+}
+
+static unsigned char *buf2(size_t len, unsigned char **ref, int fill)
+{
+    unsigned char *b = malloc(len + 1);
+
+    *ref = malloc(len + 1);
+    if (b == NULL || *ref == NULL) {
+        fprintf(stderr, "shim_coll_test: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(b, fill, len + 1);
+    memset(*ref, fill, len + 1);
+    return b;
+}
+
+static void fill(unsigned char *b, size_t len, int a, int salt)
+{
+    for (size_t k = 0; k < len; k++)
+        b[k] = pat(a, 0, k, salt);
+}
+
+/* Alltoall or allgather of k units per block; in place or not; blocking. */
+static void t_uniform(MPI_Comm comm, const char *cname, int a2a, const laysel_t *sel, int k,
+                      int in_place, int salt)
+{
+    arcoll_mpi_stats_t s0, s1;
+    int me, n, rc;
+    char detail[256];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const lay_t *l = lay_of(sel, me, n);
+    size_t blk = (size_t)k * l->ue, slen = a2a ? blk * (size_t)n : blk;
+    size_t rlen = blk * (size_t)n;
+    unsigned char *sref, *s = buf2(slen, &sref, 0), *ref, *r = buf2(rlen, &ref, 0xEE);
+    int cnt = k * l->m;
+
+    fill(s, slen, me, salt);
+    if (in_place) {
+        fill(r, rlen, me + 50, salt);
+        if (!a2a)
+            memcpy(r + (size_t)me * blk, s, blk);
+        memcpy(ref, r, rlen);
+    }
+    stats(&s0);
+    if (a2a)
+        rc = MPI_Alltoall(in_place ? MPI_IN_PLACE : s, cnt, l->t, r, cnt, l->t, comm);
+    else
+        rc = MPI_Allgather(in_place ? MPI_IN_PLACE : s, cnt, l->t, r, cnt, l->t, comm);
+    stats(&s1);
+    if (a2a)
+        PMPI_Alltoall(in_place ? MPI_IN_PLACE : s, cnt, l->t, ref, cnt, l->t, comm);
+    else
+        PMPI_Allgather(in_place ? MPI_IN_PLACE : s, cnt, l->t, ref, cnt, l->t, comm);
+    snprintf(detail, sizeof(detail), "%s %s%s, %d units of %s (rank's %s)", cname,
+             a2a ? "MPI_Alltoall" : "MPI_Allgather", in_place ? " in place" : "", k, sel->name,
+             l->name);
+    verdict(rc == MPI_SUCCESS && memcmp(r, ref, rlen + 1) == 0, "data differs from PMPI", detail);
+    if (a2a)
+        EXPECT(s0, s1, alltoall, SERVED, "alltoall", detail);
+    else
+        EXPECT(s0, s1, allgather, SERVED, "allgather", detail);
+    free(s);
+    free(sref);
+    free(r);
+    free(ref);
+}
+
+/* Units from rank i to rank j in alltoallv (zeros included). */
+static int vcount(int i, int j, int salt)
+{
+    return (i * 7 + j * 3 + salt) % 5 == 0 ? 0 : 1 + (i * 5 + j * 11 + salt) % 4;
+}
+
+/*
+ * Alltoallv: send blocks in rank order with a hole of one unit after each,
+ * receive blocks in reverse rank order with holes of two units.
+ */
+static void t_alltoallv(MPI_Comm comm, const char *cname, const laysel_t *sel, int salt,
+                        int in_place)
+{
+    arcoll_mpi_stats_t s0, s1;
+    int me, n, rc;
+    char detail[256];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const lay_t *l = lay_of(sel, me, n);
+    int *sc = calloc((size_t)n, sizeof(int)), *sd = calloc((size_t)n, sizeof(int));
+    int *rcn = calloc((size_t)n, sizeof(int)), *rd = calloc((size_t)n, sizeof(int));
+    size_t su = 0, ru = 0;
+
+    for (int j = 0; j < n; j++) {
+        /* In place, what goes out is what comes in: MPI needs counts alike. */
+        int out = in_place ? vcount(j, me, salt) + vcount(me, j, salt) : vcount(me, j, salt);
+        sc[j] = out * l->m;
+        sd[j] = (int)su * l->m;
+        su += (size_t)out + 1;
+    }
+    for (int j = n - 1; j >= 0; j--) {
+        int in = in_place ? vcount(j, me, salt) + vcount(me, j, salt) : vcount(j, me, salt);
+        rcn[j] = in * l->m;
+        rd[j] = (int)ru * l->m;
+        ru += (size_t)in + 2;
+    }
+    size_t slen = su * l->ue, rlen = ru * l->ue;
+    unsigned char *sref, *s = buf2(slen, &sref, 0), *ref, *r = buf2(rlen, &ref, 0xEE);
+
+    fill(s, slen, me, salt);
+    if (in_place) {
+        fill(r, rlen, me + 70, salt);
+        memcpy(ref, r, rlen);
+    }
+    stats(&s0);
+    rc = MPI_Alltoallv(in_place ? MPI_IN_PLACE : s, sc, sd, l->t, r, rcn, rd, l->t, comm);
+    stats(&s1);
+    PMPI_Alltoallv(in_place ? MPI_IN_PLACE : s, sc, sd, l->t, ref, rcn, rd, l->t, comm);
+    snprintf(detail, sizeof(detail), "%s MPI_Alltoallv%s of %s (rank's %s), salt %d", cname,
+             in_place ? " in place" : "", sel->name, l->name, salt);
+    verdict(rc == MPI_SUCCESS && memcmp(r, ref, rlen + 1) == 0, "data differs from PMPI", detail);
+    EXPECT(s0, s1, alltoallv, SERVED, "alltoallv", detail);
+    free(s);
+    free(sref);
+    free(r);
+    free(ref);
+    free(sc);
+    free(sd);
+    free(rcn);
+    free(rd);
+}
+
+/* Allgatherv: rank j sends vcount(j, 0) units (zeros included); blocks land
+ * in a shuffled order with holes. */
+static void t_allgatherv(MPI_Comm comm, const char *cname, const laysel_t *sel, int salt,
+                         int in_place)
+{
+    arcoll_mpi_stats_t s0, s1;
+    int me, n, rc;
+    char detail[256];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    const lay_t *l = lay_of(sel, me, n);
+    int *rcn = calloc((size_t)n, sizeof(int)), *rd = calloc((size_t)n, sizeof(int));
+    int *perm = calloc((size_t)n, sizeof(int));
+    unsigned seed = 77u + (unsigned)salt; /* the same shuffle on every rank */
+    size_t ru = 1;                        /* a hole before the first block too */
+
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        int j = (int)((seed >> 8) % (unsigned)(i + 1)), tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+    }
+    for (int pos = 0; pos < n; pos++) {
+        int j = perm[pos];
+        rcn[j] = vcount(j, 0, salt) * l->m;
+        rd[j] = (int)ru * l->m;
+        ru += (size_t)vcount(j, 0, salt) + 1;
+    }
+    free(perm);
+    size_t blk = (size_t)vcount(me, 0, salt) * l->ue, rlen = ru * l->ue;
+    unsigned char *sref, *s = buf2(blk, &sref, 0), *ref, *r = buf2(rlen, &ref, 0xEE);
+
+    fill(s, blk, me, salt);
+    if (in_place) {
+        memcpy(r + (size_t)rd[me] / (size_t)l->m * l->ue, s, blk);
+        memcpy(ref, r, rlen);
+    }
+    stats(&s0);
+    rc = MPI_Allgatherv(in_place ? MPI_IN_PLACE : s, rcn[me], l->t, r, rcn, rd, l->t, comm);
+    stats(&s1);
+    PMPI_Allgatherv(in_place ? MPI_IN_PLACE : s, rcn[me], l->t, ref, rcn, rd, l->t, comm);
+    snprintf(detail, sizeof(detail), "%s MPI_Allgatherv%s of %s (rank's %s), salt %d", cname,
+             in_place ? " in place" : "", sel->name, l->name, salt);
+    verdict(rc == MPI_SUCCESS && memcmp(r, ref, rlen + 1) == 0, "data differs from PMPI", detail);
+    EXPECT(s0, s1, allgatherv, SERVED, "allgatherv", detail);
+    free(s);
+    free(sref);
+    free(r);
+    free(ref);
+    free(rcn);
+    free(rd);
+}
+
+/* Reductions. Values keep every op exact in every type (small integers; for
+ * PROD, +-1 and 2 on few elements), so results must equal PMPI's bitwise. */
+typedef struct rtype {
+    MPI_Datatype t;
+    const char *name;
+    int fp;
+    size_t size;
+} rtype_t;
+
+static void rvalue(const rtype_t *rt, void *p, long v)
+{
+    switch (rt->fp * 100 + (int)rt->size) {
+    case 4: *(int32_t *)p = (int32_t)v; break;
+    case 8: *(int64_t *)p = (int64_t)v; break;
+    case 104: *(float *)p = (float)v; break;
+    default: *(double *)p = (double)v; break;
+    }
+}
+
+static void t_reduce(MPI_Comm comm, const char *cname, int rsb, const rtype_t *rt, MPI_Op op,
+                     const char *opname, int count, int in_place, int salt)
+{
+    arcoll_mpi_stats_t s0, s1;
+    int me, n, rc;
+    char detail[256];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t elems = (size_t)count * (rsb ? (size_t)n : 1), len = elems * rt->size;
+    size_t rlen = in_place ? len : (size_t)count * rt->size;
+    unsigned char *sref, *s = buf2(len, &sref, 0), *ref, *r = buf2(len, &ref, 0xEE);
+
+    for (size_t k = 0; k < elems; k++) {
+        long v;
+        if (op == MPI_PROD)
+            v = (k + (size_t)me + (size_t)salt) % 7 == 0 ? 2 : ((k + (size_t)me) % 3 ? 1 : -1);
+        else
+            v = (long)((k * 37 + (size_t)me * 101 + (size_t)salt * 13) % 1000) - 300;
+        if (rt->t == MPI_UNSIGNED_LONG || rt->t == MPI_UINT64_T || rt->t == MPI_UNSIGNED_LONG_LONG)
+            v = v < 0 ? -v : v;
+        rvalue(rt, s + k * rt->size, v);
+    }
+    if (in_place) {
+        memcpy(r, s, len);
+        memcpy(ref, s, len);
+    }
+    stats(&s0);
+    if (rsb)
+        rc = MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, r, count, rt->t, op, comm);
+    else
+        rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, count, rt->t, op, comm);
+    stats(&s1);
+    if (rsb)
+        PMPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, ref, count, rt->t, op, comm);
+    else
+        PMPI_Allreduce(in_place ? MPI_IN_PLACE : s, ref, count, rt->t, op, comm);
+    snprintf(detail, sizeof(detail), "%s %s%s of %d x %s, %s", cname,
+             rsb ? "MPI_Reduce_scatter_block" : "MPI_Allreduce", in_place ? " in place" : "", count,
+             rt->name, opname);
+    /* In place, reduce_scatter_block's result is the first count elements;
+     * MPI leaves the rest of rbuf undefined. */
+    verdict(rc == MPI_SUCCESS &&
+                memcmp(r, ref, in_place && rsb ? (size_t)count * rt->size : rlen) == 0,
+            "data differs from PMPI", detail);
+    if (rsb)
+        EXPECT(s0, s1, reduce_scatter_block, SERVED, "reduce_scatter_block", detail);
+    else
+        EXPECT(s0, s1, allreduce, SERVED, "allreduce", detail);
+    free(s);
+    free(sref);
+    free(r);
+    free(ref);
+}
+
+static const rtype_t rtypes[] = {
+    {MPI_INT, "MPI_INT", 0, 4},
+    {MPI_INT32_T, "MPI_INT32_T", 0, 4},
+    {MPI_LONG, "MPI_LONG", 0, sizeof(long)},
+    {MPI_LONG_LONG, "MPI_LONG_LONG", 0, 8},
+    {MPI_INT64_T, "MPI_INT64_T", 0, 8},
+    {MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", 0, sizeof(unsigned long)},
+    {MPI_UINT64_T, "MPI_UINT64_T", 0, 8},
+    {MPI_UNSIGNED_LONG_LONG, "MPI_UNSIGNED_LONG_LONG", 0, 8},
+    {MPI_FLOAT, "MPI_FLOAT", 1, 4},
+    {MPI_DOUBLE, "MPI_DOUBLE", 1, 8},
+    {MPI_INTEGER, "MPI_INTEGER", 0, 4},
+    {MPI_INTEGER8, "MPI_INTEGER8", 0, 8},
+    {MPI_REAL, "MPI_REAL", 1, 4},
+    {MPI_DOUBLE_PRECISION, "MPI_DOUBLE_PRECISION", 1, 8},
+    {MPI_REAL8, "MPI_REAL8", 1, 8},
+};
+
+static void reduce_suite(MPI_Comm comm, const char *cname)
+{
+    const struct {
+        MPI_Op op;
+        const char *name;
+        int bitwise;
+    } ops[] = {{MPI_SUM, "MPI_SUM", 0},  {MPI_PROD, "MPI_PROD", 0}, {MPI_MIN, "MPI_MIN", 0},
+               {MPI_MAX, "MPI_MAX", 0},  {MPI_BAND, "MPI_BAND", 1}, {MPI_BOR, "MPI_BOR", 1},
+               {MPI_BXOR, "MPI_BXOR", 1}};
+    int salt = 0;
+
+    for (size_t t = 0; t < sizeof(rtypes) / sizeof(rtypes[0]); t++)
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            if (ops[o].bitwise && rtypes[t].fp)
+                continue;
+            int count = (int)(1 + (t * 31 + o * 17) % 300);
+            for (int rsb = 0; rsb <= 1; rsb++)
+                for (int ip = 0; ip <= 1; ip++)
+                    t_reduce(comm, cname, rsb, &rtypes[t], ops[o].op, ops[o].name, count, ip,
+                             salt++);
+        }
+    /* Larger vectors, beyond one bounce slot. */
+    t_reduce(comm, cname, 0, &rtypes[9], MPI_SUM, "MPI_SUM", 100000, 0, 1);
+    t_reduce(comm, cname, 1, &rtypes[0], MPI_MAX, "MPI_MAX", 20000, 1, 2);
+}
+
+static void data_suite(MPI_Comm comm, const char *cname)
+{
+    const laysel_t sels[] = {{&L_BYTE, 0, "MPI_BYTE"},
+                             {&L_INT, 0, "MPI_INT"},
+                             {&L_DOUBLE, 0, "MPI_DOUBLE"},
+                             {&L_CONTIG3, 0, "contiguous(3, MPI_INT)"},
+                             {&L_VEC2, 0, "vector(2, 1, 2, MPI_INT)"},
+                             {&L_DINT, 0, "MPI_DOUBLE_INT"},
+                             {NULL, 1, "mixed: 4 x MPI_INT / contiguous(4) / vector(4)"}};
+
+    for (size_t i = 0; i < sizeof(sels) / sizeof(sels[0]); i++) {
+        const int ks[] = {0, 1, 5, 300};
+        for (size_t k = 0; k < sizeof(ks) / sizeof(ks[0]); k++)
+            for (int ip = 0; ip <= 1; ip++) {
+                t_uniform(comm, cname, 1, &sels[i], ks[k], ip, (int)(i + k));
+                t_uniform(comm, cname, 0, &sels[i], ks[k], ip, (int)(i + k));
+            }
+        for (int salt = 0; salt < 3; salt++)
+            for (int ip = 0; ip <= 1; ip++) {
+                t_alltoallv(comm, cname, &sels[i], salt, ip);
+                t_allgatherv(comm, cname, &sels[i], salt, ip);
+            }
+    }
+}
+
+/* 8 MPI_Ialltoall in flight, waited for in reverse order after a blocking
+ * MPI_Allreduce; every other one of a non-contiguous type, freed by the
+ * program right after the start. */
+static void t_inflight(MPI_Comm comm, const char *cname)
+{
+    enum { NF = 8, K = 37 };
+    arcoll_mpi_stats_t s0, s1;
+    MPI_Request req[NF];
+    unsigned char *s[NF], *r[NF], *ref[NF], *sref;
+    size_t len[NF];
+    int me, n, ok = 1;
+    char detail[128];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    for (int i = 0; i < NF; i++) {
+        const lay_t *l = i % 2 ? &L_VEC4 : &L_INT4;
+        len[i] = (size_t)K * l->ue * (size_t)n;
+        s[i] = buf2(len[i], &sref, 0);
+        free(sref);
+        r[i] = buf2(len[i], &ref[i], 0xEE);
+        fill(s[i], len[i], me, i);
+        PMPI_Alltoall(s[i], K * l->m, l->t, ref[i], K * l->m, l->t, comm);
+    }
+    stats(&s0);
+    for (int i = 0; i < NF; i++) {
+        MPI_Datatype t = MPI_INT;
+        if (i % 2)
+            MPI_Type_dup(vec4, &t);
+        ok &= MPI_Ialltoall(s[i], K * (i % 2 ? 1 : 4), t, r[i], K * (i % 2 ? 1 : 4), t, comm,
+                            &req[i]) == MPI_SUCCESS;
+        if (i % 2)
+            MPI_Type_free(&t);
+    }
+    /* A blocking call beyond the 8 in flight: arcoll first completes the
+     * oldest locally. */
+    {
+        long one = me + 1, sum = 0;
+        ok &= MPI_Allreduce(&one, &sum, 1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS;
+        verdict(sum == (long)n * (n + 1) / 2, "MPI_Allreduce while 8 MPI_Ialltoall in flight",
+                cname);
+    }
+    for (int i = NF - 1; i >= 0; i--) {
+        ok &= MPI_Wait(&req[i], MPI_STATUS_IGNORE) == MPI_SUCCESS;
+        ok &= req[i] == MPI_REQUEST_NULL;
+    }
+    stats(&s1);
+    for (int i = 0; i < NF; i++) {
+        snprintf(detail, sizeof(detail), "%s MPI_Ialltoall %d of %d in flight", cname, i, NF);
+        verdict(ok && memcmp(r[i], ref[i], len[i] + 1) == 0, "data differs from PMPI", detail);
+        free(s[i]);
+        free(r[i]);
+        free(ref[i]);
+    }
+    if (mode == MODE_SHIM)
+        verdict(s1.ialltoall_arcoll - s0.ialltoall_arcoll == NF &&
+                    s1.requests - s0.requests == NF && s1.ialltoall_mpi == s0.ialltoall_mpi,
+                "not served by arcoll: 8 MPI_Ialltoall in flight", cname);
+}
+
+/* The other nonblocking forms, with a ring of point-to-point requests in the
+ * same arrays. how: 0 MPI_Waitall, 1 MPI_Testall loop, 2 MPI_Waitany,
+ * 3 MPI_Test on each. */
+static void t_nonblocking(MPI_Comm comm, const char *cname, int how)
+{
+    enum { NR = 7, K = 50 };
+    static const char *const hows[] = {"MPI_Waitall", "MPI_Testall", "MPI_Waitany", "MPI_Test"};
+    arcoll_mpi_stats_t s0, s1;
+    MPI_Request req[NR];
+    int me, n, ok = 1, flag = 0, idx, token = -1, sent;
+    char detail[160];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t un = (size_t)n;
+    int *cnt = malloc(un * sizeof(int)), *dis = malloc(un * sizeof(int));
+    int *gcnt = malloc(un * sizeof(int));
+    int *sa = malloc(un * K * sizeof(int)), *ra = malloc(un * K * sizeof(int) + 1);
+    int *rag = malloc(un * K * sizeof(int) + 1), *rv = malloc(un * K * sizeof(int) + 1);
+    int *rgv = malloc(un * K * sizeof(int) + 1);
+    double *dv = malloc(K * sizeof(double)), *dr = malloc(K * sizeof(double) + 1);
+    long *lv = malloc(un * K * sizeof(long)), *lr = malloc(K * sizeof(long) + 1);
+    int *ref = malloc(un * K * sizeof(int) + K * sizeof(double) + 1);
+
+    for (size_t k = 0; k < un * K; k++) {
+        sa[k] = (int)(me * 100000 + (int)k);
+        lv[k] = (long)(k % 97) - me;
+    }
+    for (int k = 0; k < K; k++)
+        dv[k] = k * 0.5 + me;
+    /* Alltoallv: me -> j and j -> me alike; allgatherv: rank j's count. */
+    for (int j = 0; j < n; j++) {
+        cnt[j] = K - (me + j) % 3;
+        gcnt[j] = K - j % 3;
+        dis[j] = (n - 1 - j) * K;
+    }
+    memset(ra, 0xEE, un * K * sizeof(int) + 1);
+    memset(rag, 0xEE, un * K * sizeof(int) + 1);
+    memset(rv, 0xEE, un * K * sizeof(int) + 1);
+    memset(rgv, 0xEE, un * K * sizeof(int) + 1);
+    stats(&s0);
+    ok &= MPI_Ialltoall(sa, K, MPI_INT, ra, K, MPI_INT, comm, &req[0]) == MPI_SUCCESS;
+    ok &= MPI_Iallgather(sa, K, MPI_INT, rag, K, MPI_INT, comm, &req[1]) == MPI_SUCCESS;
+    ok &= MPI_Iallreduce(dv, dr, K, MPI_DOUBLE, MPI_SUM, comm, &req[2]) == MPI_SUCCESS;
+    ok &=
+        MPI_Ialltoallv(sa, cnt, dis, MPI_INT, rv, cnt, dis, MPI_INT, comm, &req[3]) == MPI_SUCCESS;
+    ok &= MPI_Iallgatherv(sa, gcnt[me], MPI_INT, rgv, gcnt, dis, MPI_INT, comm, &req[4]) ==
+          MPI_SUCCESS;
+    ok &= MPI_Ireduce_scatter_block(lv, lr, K, MPI_LONG, MPI_MAX, comm, &req[5]) == MPI_SUCCESS;
+    sent = me;
+    /* A ring: the next rank's token arrives while the collectives run. */
+    if (n > 1) {
+        MPI_Request sreq;
+        MPI_Isend(&sent, 1, MPI_INT, (me + 1) % n, 7, comm, &sreq);
+        MPI_Request_free(&sreq);
+        MPI_Irecv(&token, 1, MPI_INT, (me + n - 1) % n, 7, comm, &req[6]);
+    } else {
+        token = 0;
+        req[6] = MPI_REQUEST_NULL;
+    }
+    switch (how) {
+    case 0: ok &= MPI_Waitall(NR, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS; break;
+    case 1:
+        while (ok && !flag)
+            ok &= MPI_Testall(NR, req, &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS;
+        break;
+    case 2:
+        for (int i = 0; ok && i < NR; i++)
+            ok &= MPI_Waitany(NR, req, &idx, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+                  (idx == MPI_UNDEFINED || req[idx] == MPI_REQUEST_NULL);
+        break;
+    default:
+        for (int i = 0; ok && i < NR; i++)
+            for (flag = 0; ok && !flag;)
+                ok &= MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+    }
+    stats(&s1);
+    for (int i = 0; i < NR; i++)
+        ok &= req[i] == MPI_REQUEST_NULL;
+    snprintf(detail, sizeof(detail), "%s nonblocking forms completed with %s", cname, hows[how]);
+    verdict(ok && token == (n > 1 ? (me + n - 1) % n : 0), "a call failed or a request is left",
+            detail);
+    memset(ref, 0xEE, un * K * sizeof(int) + 1);
+    PMPI_Alltoall(sa, K, MPI_INT, ref, K, MPI_INT, comm);
+    verdict(memcmp(ra, ref, un * K * sizeof(int) + 1) == 0, "MPI_Ialltoall data", detail);
+    memset(ref, 0xEE, un * K * sizeof(int) + 1);
+    PMPI_Allgather(sa, K, MPI_INT, ref, K, MPI_INT, comm);
+    verdict(memcmp(rag, ref, un * K * sizeof(int) + 1) == 0, "MPI_Iallgather data", detail);
+    memset(ref, 0xEE, un * K * sizeof(int) + 1);
+    PMPI_Alltoallv(sa, cnt, dis, MPI_INT, ref, cnt, dis, MPI_INT, comm);
+    verdict(memcmp(rv, ref, un * K * sizeof(int) + 1) == 0, "MPI_Ialltoallv data", detail);
+    memset(ref, 0xEE, un * K * sizeof(int) + 1);
+    PMPI_Allgatherv(sa, gcnt[me], MPI_INT, ref, gcnt, dis, MPI_INT, comm);
+    verdict(memcmp(rgv, ref, un * K * sizeof(int) + 1) == 0, "MPI_Iallgatherv data", detail);
+    PMPI_Allreduce(dv, ref, K, MPI_DOUBLE, MPI_SUM, comm);
+    verdict(memcmp(dr, ref, K * sizeof(double)) == 0, "MPI_Iallreduce data", detail);
+    PMPI_Reduce_scatter_block(lv, ref, K, MPI_LONG, MPI_MAX, comm);
+    verdict(memcmp(lr, ref, K * sizeof(long)) == 0, "MPI_Ireduce_scatter_block data", detail);
+    EXPECT(s0, s1, ialltoall, SERVED, "ialltoall", detail);
+    EXPECT(s0, s1, iallgather, SERVED, "iallgather", detail);
+    EXPECT(s0, s1, iallreduce, SERVED, "iallreduce", detail);
+    EXPECT(s0, s1, ialltoallv, SERVED, "ialltoallv", detail);
+    EXPECT(s0, s1, iallgatherv, SERVED, "iallgatherv", detail);
+    EXPECT(s0, s1, ireduce_scatter_block, SERVED, "ireduce_scatter_block", detail);
+    free(cnt);
+    free(gcnt);
+    free(dis);
+    free(sa);
+    free(ra);
+    free(rag);
+    free(rv);
+    free(rgv);
+    free(dv);
+    free(dr);
+    free(lv);
+    free(lr);
+    free(ref);
+}
+
+static void my_sum(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+    (void)t;
+    for (int i = 0; i < *len; i++)
+        ((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* What arcoll does not have goes to PMPI, on every rank alike. */
+static void t_passthrough(MPI_Comm comm, const char *cname)
+{
+    arcoll_mpi_stats_t s0, s1;
+    MPI_Op user;
+    int me, v[4], r[4], ref[4], rc;
+    struct {
+        int v, i;
+    } mv, mr, mref;
+
+    MPI_Comm_rank(comm, &me);
+    for (int i = 0; i < 4; i++)
+        v[i] = me * 3 + i;
+    MPI_Op_create(my_sum, 1, &user);
+    stats(&s0);
+    rc = MPI_Allreduce(v, r, 4, MPI_INT, user, comm);
+    stats(&s1);
+    PMPI_Allreduce(v, ref, 4, MPI_INT, MPI_SUM, comm);
+    verdict(rc == MPI_SUCCESS && memcmp(r, ref, sizeof(r)) == 0, "data differs from PMPI",
+            "MPI_Allreduce with a user op");
+    EXPECT(s0, s1, allreduce, PASSED, "allreduce with a user op", cname);
+    MPI_Op_free(&user);
+
+    mv.v = (me * 7) % 5;
+    mv.i = me;
+    stats(&s0);
+    rc = MPI_Allreduce(&mv, &mr, 1, MPI_2INT, MPI_MAXLOC, comm);
+    stats(&s1);
+    PMPI_Allreduce(&mv, &mref, 1, MPI_2INT, MPI_MAXLOC, comm);
+    verdict(rc == MPI_SUCCESS && mr.v == mref.v && mr.i == mref.i, "data differs from PMPI",
+            "MPI_Allreduce MPI_MAXLOC");
+    EXPECT(s0, s1, allreduce, PASSED, "allreduce MPI_MAXLOC of MPI_2INT", cname);
+
+    stats(&s0);
+    rc = MPI_Reduce_scatter_block(v, r, 1, MPI_UNSIGNED, MPI_SUM, comm);
+    stats(&s1);
+    EXPECT(s0, s1, reduce_scatter_block, PASSED, "reduce_scatter_block of MPI_UNSIGNED", cname);
+    (void)rc;
+}
+
+/* A communicator freed while a collective on it is pending (MPI lets it
+ * complete normally): the shim must finish it before the context goes. */
+static void t_request_free(MPI_Comm comm, const char *cname)
+{
+    enum { K = 64 };
+    arcoll_mpi_stats_t s0, s1;
+    MPI_Comm dup;
+    MPI_Request req;
+    int me, n, rc;
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t len = (size_t)K * (size_t)n * sizeof(int);
+    int *s = malloc(len), *r = malloc(len + 1), *ref = malloc(len + 1);
+
+    for (size_t k = 0; k < (size_t)K * (size_t)n; k++)
+        s[k] = me * 1000 + (int)k;
+    memset(r, 0xEE, len + 1);
+    memset(ref, 0xEE, len + 1);
+    PMPI_Alltoall(s, K, MPI_INT, ref, K, MPI_INT, comm);
+    MPI_Comm_dup(comm, &dup);
+    stats(&s0);
+    rc = MPI_Ialltoall(s, K, MPI_INT, r, K, MPI_INT, dup, &req);
+    rc |= MPI_Comm_free(&dup);
+    rc |= MPI_Wait(&req, MPI_STATUS_IGNORE);
+    stats(&s1);
+    verdict(rc == MPI_SUCCESS && req == MPI_REQUEST_NULL && memcmp(r, ref, len + 1) == 0,
+            "data differs from PMPI", "MPI_Ialltoall, MPI_Comm_free, MPI_Wait");
+    if (mode == MODE_SHIM)
+        verdict(s1.ialltoall_arcoll - s0.ialltoall_arcoll == 1 && s1.requests - s0.requests == 1,
+                "not served by arcoll: MPI_Ialltoall on a freed communicator", cname);
+    free(s);
+    free(r);
+    free(ref);
+}
+
+static void suite(MPI_Comm comm, const char *cname)
+{
+    data_suite(comm, cname);
+    reduce_suite(comm, cname);
+    t_inflight(comm, cname);
+    for (int how = 0; how < 4; how++)
+        t_nonblocking(comm, cname, how);
+    t_passthrough(comm, cname);
+    t_request_free(comm, cname);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mname = argc > 1 ? argv[1] : "shim";
+    MPI_Comm split;
+    long sums[2];
+
+    mode = strcmp(mname, "plain") == 0 ? MODE_PLAIN : MODE_SHIM;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
+    if (mode == MODE_SHIM && stats_fn == NULL) {
+        if (wrank == 0)
+            fprintf(stderr, "shim_coll_test: libarcoll_mpi.so is not loaded (LD_PRELOAD it)\n");
+        MPI_Finalize();
+        return 1;
+    }
+    lays_init();
+    suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+    /* Reversed order, odd sizes: a communicator of its own context. */
+    MPI_Comm_split(MPI_COMM_WORLD, wrank % 3 == 1, wsize - wrank, &split);
+    suite(split, "split(rank % 3 == 1, reversed)");
+    MPI_Comm_free(&split);
+
+    MPI_Type_free(&contig4);
+    MPI_Type_free(&vec4);
+    MPI_Type_free(&contig3);
+    MPI_Type_free(&vec2);
+    sums[0] = passed;
+    sums[1] = failed;
+    PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (wrank == 0)
+        printf("shim_coll_test on %d ranks (%s): %ld passed, %ld failed\n", wsize, mname, sums[0],
+               sums[1]);
+    MPI_Finalize();
+    return sums[1] == 0 ? 0 : 1;
+}
