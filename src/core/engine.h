@@ -81,12 +81,22 @@ const char *coll_type_name(coll_type_t type);
  * Schedules (core/sched.h, src/core/sched_run.c). An algorithm's start builds
  * the call's schedule into eng_sched(r) (kept per request slot, so a repeated
  * call allocates nothing), then calls eng_sched_start; its progress is
- * eng_sched_progress. in_order: sends strictly in list order, each after its
- * receiver advertised its arrival (the Direct baseline); otherwise sends go
- * to arrived peers first (PAP).
+ * eng_sched_progress. Modes:
+ *   ENG_SCHED_PAP      sends go to arrived peers first and never wait for a
+ *                      receiver. Only for full exchanges: schedules where a
+ *                      rank's completion needs every rank to have started the
+ *                      call (every block non-empty and needed everywhere, or a
+ *                      message, even empty, between every pair); the epoch-bank
+ *                      argument of docs/protocol.md §5 rests on it.
+ *   ENG_SCHED_DIRECT   sends strictly in list order, each after its receiver
+ *                      advertised its arrival (the Direct baseline).
+ *   ENG_SCHED_PARTIAL  any schedule: a stream's first fragment waits for the
+ *                      receiver's advertisement, which receivers post to the
+ *                      peers they receive from.
  */
+enum { ENG_SCHED_PAP = 0, ENG_SCHED_DIRECT = 1, ENG_SCHED_PARTIAL = 2 };
 sched_t *eng_sched(coll_req_t *r);
-int eng_sched_start(coll_req_t *r, int in_order);
+int eng_sched_start(coll_req_t *r, int mode);
 int eng_sched_progress(coll_req_t *r);
 /* One exchange on team t, blocking: slen bytes to team rank to and exactly
  * rlen bytes from team rank from (UINT32_MAX: none). Every member calls it

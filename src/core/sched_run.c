@@ -40,6 +40,7 @@ typedef struct sched_exec {
     uint32_t local_next;                 /* locals run in list (round) order */
     uint32_t order_next;                 /* in_order: the one send that may go */
     int in_order;
+    int wait_adv; /* a stream's first fragment waits for the receiver's advertisement */
     char *buf[SCHED_NBUF];
     char *tmp;
     size_t tmp_cap;
@@ -371,10 +372,10 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         }
         if (cred != wire_frag_word(r->epoch, k - 1))
             return 0;
-    } else if (x->in_order) {
+    } else if (x->wait_adv) {
         wire_ctrl_t adv;
         if (!coll_ctrl_read(r, p, &adv))
-            return 0; /* Direct: not before the receiver is there */
+            return 0; /* not before the receiver is in this call (protocol.md §5) */
     }
     flen = len - at < b ? len - at : b;
     if (at == 0) {
@@ -466,7 +467,7 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
     return ARCOLL_OK;
 }
 
-int eng_sched_start(coll_req_t *r, int in_order)
+int eng_sched_start(coll_req_t *r, int mode)
 {
     struct arcoll_team *t = r->team;
     sched_exec_t *x = r->sx;
@@ -490,14 +491,26 @@ int eng_sched_start(coll_req_t *r, int in_order)
     x->buf[SCHED_BUF_SEND] = (char *)(uintptr_t)r->args.sbuf;
     x->buf[SCHED_BUF_RECV] = r->args.rbuf;
     x->buf[SCHED_BUF_TMP] = x->tmp;
-    x->in_order = in_order;
+    x->in_order = mode == ENG_SCHED_DIRECT;
+    x->wait_adv = mode != ENG_SCHED_PAP;
     for (uint32_t p = 0; p < t->size; p++) {
         r->peers[p].rx_done = x->rx_head[p] == SX_NONE;
         r->peers[p].tx_state = x->tx_head[p] == SX_NONE ? COLL_TX_DONE : COLL_TX_IDLE;
     }
     sx_rounds(x);
-    /* Direct waits for each receiver's readiness: receivers advertise it. */
-    return in_order ? coll_advertise(r, NULL, 0) : ARCOLL_OK;
+    /* Direct waits for each receiver's readiness: receivers advertise it to
+     * everyone; a partial schedule only to the peers it receives from. */
+    if (mode == ENG_SCHED_DIRECT)
+        return coll_advertise(r, NULL, 0);
+    for (uint32_t p = 0; mode == ENG_SCHED_PARTIAL && p < t->size; p++) {
+        if (x->rx_head[p] == SX_NONE)
+            continue;
+        rc = t->ctx->chan->ops->put_u64(t->ctx->chan, t->ranks[p], r->epoch, &t->peer_region[p],
+                                        wire_ctrl_off(&t->layout, t->rank, r->bank));
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
 }
 
 int eng_sched_progress(coll_req_t *r)
@@ -557,7 +570,8 @@ static int sendrecv_start(coll_req_t *r)
         sched_seg_t g = {.off = 0, .len = a->rbytes, .buf = SCHED_BUF_RECV};
         rc = sched_add_recv(s, 0, a->from, SCHED_COPY, &g, 1);
     }
-    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 0);
+    /* Pairwise: no full exchange, so the bank argument needs the advertisement. */
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_PARTIAL);
 }
 
 static const coll_alg_t eng_alg_sendrecv = {.name = "sendrecv",

@@ -29,7 +29,7 @@ static int direct_sched_start(coll_req_t *r)
 {
     int rc = lin_sched_build(r, eng_sched(r));
 
-    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 1);
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_DIRECT);
 }
 
 const coll_alg_t coll_alg_direct = {

@@ -55,7 +55,7 @@ static int pap_sched_start(coll_req_t *r)
 {
     int rc = lin_sched_build(r, eng_sched(r));
 
-    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 0);
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_PAP);
 }
 
 const coll_alg_t coll_alg_pap = {

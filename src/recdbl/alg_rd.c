@@ -49,20 +49,37 @@ static int rd_start(coll_req_t *r)
         break;
     default: rc = ARCOLL_ERR_UNSUPPORTED; break;
     }
-    return rc != ARCOLL_OK ? rc : eng_sched_start(r, 0);
+    return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_PAP);
+}
+
+/* An allgatherv with an empty block leaves messages out, so a rank could
+ * finish without hearing from every rank: not a full exchange, which the PAP
+ * schedules need (core/engine.h). rcounts are equal on every rank, so every
+ * rank decides alike. */
+static const char *rd_unfit(const struct arcoll_team *t, const coll_args_t *a)
+{
+    if (a->type != COLL_ALLGATHERV || a->rcounts == NULL)
+        return NULL;
+    for (uint32_t j = 0; j < t->size; j++)
+        if (a->rcounts[j] == 0)
+            return "an allgatherv block is empty";
+    return NULL;
 }
 
 const coll_alg_t coll_alg_ring = {.name = "ring",
+                                  .unfit = rd_unfit,
                                   .fallback = CORE_ALG_PAP,
                                   .variant = RD_RING,
                                   .start = rd_start,
                                   .progress = eng_sched_progress};
 const coll_alg_t coll_alg_rdd = {.name = "rdd",
+                                 .unfit = rd_unfit,
                                  .fallback = CORE_ALG_PAP,
                                  .variant = RD_DOUBLING,
                                  .start = rd_start,
                                  .progress = eng_sched_progress};
 const coll_alg_t coll_alg_rdh = {.name = "rdh",
+                                 .unfit = rd_unfit,
                                  .fallback = CORE_ALG_PAP,
                                  .variant = RD_HALVING,
                                  .start = rd_start,

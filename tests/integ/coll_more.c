@@ -10,6 +10,7 @@
  *                               mix of collectives), completed in reverse order
  *   coll_test vskew ITERS US    back-to-back calls of random collective,
  *                               algorithm and size under random delays
+ *                               (VSKEW_ALG=ring: that algorithm for every call)
  *
  * Counts, displacements and values are functions of (call, source,
  * destination), so every rank computes what it must receive.
@@ -387,6 +388,7 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
     for (long it = 0; it < iters; it++) {
         uint64_t x = (uint64_t)it * 0x9e3779b97f4a7c15ULL;
         int kind = (int)((x >> 11) % 4), a = (int)((x >> 17) % 5);
+        const char *fixed = getenv("VSKEW_ALG"); /* one algorithm for all calls */
         size_t bytes = (size_t)((x >> 23) % 3000);
         long delay =
             us > 0 ? (long)(((uint64_t)it * 7919 + (uint64_t)rank * 104729) % (uint64_t)us) : 0;
@@ -394,11 +396,12 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
             struct timespec ts = {0, delay * 1000};
             nanosleep(&ts, NULL);
         }
-        set(ctx, "ARCOLL_ALLGATHERV_ALG", algs_rd[a]);
-        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", algs_rd[a]);
-        set(ctx, "ARCOLL_ALLREDUCE_ALG", algs_rd[a]);
-        set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 ? algs_rd[a] : "pap");
-        snprintf(what, sizeof(what), "vskew %ld kind %d %s %zu B", it, kind, algs_rd[a], bytes);
+        const char *alg = fixed != NULL ? fixed : algs_rd[a];
+        set(ctx, "ARCOLL_ALLGATHERV_ALG", alg);
+        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", alg);
+        set(ctx, "ARCOLL_ALLREDUCE_ALG", alg);
+        set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 && fixed == NULL ? alg : "pap");
+        snprintf(what, sizeof(what), "vskew %ld kind %d %s %zu B", it, kind, alg, bytes);
         switch (kind) {
         case 0: v_alltoallv(world, ++call, bytes, 0, (int)(it & 1), what); break;
         case 1: v_allgatherv(world, ++call, bytes, (int)((it >> 1) & 1), 0, what); break;

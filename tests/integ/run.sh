@@ -88,6 +88,32 @@ for n in 3 4 8; do
     run "mpirun-$n-skew-random" ok $MPIRUN -np $n "$T/coll_test" skew 1000 200 random
     run "mpirun-$n-skew-late" ok $MPIRUN -np $n "$T/coll_test" skew 1000 500 late
 done
+# The other collectives (tests/integ/coll_more.c): alltoallv, allgatherv, reduce_scatter_block
+# and allreduce x every algorithm x sizes 0..200000 x in place x blocking or not; bad input and
+# disagreements across ranks (a mismatch on every rank, never a hang); 8 calls in flight;
+# arcoll_team_split (also on pretend nodes, node algorithms on the new teams); 1000
+# back-to-back calls per multi-round algorithm under random skew at a power of two and not.
+for n in 1 2 3 4 5 8; do
+    run "mpirun-$n-v" ok $MPIRUN -np $n "$T/coll_test" v
+done
+for n in 2 3 5 8; do
+    run "mpirun-$n-vbad" ok $MPIRUN -np $n "$T/coll_test" vbad
+done
+for n in 2 3 4 8; do
+    run "mpirun-$n-inflight" ok $MPIRUN -np $n "$T/coll_test" inflight
+done
+for n in 1 2 3 5 8; do
+    run "mpirun-$n-split" ok $MPIRUN -np $n "$T/coll_test" split
+done
+run split-8-nodes-2 ok env ARCOLL_NODE_SIZE=2 $MPIRUN -np 8 "$T/coll_test" split
+run split-6-nodes-3,1 ok env ARCOLL_NODE_SIZE=3,1 $MPIRUN -np 6 "$T/coll_test" split
+run fork-4-v ok "$T/fork_test" 4 v
+for alg in pap direct ring rdd rdh; do
+    for n in 4 5; do
+        run "mpirun-$n-vskew-$alg" ok env VSKEW_ALG=$alg $MPIRUN -np $n "$T/coll_test" vskew 1000 300
+    done
+done
+run mpirun-3-vskew-mixed-slow ok $MPIRUN -np 3 "$T/coll_test" vskew 300 3000
 # Algorithm and path chosen by the environment, as a user would, at 1 to 8 ranks.
 for n in 1 2 3 5 8; do
     for cfg in direct:copy direct:zcopy pap:copy pap:zcopy pap_shm:auto; do
