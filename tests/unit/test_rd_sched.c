@@ -552,12 +552,15 @@ static int sim_do(sim_t *sim, act_t a)
     }
 }
 
+static unsigned long sim_runs; /* executions, reported at the end */
+
 /* Run every rank's schedule to the end in a random order; 0 or -1 (sim->err). */
 static int sim_run(sim_t *sim, uint64_t seed)
 {
     uint32_t n = sim->n;
     int rc;
 
+    sim_runs++;
     rng_state = seed * 0x2545f4914f6cdd1dULL + 1;
     for (uint32_t i = 0; i < n; i++) {
         sim_rank_t *r = &sim->r[i];
@@ -896,6 +899,8 @@ static void check_reduction(int variant, uint32_t n, const uint64_t *counts, uin
                              n, i, m->nseg);
             }
         }
+        if (variant != RD_RING)
+            assert_true(r->s.nrounds <= (counts ? ilog2(n) + 1 : 2 * ilog2(n)));
         if (n > 1 && variant == RD_RING && allpos)
             assert_int_equal(r->s.nrounds, counts ? n - 1 : 2 * (n - 1));
         if (counts && n > 1 && is_pow2(n) && variant != RD_RING && len[0] > 0) {
@@ -1123,5 +1128,8 @@ int main(void)
         cmocka_unit_test(test_reduce_scatter),    cmocka_unit_test(test_allreduce),
     };
 
-    return cmocka_run_group_tests_name("rd_sched", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("rd_sched", tests, NULL, NULL);
+
+    print_message("%lu simulated collective calls\n", sim_runs);
+    return rc;
 }
