@@ -62,6 +62,7 @@ static void rd_ctx_fini(rd_ctx_t *c)
     free(c->ranks);
 }
 
+/* On failure the caller's rd_ctx_fini releases whatever was allocated. */
 static int rd_ctx_init(rd_ctx_t *c, sched_t *s, int variant, uint32_t n, uint32_t me)
 {
     c->s = s;
