@@ -18,8 +18,8 @@ enum {
 
 typedef struct rd_ctx {
     sched_t *s;
-    uint32_t n, me, nbits; /* nbits = ceil(lg n) */
-    int halving, mode, in_place;
+    uint32_t n, me, nbits;                /* nbits = ceil(lg n) */
+    int halving, mode, in_place, orphans; /* orphans: n is not a power of two */
     uint32_t local;
     uint32_t *owner, *slot; /* position -> rank, rank -> position; NULL: identity */
     uint32_t *ranks;        /* scratch: the blocks of one class */
@@ -62,6 +62,7 @@ static void rd_ctx_fini(rd_ctx_t *c)
     free(c->ranks);
 }
 
+/* On failure the caller's rd_ctx_fini releases whatever was allocated. */
 static int rd_ctx_init(rd_ctx_t *c, sched_t *s, int variant, uint32_t n, uint32_t me)
 {
     c->s = s;
@@ -70,6 +71,7 @@ static int rd_ctx_init(rd_ctx_t *c, sched_t *s, int variant, uint32_t n, uint32_
     while ((1ull << c->nbits) < n)
         c->nbits++;
     c->halving = variant == RD_HALVING;
+    c->orphans = (n & (n - 1)) != 0;
     c->ranks = malloc(sizeof(*c->ranks) * n);
     c->segs = malloc(sizeof(*c->segs) * n);
     if (c->ranks == NULL || c->segs == NULL)
@@ -138,7 +140,7 @@ static int rd_serves(const rd_ctx_t *c, uint32_t i, uint32_t s)
 {
     uint32_t p = i ^ (1u << rd_bit(c, s));
 
-    return i != c->me && p >= c->n && rd_provider(c, p, s) == c->me;
+    return c->orphans && i != c->me && p >= c->n && rd_provider(c, p, s) == c->me;
 }
 
 static sched_seg_t rd_seg(const rd_ctx_t *c, uint32_t j, int send)
@@ -201,7 +203,7 @@ static int rd_ag_stage(rd_ctx_t *c, uint32_t s, uint32_t round)
     nb = rd_class(c, c->me, s);
     if (p < c->n)
         rc = rd_msg(c, 1, round, p, SCHED_COPY, c->ranks, nb);
-    for (uint32_t i = 0; rc == ARCOLL_OK && i < c->n; i++)
+    for (uint32_t i = 0; rc == ARCOLL_OK && c->orphans && i < c->n; i++)
         if (rd_serves(c, i, s))
             rc = rd_msg(c, 1, round, i, SCHED_COPY, c->ranks, nb);
     from = p < c->n ? p : rd_provider(c, p, s);
@@ -228,7 +230,7 @@ static int rd_rs_stage(rd_ctx_t *c, uint32_t s, uint32_t round)
     nb = rd_class(c, c->me, s);
     if (rc == ARCOLL_OK && p < c->n)
         rc = rd_msg(c, 0, round, p, SCHED_REDUCE, c->ranks, nb);
-    for (uint32_t i = 0; rc == ARCOLL_OK && i < c->n; i++)
+    for (uint32_t i = 0; rc == ARCOLL_OK && c->orphans && i < c->n; i++)
         if (rd_serves(c, i, s))
             rc = rd_msg(c, 0, round, i, SCHED_REDUCE, c->ranks, nb);
     return rc;

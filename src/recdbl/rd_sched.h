@@ -68,11 +68,13 @@ enum { RD_HALVING = 0, RD_DOUBLING = 1, RD_RING = 2, RD_NVARIANT };
  * at displs[me] if in_place. Displacements may differ between ranks (each
  * schedule uses its own), counts may not.
  * Rounds (L = ceil(lg n)): HALVING L + 1, DOUBLING L, RING n - 1.
- * Bytes: every rank receives every other block once (HALVING: also its own
- * block once more, and the block it swaps in; with in_place its own block
- * lands in TMP, tmp_len = counts[me]). For n = 2^L each rank sends
- * (n-1) * b (plus b for the swap unless bitrev(me) == me, then a local copy)
- * with equal blocks b; otherwise providers send extra messages.
+ * Bytes: every rank receives every other block once; HALVING ranks that
+ * are not fixed points of the swap receive every block once, their own
+ * included (with in_place it lands in TMP as a discard, tmp_len =
+ * counts[me]). For n = 2^L and equal blocks b each rank sends (n-1) * b,
+ * plus b for the swap unless bitrev(me) == me (a local copy instead);
+ * otherwise providers send extra messages. With displs[j] = j * b a message
+ * is one run of RECV, split at most by the own block read from SEND.
  */
 int rd_sched_allgatherv(sched_t *s, int variant, uint32_t n, uint32_t me, const uint64_t *counts,
                         const uint64_t *displs, int in_place);
