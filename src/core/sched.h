@@ -11,21 +11,30 @@
  * SCHED_BUF_RECV the user's receive buffer, SCHED_BUF_TMP a scratch buffer of
  * tmp_len bytes the engine allocates for the call.
  *
- * Rules a schedule must follow (tests/unit/test_rd_sched.c checks them):
- *   1. A send of round r may start once every receive of rounds < r has been
- *      applied. A receive may be applied as soon as its data lands.
+ * Rules a schedule must follow, and what the engine guarantees
+ * (tests/unit/test_rd_sched.c runs schedules under exactly this model):
+ *   1. A send of round r starts once every receive of rounds < r has been
+ *      applied and every local copy of rounds <= r has run. A receive of
+ *      round r is applied as soon as its data lands and the local copies of
+ *      rounds <= r have run (so round-0 copies precede everything).
  *   2. Messages between one ordered pair of ranks form a stream: the sender's
  *      sends to peer p, in list order, match p's receives from the sender, in
  *      list order, message by message and byte for byte (the engine checks
  *      the lengths and reports ARCOLL_ERR_MISMATCH otherwise).
- *   3. No receive writes bytes that a send of the same call reads, unless that
- *      send's round is lower than the receive's and the receive's round starts
- *      after the send's local completion (local steps below). Receives never
- *      overlap each other.
+ *   3. No receive writes bytes that a send of the same call reads: a send's
+ *      bytes stay as they are until it completes locally, which the engine
+ *      does not wait for before applying later receives. Reading what an
+ *      earlier receive wrote is the normal forward pattern (rule 1 orders it).
+ *      SCHED_COPY receives overlap nothing; SCHED_REDUCE receives may overlap
+ *      each other: each combines into what is there, one at a time, in
+ *      arrival order (exact for integers; floats may round differently from
+ *      run to run, never from rank to rank for allreduce, whose every block is
+ *      reduced at one rank).
  *   4. Local copies of round r run once every receive of rounds < r has been
  *      applied and every send of rounds < r has completed locally; a local
  *      copy of round >= nrounds runs after everything. nrounds counts the
  *      rounds of sends and receives only.
+ * SEND, RECV and TMP never alias.
  */
 #ifndef ARCOLL_CORE_SCHED_H
 #define ARCOLL_CORE_SCHED_H
