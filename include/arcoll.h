@@ -143,6 +143,12 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
  * [serialized] */
 #define ARCOLL_UNDEFINED (-1)
 int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam);
+/* Free a team, collective over its members only (like MPI_Comm_free; the
+ * others do not call it): a barrier over the team's own channel, then each
+ * member releases its part. For any team but the world team, whether made by
+ * arcoll_team_split or arcoll_team_create; arcoll_team_destroy remains the
+ * form collective over the whole context. [serialized] */
+int arcoll_team_free(arcoll_team_t team);
 /* [serialized] */
 int arcoll_team_rank(arcoll_team_t team);
 int arcoll_team_size(arcoll_team_t team);

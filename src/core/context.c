@@ -832,6 +832,43 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
     return rc;
 }
 
+int arcoll_team_free(arcoll_team_t team)
+{
+    struct arcoll_context *ctx;
+    int32_t zero = 0, any = 0;
+    int rc = core_team_check(team, "arcoll_team_free");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    ctx = team->ctx;
+    if (team == ctx->teams || coll_team_busy(team)) {
+        log_err("arcoll_team_free: %s", team == ctx->teams
+                                            ? "the world team is freed by arcoll_finalize"
+                                            : "a collective is in progress");
+        return ARCOLL_ERR_STATE;
+    }
+    /* The barrier: once every member started this full exchange, none writes into
+     * our region again (docs/protocol.md §13). A failed team cannot run it: its
+     * peers are lost or out of step, so we release locally. */
+    if (!team->failed) {
+        coll_args_t a = {.type = COLL_ALLREDUCE,
+                         .sbuf = (const char *)&zero,
+                         .rbuf = (char *)&any,
+                         .count = 1,
+                         .dtype = ARCOLL_INT32,
+                         .op = ARCOLL_MAX};
+        rc = core_team_run(team, &a);
+    }
+    for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == team) {
+            *pp = team->next;
+            break;
+        }
+    }
+    core_team_free(team);
+    return rc;
+}
+
 int arcoll_team_rank(arcoll_team_t team)
 {
     return core_team_check(team, "arcoll_team_rank") == ARCOLL_OK ? (int)team->rank : -1;

@@ -459,11 +459,27 @@ static void test_split(arcoll_context_t ctx)
             one(sub2, 1, 0, ++call, 77, "alltoall on a nested split team");
         }
     }
-    /* Destroy is collective over the context: every rank calls it. */
-    rc = arcoll_team_destroy(ctx, sub2);
-    CHECK(rc == ARCOLL_OK, "destroy nested: %s", arcoll_strerror(rc));
+    /* The nested team is freed by its members only (arcoll_team_free), the split
+     * team by the whole context (arcoll_team_destroy: every rank calls it). */
+    if (sub2 != NULL) {
+        rc = arcoll_team_free(sub2);
+        CHECK(rc == ARCOLL_OK, "free nested: %s", arcoll_strerror(rc));
+        CHECK(arcoll_team_size(sub2) < 0, "a freed team still answers");
+    }
     rc = arcoll_team_destroy(ctx, sub);
     CHECK(rc == ARCOLL_OK, "destroy split: %s", arcoll_strerror(rc));
+    /* Split and free many times: nothing may pile up (epochs, ids, memory). */
+    for (int i = 0; i < 20; i++) {
+        arcoll_team_t t = NULL;
+        rc = arcoll_team_split(world, i % 2 == 0 ? rank % 2 : 0, rank, &t);
+        CHECK(rc == ARCOLL_OK && t != NULL, "split %d: %s", i, arcoll_strerror(rc));
+        if (t != NULL) {
+            /* the call number must agree: ranks did different calls above */
+            one(t, 0, 0, 50000 + (uint64_t)i, 100, "allgather on a short-lived team");
+            rc = arcoll_team_free(t);
+            CHECK(rc == ARCOLL_OK, "free %d: %s", i, arcoll_strerror(rc));
+        }
+    }
     /* Bad input, the same on every rank: an error before any communication. */
     rc = arcoll_team_split(world, -7, 0, &sub);
     CHECK(rc == ARCOLL_ERR_INVALID, "color -7: %s", arcoll_strerror(rc));
@@ -480,8 +496,7 @@ static void test_vbad(arcoll_context_t ctx)
     static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh"};
     arcoll_team_t world = arcoll_team_world(ctx);
     int n = nranks, me = rank;
-    size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n,
-           *d2 = c + 3 * n;
+    size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n, *d2 = c + 3 * n;
     char *buf = calloc((size_t)n * 64 + 64, 1), *out = calloc((size_t)n * 64 + 64, 1);
     float f[4] = {0};
     int rc;

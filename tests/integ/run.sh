@@ -210,6 +210,10 @@ run mpirun-2-qps-wrong-count-fails 'fail:RC QPs after alltoall' $MPIRUN -np 2 "$
 # Zero-copy unavailable: the copy path must serve every size.
 run mpirun-4-matrix-no-cma ok env ARCOLL_SMP_CMA=off $MPIRUN -np 4 "$T/coll_test" matrix
 # The test must be able to fail: with the epoch check disabled it has to see corruption.
+# One bank for all calls: eight calls in flight overwrite each other's slots, which the epoch
+# check turns into a timeout rather than wrong data (docs/protocol.md §5).
+run fault-one-bank-is-caught 'fails:timed out' env ARCOLL_FAULT=one_bank ARCOLL_TIMEOUT_MS=3000 \
+    $MPIRUN -np 3 "$T/coll_test_fault" inflight
 run fault-no-epoch-is-caught fail env ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
 # A receive buffer that cannot be registered: zero-copy falls back to bounce slots.
