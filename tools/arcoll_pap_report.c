@@ -20,7 +20,7 @@ typedef struct rep_call {
     int64_t arrive, exit;
     uint32_t team, leader, team_size, site;
     int32_t status;
-    int type; /* 0 alltoall, 1 allgather */
+    int type; /* index of rep_types */
 } rep_call_t;
 
 typedef struct rep_sync {
@@ -60,7 +60,9 @@ typedef struct rep_arrival {
     double sum_late_ns;
 } rep_arrival_t;
 
-static const char *const rep_types[] = {"alltoall", "allgather"};
+/* The collectives a profile names (coll_type_name's order). */
+static const char *const rep_types[] = {"alltoall",   "allgather",            "alltoallv",
+                                        "allgatherv", "reduce_scatter_block", "allreduce"};
 
 static void rep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void rep_error(const char *fmt, ...)
@@ -82,7 +84,7 @@ static void rep_rank_free(rep_rank_t *r)
 
 static int rep_type_parse(const char *s)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < (int)(sizeof(rep_types) / sizeof(rep_types[0])); i++)
         if (strcmp(s, rep_types[i]) == 0)
             return i;
     return -1;

@@ -586,7 +586,7 @@ static const char *prof_site_label(const void *addr, char *label, size_t len, ch
 
 static const char *prof_type_name(uint32_t type)
 {
-    return type == COLL_ALLTOALL ? "alltoall" : "allgather";
+    return coll_type_name((coll_type_t)type);
 }
 
 /* Index of addr in sites, appended if new; -1 when out of memory. */
