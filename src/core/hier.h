@@ -8,10 +8,10 @@
  * the master and mapped by its local ranks:
  *
  *   [ header 64 B ]
- *   arrive[lmax]  64 B each: {epoch, bytes} of local rank s, set after its phase-1 copy
+ *   arrive[lmax]  64 B each: {call, bytes} of local rank s, set after its phase-1 copy
  *   done[nnodes]  64 B each: master's word "node e's data is in the receive area"
  *   all           64 B:      master's word "every node's data is there" (shm_direct)
- *   send[2]       area each, banks by epoch parity: phase-1 data of the node's ranks
+ *   send[2]       area each, banks by call parity: phase-1 data of the node's ranks
  *   recv          area:      phase-2 data from the other nodes
  *
  * An alltoall area is [node d][local s][local l] blocks of the message size
@@ -104,8 +104,9 @@ static inline _Atomic uint64_t *hier_word(const hier_t *h, uint64_t off)
     return (_Atomic uint64_t *)hier_at(h, off);
 }
 
-/* Local rank s's arrive line: word 0 the epoch of its last arrival, words 1-2
- * its size per bank (epoch parity), words 3-4 a done word per bank (rd). */
+/* Local rank s's arrive line: word 0 the segment call number (hier_t.seq,
+ * called "epoch" below) of its last arrival, words 1-2 its size per bank
+ * (parity), words 3-4 a done word per bank (rd). */
 static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 {
     return hier_word(h, h->lay.off_arrive + (uint64_t)s * 64);

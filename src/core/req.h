@@ -26,8 +26,6 @@ typedef enum {
     COLL_SENDRECV = COLL_NTYPES /* engine-internal: one exchange (team split) */
 } coll_type_t;
 
-#define COLL_BIT(type) (1u << (type))
-
 typedef struct coll_req coll_req_t;
 struct arcoll_team;
 
