@@ -304,7 +304,8 @@ int core_config_init(core_config_t *cfg)
         if (env != NULL && core_config_set(cfg, cfg_vars[i].name, env) != ARCOLL_OK)
             return ARCOLL_ERR_CONFIG;
     }
-    /* A misspelt variable would otherwise be silently ignored. */
+    /* A misspelt variable would otherwise be silently ignored. ARCOLL_MPI_*
+     * belong to the PMPI shim, which reads them itself. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         char name[64];
         size_t n = strcspn(*e, "=");
@@ -313,7 +314,7 @@ int core_config_init(core_config_t *cfg)
         memcpy(name, *e, n);
         name[n] = '\0';
         if (cfg_var_find(name) == NULL && strcmp(name, "ARCOLL_NODE_SIZE") != 0 &&
-            strcmp(name, "ARCOLL_FAULT") != 0)
+            strcmp(name, "ARCOLL_FAULT") != 0 && strncmp(name, "ARCOLL_MPI_", 11) != 0)
             log_warn("ignoring unknown environment variable %s", name);
     }
     return ARCOLL_OK;

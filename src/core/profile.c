@@ -365,6 +365,10 @@ static void prof_sizes_add(prof_sizes_t *set, uint64_t v)
 {
     unsigned lo = 0, hi = set->n;
 
+    /* A call of 0 bytes moves nothing: there is no T(0) to measure (and
+     * prof_t_reps would divide by it). */
+    if (v == 0)
+        return;
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
         if (set->v[mid] < v)

@@ -4,27 +4,40 @@
  * MPI_Alltoall(v), MPI_Allgather(v), MPI_Reduce_scatter_block, MPI_Allreduce
  * and their nonblocking forms, from C and from Fortran.
  *
- * A communicator gets an arcoll context of its own at its first intercepted
- * collective: contexts bootstrap through callbacks, and arcoll_team_create is
- * collective over a whole context, which a communicator's members alone could
- * not satisfy. The context's bootstrap runs PMPI collectives on a private
- * copy of the communicator, so its traffic never meets the application's.
- * The context hangs on the communicator as an attribute whose delete callback
- * frees it, so it goes with MPI_Comm_free; MPI_Finalize frees the remaining
- * ones, newest first (the reverse of an order every process agrees on, since
- * creations are collective), before PMPI_Finalize.
+ * Contexts and teams. A communicator that is not made from one the shim
+ * knows gets an arcoll context of its own at its first intercepted
+ * collective (its "root" communicator): contexts bootstrap through callbacks,
+ * here PMPI collectives on a private copy of the communicator, so their
+ * traffic never meets the application's. A communicator made by
+ * MPI_Comm_split, _split_type, _create, _dup or _dup_with_info from one with
+ * a context instead gets a team that arcoll_team_split makes from its
+ * parent's team, over the parent's channel, and shares the parent's context
+ * (no bootstrap, no PMPI beyond one allreduce that checks the team's ranks
+ * are the communicator's). Each communicator's record hangs on it as an
+ * attribute whose delete callback frees its team (arcoll_team_free,
+ * collective over the communicator like MPI_Comm_free); a context counts the
+ * communicators of this process on it, and is finalized when the last goes,
+ * at the free of a communicator spanning all its ranks once an allreduce
+ * over them says no rank uses it any more: arcoll_finalize is collective over
+ * every rank of the context, which no smaller communicator gathers. A
+ * context whose last communicators go on different ranks at different frees
+ * (a parent freed before children that do not span it) waits for
+ * MPI_Finalize, which finalizes the remaining contexts newest first (the
+ * reverse of an order every process agrees on, since creations are
+ * collective) before PMPI_Finalize. ARCOLL_MPI_SPLIT=off (agreed at a
+ * context's creation) gives every communicator its own context again.
  *
  * Agreement: every rank of a communicator must make the same choice between
  * arcoll and PMPI for a call, or the two halves wait for each other forever.
  * So the choice depends only on what MPI makes equal on all ranks: the
  * communicator (intracommunicator, thread level, a context on every rank,
- * decided once at its first call), the collective, and for reductions the
- * (datatype, op) pair. Never on a rank's own datatype or count: MPI lets
- * ranks describe the same bytes with different datatypes. Data movement
- * therefore takes any datatype: a contiguous one goes straight to arcoll, any
- * other is packed into a temporary buffer (and unpacked after), and
- * MPI_IN_PLACE is served too. A reduction goes to PMPI when its datatype has
- * no arcoll_dtype_t or its op no arcoll_op_t, with a debug line
+ * decided once at its first call or its creation), the collective, and for
+ * reductions the (datatype, op) pair. Never on a rank's own datatype or
+ * count: MPI lets ranks describe the same bytes with different datatypes.
+ * Data movement therefore takes any datatype: a contiguous one goes straight
+ * to arcoll, any other is packed into a temporary buffer (and unpacked after),
+ * and MPI_IN_PLACE is served too. A reduction goes to PMPI when its datatype
+ * has no arcoll_dtype_t or its op no arcoll_op_t, with a debug line
  * (ARCOLL_LOG=debug).
  *
  * Nonblocking calls return an MPI generalized request. arcoll moves only
@@ -37,7 +50,9 @@
  * C definitions below never see, so the shim also defines the Fortran
  * symbols (mpi_x_, mpi_x__, mpi_x, MPI_X for mpif.h and `use mpi`; ompi_x_f,
  * which the mpi_f08 module's wrappers call) for every call it defines in C,
- * MPI_Finalize and the wait/test calls included.
+ * MPI_Finalize, the wait/test calls and the communicator constructors
+ * included. MPI_Comm_free needs none: the attribute's delete callback runs
+ * inside PMPI_Comm_free, whichever binding called it.
  */
 #include <limits.h>
 #include <mpi.h>
@@ -53,6 +68,10 @@
 
 enum { SHIM_LOG_NONE, SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEBUG };
 enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
+/* Test hooks (ARCOLL_MPI_FAULT): world rank 1 alone takes a split team as
+ * failed, or as ordered unlike the communicator, so that tests can see that
+ * every rank of the new communicator still makes the same choice. */
+enum { SHIM_FAULT_NONE, SHIM_FAULT_SPLIT_FAIL, SHIM_FAULT_SPLIT_ORDER };
 
 /* The collectives, blocking first; SHIM_NB + k is the nonblocking form of k. */
 enum {
@@ -78,25 +97,41 @@ static const char *const shim_names[SHIM_NKINDS] = {"MPI_Alltoall",
                                                     "MPI_Ireduce_scatter_block",
                                                     "MPI_Iallreduce"};
 
+/* A context and how many communicators of this process use it. */
+typedef struct shim_ctx {
+    struct shim_ctx *next, *prev; /* live list, newest first */
+    arcoll_context_t ctx;
+    MPI_Comm oob;   /* private copy of its root communicator: bootstrap, agreements */
+    int size;       /* its ranks */
+    int split;      /* every rank allows team splits (ARCOLL_MPI_SPLIT) */
+    unsigned users; /* communicators of this process on it */
+} shim_ctx_t;
+
 /* One communicator's state, its attribute value. */
 typedef struct shim_comm {
     struct shim_comm *next, *prev; /* live list, newest first */
     MPI_Comm comm;                 /* the application's */
-    MPI_Comm oob;                  /* private copy (same group) for the bootstrap */
-    arcoll_context_t ctx;          /* NULL: every call on comm goes to PMPI */
+    shim_ctx_t *sc;                /* NULL: every call on comm goes to PMPI */
     arcoll_team_t team;
+    int split; /* team made by arcoll_team_split: freed with comm */
+    int size;  /* ranks of comm */
 } shim_comm_t;
 
 static int shim_state = SHIM_UNKNOWN;
 static int shim_keyval = MPI_KEYVAL_INVALID;
 static int shim_level = SHIM_LOG_WARN;
-static int shim_wrank = -1; /* rank in MPI_COMM_WORLD, for log lines */
-static int shim_led;        /* communicators this process was rank 0 of (profile names) */
-static int shim_busy;       /* inside a shim call: MPI calls from within go straight through */
+static int shim_wrank = -1;    /* rank in MPI_COMM_WORLD, for log lines */
+static int shim_led;           /* communicators this process was rank 0 of (profile names) */
+static int shim_busy;          /* inside a shim call: MPI calls from within go straight through */
+static int shim_split_env = 1; /* ARCOLL_MPI_SPLIT is not off */
+static int shim_fault;         /* ARCOLL_MPI_FAULT (tests): SHIM_FAULT_* */
+static int shim_finalizing;    /* in MPI_Finalize: contexts go whole, teams with them */
+static shim_ctx_t *shim_ctxs;
 static shim_comm_t *shim_live;
 static unsigned shim_nlive;
 /* The attribute of a communicator this rank had no memory for: it uses PMPI,
- * as the others learn from the first allreduce of shim_comm_create. */
+ * as the others learn from the first allreduce of shim_comm_create or
+ * shim_derive. */
 static shim_comm_t shim_comm_nomem;
 static arcoll_mpi_stats_t shim_stats;
 static unsigned long long shim_served[SHIM_NKINDS], shim_passed[SHIM_NKINDS];
@@ -145,20 +180,30 @@ static int shim_level_parse(void)
 
 static int shim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
 {
-    const shim_comm_t *c = user;
+    const shim_ctx_t *x = user;
 
     if (len > INT_MAX)
         return -1;
-    return PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE, c->oob) == MPI_SUCCESS
+    return PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE, x->oob) == MPI_SUCCESS
                ? 0
                : -1;
 }
 
 static int shim_oob_barrier(void *user)
 {
-    const shim_comm_t *c = user;
+    const shim_ctx_t *x = user;
 
-    return PMPI_Barrier(c->oob) == MPI_SUCCESS ? 0 : -1;
+    return PMPI_Barrier(x->oob) == MPI_SUCCESS ? 0 : -1;
+}
+
+static void shim_comm_link(shim_comm_t *c)
+{
+    c->prev = NULL;
+    c->next = shim_live;
+    if (shim_live != NULL)
+        shim_live->prev = c;
+    shim_live = c;
+    shim_nlive++;
 }
 
 static void shim_comm_unlink(shim_comm_t *c)
@@ -175,22 +220,68 @@ static void shim_comm_unlink(shim_comm_t *c)
     shim_nlive--;
 }
 
-/* Collective over the communicator: the attribute's delete callback. */
-static void shim_comm_destroy(shim_comm_t *c)
+/* Collective over the context's ranks: finalize it and forget it. */
+static void shim_ctx_free(shim_ctx_t *x)
 {
     int rc;
 
-    shim_comm_unlink(c);
-    if (c->ctx != NULL) {
-        shim_req_drain(c->comm);
-        rc = arcoll_finalize(c->ctx);
+    if (x->prev != NULL)
+        x->prev->next = x->next;
+    else
+        shim_ctxs = x->next;
+    if (x->next != NULL)
+        x->next->prev = x->prev;
+    rc = arcoll_finalize(x->ctx);
+    if (rc != ARCOLL_OK)
+        shim_log(SHIM_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
+                 arcoll_last_error(NULL));
+    if (x->oob != MPI_COMM_NULL)
+        PMPI_Comm_free(&x->oob);
+    free(x);
+    shim_stats.contexts_live--;
+}
+
+/*
+ * Collective over c's communicator (in its MPI_Comm_free): free its own
+ * team, then drop its use of the context. The context goes only where the
+ * communicator spans all of its ranks, so that all of them take part, and
+ * only once none uses it (MAX of the users left): on other frees the ranks
+ * may drop their last use at different times, and the context waits for a
+ * later whole free or MPI_Finalize.
+ */
+static void shim_comm_release(shim_comm_t *c)
+{
+    shim_ctx_t *x = c->sc;
+    unsigned left, most = 1;
+    int rc;
+
+    if (c->split) {
+        rc = arcoll_team_free(c->team);
         if (rc != ARCOLL_OK)
-            shim_log(SHIM_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
+            shim_log(SHIM_LOG_WARN, "arcoll_team_free: %s: %s", arcoll_strerror(rc),
                      arcoll_last_error(NULL));
+        shim_stats.teams_freed++;
+    }
+    left = --x->users;
+    if (c->size == x->size &&
+        PMPI_Allreduce(&left, &most, 1, MPI_UNSIGNED, MPI_MAX, x->oob) == MPI_SUCCESS &&
+        most == 0) {
+        shim_ctx_free(x);
+        shim_stats.contexts_freed++;
+    }
+}
+
+/* Collective over the communicator: the attribute's delete callback. */
+static void shim_comm_destroy(shim_comm_t *c)
+{
+    shim_comm_unlink(c);
+    if (c->sc != NULL) {
+        shim_req_drain(c->comm);
+        /* At MPI_Finalize arcoll_finalize frees the teams with their contexts. */
+        if (!shim_finalizing)
+            shim_comm_release(c);
         shim_stats.comms_freed++;
     }
-    if (c->oob != MPI_COMM_NULL)
-        PMPI_Comm_free(&c->oob);
     free(c);
 }
 
@@ -210,10 +301,16 @@ static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
 /* Once per process, at the first collective: thread level, keyval, log. */
 static void shim_setup(void)
 {
+    const char *split = getenv("ARCOLL_MPI_SPLIT"), *fault = getenv("ARCOLL_MPI_FAULT");
     int level = MPI_THREAD_SINGLE;
 
     shim_level = shim_level_parse();
     PMPI_Comm_rank(MPI_COMM_WORLD, &shim_wrank);
+    shim_split_env = split == NULL || (strcmp(split, "off") != 0 && strcmp(split, "0") != 0);
+    if (fault != NULL && shim_wrank == 1)
+        shim_fault = strcmp(fault, "split_fail") == 0    ? SHIM_FAULT_SPLIT_FAIL
+                     : strcmp(fault, "split_order") == 0 ? SHIM_FAULT_SPLIT_ORDER
+                                                         : SHIM_FAULT_NONE;
     shim_state = SHIM_OFF;
     if (PMPI_Query_thread(&level) != MPI_SUCCESS || level == MPI_THREAD_MULTIPLE) {
         shim_log(SHIM_LOG_DEBUG, "MPI_THREAD_MULTIPLE: arcoll is not thread safe, every "
@@ -229,21 +326,21 @@ static void shim_setup(void)
 }
 
 /* ARCOLL_PROFILE, when set: MPI_COMM_WORLD profiles into FILE itself, any
- * other communicator into FILE.comm<L>_<n> (L: world rank of its rank 0, n:
- * how many communicators L had led before), a name all its ranks agree on and
- * no other communicator of the job has. Collective over c->oob. */
-static int shim_profile_name(shim_comm_t *c, char *name, size_t len)
+ * other root communicator into FILE.comm<L>_<n> (L: world rank of its rank
+ * 0, n: how many communicators L had led before), a name all its ranks agree
+ * on and no other communicator of the job has. Collective over oob. */
+static int shim_profile_name(MPI_Comm comm, MPI_Comm oob, char *name, size_t len)
 {
     const char *base = getenv("ARCOLL_PROFILE");
     int me, id[2] = {shim_wrank, shim_led};
 
     name[0] = '\0';
-    PMPI_Comm_rank(c->oob, &me);
+    PMPI_Comm_rank(oob, &me);
     if (me == 0)
         shim_led++;
-    if (PMPI_Bcast(id, 2, MPI_INT, 0, c->oob) != MPI_SUCCESS)
+    if (PMPI_Bcast(id, 2, MPI_INT, 0, oob) != MPI_SUCCESS)
         return -1;
-    if (base == NULL || base[0] == '\0' || strcmp(base, "off") == 0 || c->comm == MPI_COMM_WORLD)
+    if (base == NULL || base[0] == '\0' || strcmp(base, "off") == 0 || comm == MPI_COMM_WORLD)
         return 0;
     if ((size_t)snprintf(name, len, "%s.comm%d_%d", base, id[0], id[1]) >= len) {
         shim_log(SHIM_LOG_WARN, "ARCOLL_PROFILE=%s: too long for a per-communicator name", base);
@@ -255,73 +352,100 @@ static int shim_profile_name(shim_comm_t *c, char *name, size_t len)
     return 0;
 }
 
-/* Collective over comm (the first intercepted collective on it): copy it,
- * create the context, and agree that every rank has one; a record without a
- * context sends the communicator to PMPI for good. NULL only when the
- * attribute could not be set. */
-static shim_comm_t *shim_comm_create(MPI_Comm comm)
+/* Collective over comm (of size n): copy it, create the context, and agree
+ * that every rank has one. NULL when some rank failed (or has no memory for
+ * the caller's record: mem 0). */
+static shim_ctx_t *shim_ctx_create(MPI_Comm comm, int n, int mem)
 {
-    shim_comm_t *c = calloc(1, sizeof(*c));
+    shim_ctx_t *x = calloc(1, sizeof(*x));
     arcoll_oob_t oob = {0};
     char prof[1024];
     const char *cfg[3] = {NULL, NULL, NULL};
-    int inter = 0, ok, all = 0, rc = ARCOLL_OK;
+    int ok[2], all[2] = {0, 0}, rc = ARCOLL_OK;
 
-    if (c != NULL)
-        c->oob = MPI_COMM_NULL;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) {
-        shim_log(SHIM_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
-        goto decided; /* no collective call: the two groups may differ */
-    }
     /* All ranks learn whether all have the memory before any other step. */
-    ok = c != NULL;
-    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all)
-        goto decided;
+    ok[0] = x != NULL && mem;
+    if (PMPI_Allreduce(ok, all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all[0]) {
+        free(x);
+        return NULL;
+    }
     /* A split, not a dup: a dup would run the application's attribute copy
      * callbacks on our communicator. */
     PMPI_Comm_rank(comm, &oob.rank);
-    if (PMPI_Comm_split(comm, 0, oob.rank, &c->oob) != MPI_SUCCESS) {
-        c->oob = MPI_COMM_NULL;
-        all = 0;
-        goto decided;
+    if (PMPI_Comm_split(comm, 0, oob.rank, &x->oob) != MPI_SUCCESS) {
+        free(x);
+        return NULL;
     }
-    PMPI_Comm_set_errhandler(c->oob, MPI_ERRORS_RETURN);
-    c->comm = comm;
-    if (shim_profile_name(c, prof, sizeof(prof)) == 0 && prof[0] != '\0') {
+    PMPI_Comm_set_errhandler(x->oob, MPI_ERRORS_RETURN);
+    if (shim_profile_name(comm, x->oob, prof, sizeof(prof)) == 0 && prof[0] != '\0') {
         cfg[0] = "ARCOLL_PROFILE";
         cfg[1] = prof;
     }
     oob.allgather = shim_oob_allgather;
     oob.barrier = shim_oob_barrier;
-    oob.user = c;
-    PMPI_Comm_size(comm, &oob.size);
-    rc = arcoll_init_config(&oob, cfg, &c->ctx);
-    ok = rc == ARCOLL_OK;
-    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->oob) != MPI_SUCCESS)
-        all = 0;
-    if (!all && c->ctx != NULL) {
-        /* Finalizing is collective and some rank has no context: keep it
-         * unused; the process's exit releases it. */
-        shim_log(SHIM_LOG_WARN,
-                 "arcoll_init failed on another rank: this communicator "
-                 "(%d ranks) uses PMPI",
-                 oob.size);
-        c->ctx = NULL;
-    } else if (!ok) {
-        shim_log(SHIM_LOG_WARN, "arcoll_init: %s: %s; this communicator (%d ranks) uses PMPI",
-                 arcoll_strerror(rc), arcoll_last_error(NULL), oob.size);
+    oob.user = x;
+    oob.size = n;
+    rc = arcoll_init_config(&oob, cfg, &x->ctx);
+    /* With it, whether every rank lets its communicators split teams. */
+    ok[0] = rc == ARCOLL_OK;
+    ok[1] = shim_split_env;
+    if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, x->oob) != MPI_SUCCESS)
+        all[0] = 0;
+    if (!all[0]) {
+        if (ok[0])
+            /* Finalizing is collective and some rank has no context: keep it
+             * unused; the process's exit releases it. */
+            shim_log(SHIM_LOG_WARN,
+                     "arcoll_init failed on another rank: this communicator "
+                     "(%d ranks) uses PMPI",
+                     n);
+        else
+            shim_log(SHIM_LOG_WARN, "arcoll_init: %s: %s; this communicator (%d ranks) uses PMPI",
+                     arcoll_strerror(rc), arcoll_last_error(NULL), n);
+        PMPI_Comm_free(&x->oob);
+        free(x);
+        return NULL;
     }
-    if (c->ctx != NULL)
-        c->team = arcoll_team_world(c->ctx);
+    x->size = n;
+    x->split = all[1];
+    x->next = shim_ctxs;
+    if (shim_ctxs != NULL)
+        shim_ctxs->prev = x;
+    shim_ctxs = x;
+    shim_stats.contexts++;
+    shim_stats.contexts_live++;
+    return x;
+}
 
-decided:
+/* Collective over comm (its first intercepted collective, or its first use as
+ * a parent): a record with a context of its own, or without one, which sends
+ * the communicator to PMPI for good. NULL only when the attribute could not
+ * be set. */
+static shim_comm_t *shim_comm_create(MPI_Comm comm)
+{
+    shim_comm_t *c = calloc(1, sizeof(*c));
+    int inter = 0, n = 0;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_size(comm, &n);
+    if (inter) {
+        shim_log(SHIM_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
+    } else {
+        /* Collective even without memory here, so that the others fail alike. */
+        shim_ctx_t *x = shim_ctx_create(comm, n, c != NULL);
+        if (x != NULL) {
+            c->sc = x;
+            c->team = arcoll_team_world(x->ctx);
+            x->users++;
+        }
+    }
     if (c == NULL) {
         shim_log(SHIM_LOG_WARN, "out of memory: a communicator uses PMPI");
         PMPI_Comm_set_attr(comm, shim_keyval, &shim_comm_nomem);
         return &shim_comm_nomem;
     }
     c->comm = comm;
+    c->size = n;
     if (PMPI_Comm_set_attr(comm, shim_keyval, c) != MPI_SUCCESS) {
         /* Without the attribute it would be created again: stop using arcoll. */
         shim_log(SHIM_LOG_WARN, "MPI_Comm_set_attr failed: every collective goes to PMPI");
@@ -329,20 +453,16 @@ decided:
         shim_comm_destroy(c);
         return NULL;
     }
-    c->next = shim_live;
-    if (shim_live != NULL)
-        shim_live->prev = c;
-    shim_live = c;
-    shim_nlive++;
-    if (c->ctx != NULL)
+    shim_comm_link(c);
+    if (c->sc != NULL)
         shim_stats.comms_arcoll++;
     else
         shim_stats.comms_mpi++;
     return c;
 }
 
-/* The communicator's context, created at its first call; NULL: use PMPI. */
-static arcoll_team_t shim_comm_team(MPI_Comm comm)
+/* This process's record of comm, created at its first call; NULL: PMPI. */
+static shim_comm_t *shim_comm_get(MPI_Comm comm)
 {
     shim_comm_t *c = NULL;
     int flag = 0;
@@ -353,9 +473,15 @@ static arcoll_team_t shim_comm_team(MPI_Comm comm)
         return NULL;
     if (PMPI_Comm_get_attr(comm, shim_keyval, &c, &flag) != MPI_SUCCESS)
         return NULL;
-    if (!flag)
-        c = shim_comm_create(comm);
-    return c != NULL ? c->team : NULL;
+    return flag ? c : shim_comm_create(comm);
+}
+
+/* The communicator's team; NULL: use PMPI. */
+static arcoll_team_t shim_comm_team(MPI_Comm comm)
+{
+    shim_comm_t *c = shim_comm_get(comm);
+
+    return c != NULL && c->sc != NULL ? c->team : NULL;
 }
 
 /* The datatype's layout; -1 for an invalid handle. */
@@ -1154,6 +1280,206 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, M
 }
 
 /*
+ * Communicator constructors. PMPI makes the communicator; then, if the
+ * parent has a context, arcoll_team_split makes the new communicator's team
+ * from the parent's (collective over the parent, as the constructor is) with
+ * a color and key that give it the communicator's members in its order.
+ * A parent without a record gets its context first, here: the constructor
+ * is collective over it, and one context for a parent and all its children
+ * costs less than one per child, the old lazy path, whenever a parent has
+ * more than one child or runs collectives itself. Intercommunicators, a
+ * parent left to PMPI and a process at MPI_THREAD_MULTIPLE keep the old
+ * rules (the child's first collective decides).
+ */
+enum { SHIM_SPLIT_OK, SHIM_SPLIT_ORDER, SHIM_SPLIT_FAILED };
+
+/* Once per process at ARCOLL_LOG=info: why a new communicator does not share. */
+static void shim_split_note(int verdict, int n)
+{
+    static int said[SHIM_SPLIT_FAILED + 1];
+
+    if (said[verdict]++ == 0)
+        shim_log(SHIM_LOG_INFO,
+                 verdict == SHIM_SPLIT_FAILED
+                     ? "arcoll_team_split failed: a new communicator (%d ranks) uses PMPI"
+                     : "a split team's ranks differ from its communicator's (%d ranks): it gets "
+                       "a context of its own",
+                 n);
+}
+
+/* Collective over parent (prc: what PMPI's constructor returned here). */
+static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, int prc)
+{
+    shim_comm_t *p, *c = NULL;
+    arcoll_team_t nt = NULL;
+    int inter = 0, me = -1, n = 0, mine, verdict = SHIM_SPLIT_FAILED, rc;
+
+    if (shim_busy || parent == MPI_COMM_NULL)
+        return;
+    if (shim_npending > 0)
+        shim_poll();
+    shim_busy++;
+    /* Decided alike on every rank of parent: each rank's record of it came
+     * from the same collective call. */
+    if (PMPI_Comm_test_inter(parent, &inter) != MPI_SUCCESS || inter)
+        goto out;
+    p = shim_comm_get(parent);
+    if (p == NULL || p->sc == NULL || !p->sc->split)
+        goto out;
+    /* A rank that PMPI failed still takes part, joining no team. */
+    if (prc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
+        color = ARCOLL_UNDEFINED;
+    /* arcoll_team_split refuses a team with collectives in flight; every
+     * rank of parent started the same ones, so all can finish them. */
+    shim_req_drain(parent);
+    rc = arcoll_team_split(p->team, color, key, &nt);
+    if (newcomm == MPI_COMM_NULL)
+        goto out; /* joined none: nt is NULL */
+    PMPI_Comm_rank(newcomm, &me);
+    PMPI_Comm_size(newcomm, &n);
+    /* The record stands for PMPI until every rank agrees on the team. */
+    c = calloc(1, sizeof(*c));
+    if (PMPI_Comm_set_attr(newcomm, shim_keyval, c != NULL ? (void *)c : &shim_comm_nomem) !=
+        MPI_SUCCESS) {
+        /* As in shim_comm_create; it cannot be agreed on either. */
+        shim_log(SHIM_LOG_WARN, "MPI_Comm_set_attr failed: every collective goes to PMPI");
+        shim_state = SHIM_OFF;
+        free(c);
+        c = NULL;
+    } else if (c != NULL) {
+        c->comm = newcomm;
+        c->size = n;
+        shim_comm_link(c);
+    }
+    if (rc != ARCOLL_OK || c == NULL || shim_fault == SHIM_FAULT_SPLIT_FAIL)
+        mine = SHIM_SPLIT_FAILED;
+    else if (nt == NULL || arcoll_team_rank(nt) != me || arcoll_team_size(nt) != n ||
+             shim_fault == SHIM_FAULT_SPLIT_ORDER)
+        mine = SHIM_SPLIT_ORDER;
+    else
+        mine = SHIM_SPLIT_OK;
+    if (PMPI_Allreduce(&mine, &verdict, 1, MPI_INT, MPI_MAX, newcomm) != MPI_SUCCESS)
+        verdict = SHIM_SPLIT_FAILED;
+    if (verdict == SHIM_SPLIT_OK) {
+        c->sc = p->sc;
+        c->team = nt;
+        c->split = 1;
+        p->sc->users++;
+        shim_stats.comms_arcoll++;
+        shim_stats.comms_split++;
+        goto out;
+    }
+    /* nt's members are newcomm's, and all of them are here. */
+    if (nt != NULL && arcoll_team_free(nt) != ARCOLL_OK)
+        shim_log(SHIM_LOG_WARN, "arcoll_team_free: %s", arcoll_last_error(NULL));
+    shim_split_note(verdict, n);
+    if (verdict == SHIM_SPLIT_ORDER) {
+        /* No record: the old path, a context of its own at its first call. */
+        shim_stats.split_fallback++;
+        if (c != NULL)
+            PMPI_Comm_delete_attr(newcomm, shim_keyval);
+    } else {
+        shim_stats.split_failed++;
+        shim_stats.comms_mpi++;
+    }
+out:
+    shim_busy--;
+}
+
+/* The parent rank of rank 0 of g: a color that is the same for the members
+ * of one group and differs between disjoint groups. */
+static int shim_leader(MPI_Group g, MPI_Comm parent)
+{
+    MPI_Group pg;
+    int zero = 0, leader = ARCOLL_UNDEFINED;
+
+    if (PMPI_Comm_group(parent, &pg) != MPI_SUCCESS)
+        return ARCOLL_UNDEFINED;
+    if (PMPI_Group_translate_ranks(g, 1, &zero, pg, &leader) != MPI_SUCCESS ||
+        leader == MPI_UNDEFINED)
+        leader = ARCOLL_UNDEFINED;
+    PMPI_Group_free(&pg);
+    return leader;
+}
+
+/* Whether a constructor on comm may derive a team: shim on, not from inside. */
+static int shim_deriving(void)
+{
+    if (shim_state == SHIM_UNKNOWN)
+        shim_setup();
+    return shim_state == SHIM_ON && !shim_busy;
+}
+
+/* MPI_UNDEFINED joins none; MPI orders by key, then parent rank, as arcoll. */
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+
+    if (shim_deriving())
+        shim_derive(comm, color == MPI_UNDEFINED || color < 0 ? ARCOLL_UNDEFINED : color, key,
+                    rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL, rc);
+    return rc;
+}
+
+/* The groups MPI made are not known by a color: the new communicator's rank
+ * 0 names its group. */
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm), color = ARCOLL_UNDEFINED;
+    int me = 0;
+    MPI_Group g;
+
+    if (!shim_deriving())
+        return rc;
+    if (rc == MPI_SUCCESS && *newcomm != MPI_COMM_NULL &&
+        PMPI_Comm_group(*newcomm, &g) == MPI_SUCCESS) {
+        color = shim_leader(g, comm);
+        PMPI_Group_free(&g);
+        PMPI_Comm_rank(*newcomm, &me);
+    }
+    shim_derive(comm, color, me, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL, rc);
+    return rc;
+}
+
+/* Color: the group's first member, which also tells apart the disjoint
+ * groups MPI-2.2 allows; key: the rank in the group, so the order is the
+ * group's. */
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create(comm, group, newcomm), color = ARCOLL_UNDEFINED, gr = MPI_UNDEFINED;
+
+    if (!shim_deriving())
+        return rc;
+    if (rc == MPI_SUCCESS && PMPI_Group_rank(group, &gr) == MPI_SUCCESS && gr != MPI_UNDEFINED)
+        color = shim_leader(group, comm);
+    shim_derive(comm, color, gr, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL, rc);
+    return rc;
+}
+
+static int shim_dup_derive(MPI_Comm comm, MPI_Comm *newcomm, int rc)
+{
+    int me = 0;
+
+    if (!shim_deriving())
+        return rc;
+    PMPI_Comm_rank(comm, &me);
+    shim_derive(comm, 0, me, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL, rc);
+    return rc;
+}
+
+/* MPI_Comm_idup is left to the old path: its communicator is not usable
+ * before the request completes, and the split is a blocking collective. */
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    return shim_dup_derive(comm, newcomm, PMPI_Comm_dup(comm, newcomm));
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    return shim_dup_derive(comm, newcomm, PMPI_Comm_dup_with_info(comm, info, newcomm));
+}
+
+/*
  * The wait/test calls. With no shim request pending they are PMPI's. With
  * some, a wait becomes a loop of shim_poll and the nonblocking PMPI test of
  * the same requests (which also runs MPI's progress engine), so that shim
@@ -1301,26 +1627,31 @@ static void shim_report(void)
                 (size_t)snprintf(line + len, sizeof(line) - len, "%s %llu on arcoll, %llu on MPI; ",
                                  short_names[k], shim_served[k], shim_passed[k]);
     shim_log(SHIM_LOG_INFO,
-             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll, "
-             "%llu on MPI; %llu errors",
+             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll "
+             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors",
              len > 0 ? line : "no collectives; ", shim_stats.packed, shim_stats.fortran,
-             shim_stats.requests, shim_stats.comms_arcoll, shim_stats.comms_mpi, shim_stats.errors);
+             shim_stats.requests, shim_stats.comms_arcoll, shim_stats.comms_split,
+             shim_stats.comms_mpi, shim_stats.contexts, shim_stats.errors);
 }
 
-/* Free every context still alive, newest first, while MPI still works. */
+/* Free every record, then every context still alive, newest first, while
+ * MPI still works. */
 static int shim_finalize(void)
 {
     if (shim_state == SHIM_ON) {
         shim_busy++;
+        shim_finalizing = 1;
         shim_req_drain(MPI_COMM_NULL);
         while (shim_live != NULL) {
             shim_comm_t *c = shim_live;
             unsigned n = shim_nlive;
-            /* The delete callback finalizes, unlinks and frees c; should MPI
-             * refuse, do it here. */
+            /* The delete callback unlinks and frees c; should MPI refuse, do
+             * it here. */
             if (PMPI_Comm_delete_attr(c->comm, shim_keyval) != MPI_SUCCESS || shim_nlive == n)
                 shim_comm_destroy(c);
         }
+        while (shim_ctxs != NULL)
+            shim_ctx_free(shim_ctxs);
         PMPI_Comm_free_keyval(&shim_keyval);
         shim_busy--;
         shim_state = SHIM_OFF;
@@ -1839,3 +2170,65 @@ static void f_finalize(MPI_Fint *ierr)
     shim_fret(ierr, shim_finalize());
 }
 SHIM_FORTRAN(f_finalize, mpi_finalize, MPI_FINALIZE, ompi_finalize_f, (MPI_Fint *));
+
+/* The communicator constructors, so that a Fortran program's communicators
+ * share their parent's context too. */
+static void shim_fcomm(MPI_Fint *newcomm, MPI_Comm c, int rc, MPI_Fint *ierr)
+{
+    if (rc == MPI_SUCCESS)
+        *newcomm = PMPI_Comm_c2f(c);
+    shim_fret(ierr, rc);
+}
+
+static void f_comm_split(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
+                         MPI_Fint *ierr)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(PMPI_Comm_f2c(*comm), (int)*color, (int)*key, &c);
+
+    shim_fcomm(newcomm, c, rc, ierr);
+}
+SHIM_FORTRAN(f_comm_split, mpi_comm_split, MPI_COMM_SPLIT, ompi_comm_split_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_comm_split_type(MPI_Fint *comm, MPI_Fint *type, MPI_Fint *key, MPI_Fint *info,
+                              MPI_Fint *newcomm, MPI_Fint *ierr)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc =
+        MPI_Comm_split_type(PMPI_Comm_f2c(*comm), (int)*type, (int)*key, PMPI_Info_f2c(*info), &c);
+
+    shim_fcomm(newcomm, c, rc, ierr);
+}
+SHIM_FORTRAN(f_comm_split_type, mpi_comm_split_type, MPI_COMM_SPLIT_TYPE, ompi_comm_split_type_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_comm_create(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_create(PMPI_Comm_f2c(*comm), PMPI_Group_f2c(*group), &c);
+
+    shim_fcomm(newcomm, c, rc, ierr);
+}
+SHIM_FORTRAN(f_comm_create, mpi_comm_create, MPI_COMM_CREATE, ompi_comm_create_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_comm_dup(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(PMPI_Comm_f2c(*comm), &c);
+
+    shim_fcomm(newcomm, c, rc, ierr);
+}
+SHIM_FORTRAN(f_comm_dup, mpi_comm_dup, MPI_COMM_DUP, ompi_comm_dup_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+static void f_comm_dup_with_info(MPI_Fint *comm, MPI_Fint *info, MPI_Fint *newcomm, MPI_Fint *ierr)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup_with_info(PMPI_Comm_f2c(*comm), PMPI_Info_f2c(*info), &c);
+
+    shim_fcomm(newcomm, c, rc, ierr);
+}
+SHIM_FORTRAN(f_comm_dup_with_info, mpi_comm_dup_with_info, MPI_COMM_DUP_WITH_INFO,
+             ompi_comm_dup_with_info_f, (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));

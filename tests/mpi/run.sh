@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Embedding tests: the example channel (examples/oob_channel.c) and the PMPI shim
 # (libarcoll_mpi.so preloaded into ordinary MPI programs: tests/mpi/shim_test.c,
-# shim_coll_test.c, and the Fortran shim_ftest.f90 / shim_ftest08.f90) at 2-8 ranks, its
-# fallbacks, ARCOLL_PROFILE through it, and proof that the tests fail without it.
+# shim_coll_test.c, shim_split_test.c, and the Fortran shim_ftest.f90 / shim_ftest08.f90)
+# at 2-8 ranks, its fallbacks, ARCOLL_PROFILE through it, and proof that the tests fail
+# without it.
 # Usage: tests/mpi/run.sh BUILD_DIR [FILTER]; last line "mpi: N passed, N failed".
 set -u
 B=${1:-build}
@@ -69,6 +70,9 @@ else
     # its own node segments (pretend nodes of 2; split communicators have unequal nodes).
     t shim-8-pap_shm-nodes-2 ok:" 0 failed" $MPIRUN -np 8 env LD_PRELOAD="$PRE" \
         ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=shm_direct "$ST" shim
+    t shim-8-pap_shm-nodes-2-own-contexts ok:" 0 failed" $MPIRUN -np 8 env LD_PRELOAD="$PRE" \
+        ARCOLL_MPI_SPLIT=off ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm \
+        ARCOLL_ALLGATHER_ALG=shm_direct "$ST" shim
     t shim-3-copy-small-bounce ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$ST" shim
     # MPI_THREAD_MULTIPLE: every call must go to PMPI.
@@ -93,6 +97,41 @@ else
     t shim-coll-3-debug-dtype ok:"MPI_Reduce_scatter_block (3 ranks): datatype not in arcoll" \
         grep -F "datatype not in arcoll" "$LOG/shim-coll-3-debug.log"
     t shim-coll-missing-is-caught fails:"libarcoll_mpi.so is not loaded" $MPIRUN -np 2 "$CT" shim
+    # New communicators (MPI_Comm_split, _split_type, _create, _dup) get a team that
+    # arcoll_team_split makes from their parent's and share its context: ranks, data against
+    # PMPI, the counters (teams by split, contexts made, live and freed), 200 split/free
+    # cycles, parents freed before their children.
+    SP=$B/tests/shim_split_test
+    shm_before=$(ls /dev/shm | grep '^arcoll\.' | sort)
+    for n in 2 3 4 8; do
+        t "shim-split-$n" ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" "$SP" shim
+    done
+    t shim-split-3-plain ok:" 0 failed" $MPIRUN -np 3 "$SP" plain
+    t shim-split-4-pap_shm-nodes-2 ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
+        ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=shm_direct "$SP" shim
+    # One rank alone takes its split teams as failed, or as ordered unlike MPI: the
+    # communicators must still choose alike on all their ranks (PMPI, or a context of their
+    # own), logged once at ARCOLL_LOG=info.
+    t shim-split-3-fail ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        ARCOLL_MPI_FAULT=split_fail ARCOLL_LOG=info "$SP" fail
+    t shim-split-3-fail-logged ok:"arcoll_team_split failed: a new communicator" \
+        grep -F "arcoll_team_split failed" "$LOG/shim-split-3-fail.log"
+    t shim-split-4-order ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
+        ARCOLL_MPI_FAULT=split_order "$SP" order
+    t shim-split-4-off ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" ARCOLL_MPI_SPLIT=off \
+        "$SP" own
+    t shim-split-missing-is-caught fails:"libarcoll_mpi.so is not loaded" $MPIRUN -np 2 "$SP" shim
+    # No segment left by those jobs: new /dev/shm/arcoll.<pid>.<tag> whose process is gone
+    # (other work on the machine may hold segments of live processes meanwhile).
+    left=0
+    for f in $(ls /dev/shm | grep '^arcoll\.'); do
+        grep -qxF "$f" <<<"$shm_before" && continue
+        pid=${f#arcoll.}
+        kill -0 "${pid%%.*}" 2>/dev/null && continue
+        echo "left: /dev/shm/$f" >&2
+        left=$((left + 1))
+    done
+    t shim-split-shm-left ok:"0 arcoll segments left" echo "$left arcoll segments left in /dev/shm"
     # Fortran (`use mpi`, `use mpi_f08`): Open MPI's bindings call PMPI_* directly, so only
     # the shim's Fortran symbols can serve them; its MPI_Finalize line counts what it ran.
     for f in shim_ftest shim_ftest08; do
@@ -104,18 +143,30 @@ else
         t "$f-3-served" ok:"from Fortran" grep -E \
             "alltoall [1-9][0-9]* on arcoll.*allreduce [1-9][0-9]* on arcoll.*ialltoall [1-9][0-9]* on arcoll.* [1-9][0-9]* from Fortran" \
             "$LOG/$f-3.log"
+        # Its MPI_Comm_split/_dup/_create reached the shim: teams split, one context.
+        t "$f-3-split" ok:"by team split" grep -E \
+            "\([1-9][0-9]* by team split\).* 1 contexts" "$LOG/$f-3.log"
     done
     # The test must be able to fail: without the shim nothing runs on arcoll.
     t shim-missing-is-caught fails:"libarcoll_mpi.so is not loaded" $MPIRUN -np 2 "$ST" shim
-    # ARCOLL_PROFILE through the shim: one profile per communicator, the application's call
-    # sites (not the shim's) in the report.
+    # ARCOLL_PROFILE through the shim: one profile per context, the application's call
+    # sites (not the shim's) in the report. With ARCOLL_MPI_SPLIT=off, a context (and a
+    # profile) per communicator; otherwise the split communicators' records are in the
+    # world's profile.
     P=$LOG/prof
     rm -f "$P".*
     t shim-4-profile ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" ARCOLL_PROFILE="$P" \
-        "$ST" shim
+        ARCOLL_MPI_SPLIT=off "$ST" shim
     t shim-4-profile-report-world ok:"shim_test+0x" "$B/bin/arcoll-pap-report" "$P"
     sub=$(find "$LOG" -name 'prof.comm*.0' | sort | head -1)
     t shim-4-profile-report-split ok:"shim_test+0x" "$B/bin/arcoll-pap-report" "${sub%.0}"
+    P=$LOG/prof-shared
+    rm -f "$P".*
+    t shim-4-profile-shared ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
+        ARCOLL_PROFILE="$P" "$ST" shim
+    t shim-4-profile-shared-one-file ok:"0 per-communicator profiles" \
+        echo "$(find "$LOG" -name 'prof-shared.comm*' | wc -l) per-communicator profiles"
+    t shim-4-profile-shared-report ok:"shim_test+0x" "$B/bin/arcoll-pap-report" "$P"
     # The latency benchmark through the shim, validating every call.
     t mpi-lat-3-shim ok:"went to PMPI" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         "$B/bin/arcoll-mpi-lat" -m 1:4k -i 10 -x 2 -M 0,16 -c

@@ -3,7 +3,9 @@
 ! bring these calls to arcoll. It checks MPI_Alltoall, MPI_Allgather (also in
 ! place), MPI_Alltoallv, MPI_Reduce_scatter_block, MPI_Allreduce (also in
 ! place) and MPI_Ialltoall/MPI_Iallreduce with
-! MPI_Wait/MPI_Waitall against values it computes itself. That the shim ran
+! MPI_Wait/MPI_Waitall against values it computes itself; then
+! MPI_Comm_split (keys reversed), MPI_Comm_dup, MPI_Comm_create and
+! MPI_Comm_free, whose communicators get teams split from the world's. That the shim ran
 ! them shows in its ARCOLL_LOG=info line at MPI_Finalize (tests/mpi/run.sh).
 ! Last line on rank 0: "shim_ftest (use mpi) on N ranks: P passed, F failed".
 program shim_ftest
@@ -14,6 +16,9 @@ program shim_ftest
     integer, allocatable :: sbuf(:), rbuf(:), ibuf(:), scounts(:), sdispls(:), rdispls(:)
     double precision :: dv(nk), dr(nk)
     logical :: ok
+    integer :: sub, dsub, evens
+    integer :: wg, eg
+    integer :: sme, sn, ssum, want, ranks1(1)
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, me, ierr)
@@ -140,6 +145,41 @@ program shim_ftest
         ok = ok .and. dr(i) == i * 0.5d0
     end do
     call check(ok, 'MPI_Ialltoall + MPI_Iallreduce + MPI_Waitall')
+
+    ! Communicators made from Fortran: teams split from the world's (the shim's
+    ! info line counts them), ranks in MPI's order, an allreduce on each.
+    call MPI_Comm_split(MPI_COMM_WORLD, mod(me, 2), -me, sub, ierr)
+    call MPI_Comm_rank(sub, sme, ierr)
+    call MPI_Comm_size(sub, sn, ierr)
+    ok = ierr == MPI_SUCCESS .and. sme == (n - 1 - me) / 2 .and. sn == (n - mod(me, 2) + 1) / 2
+    want = 0
+    do j = mod(me, 2), n - 1, 2
+        want = want + j
+    end do
+    call MPI_Allreduce(me, ssum, 1, MPI_INTEGER, MPI_SUM, sub, ierr)
+    ok = ok .and. ierr == MPI_SUCCESS .and. ssum == want
+    call MPI_Comm_dup(sub, dsub, ierr)
+    call MPI_Allreduce(me, ssum, 1, MPI_INTEGER, MPI_SUM, dsub, ierr)
+    ok = ok .and. ierr == MPI_SUCCESS .and. ssum == want
+    call MPI_Comm_free(dsub, ierr)
+    call MPI_Comm_free(sub, ierr)
+    ok = ok .and. ierr == MPI_SUCCESS
+    call check(ok, 'MPI_Comm_split + MPI_Comm_dup + MPI_Comm_free')
+
+    ! MPI_Comm_create of world rank 0 alone.
+    call MPI_Comm_group(MPI_COMM_WORLD, wg, ierr)
+    ranks1(1) = 0
+    call MPI_Group_incl(wg, 1, ranks1, eg, ierr)
+    call MPI_Comm_create(MPI_COMM_WORLD, eg, evens, ierr)
+    ok = ierr == MPI_SUCCESS .and. ((me == 0) .eqv. (evens /= MPI_COMM_NULL))
+    if (me == 0) then
+        call MPI_Allreduce(me + 5, ssum, 1, MPI_INTEGER, MPI_SUM, evens, ierr)
+        ok = ok .and. ierr == MPI_SUCCESS .and. ssum == 5
+        call MPI_Comm_free(evens, ierr)
+    end if
+    call MPI_Group_free(eg, ierr)
+    call MPI_Group_free(wg, ierr)
+    call check(ok, 'MPI_Comm_create')
 
     call MPI_Reduce(mine, totals, 2, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
     if (me == 0) print '(a,i0,a,i0,a,i0,a)', 'shim_ftest (use mpi) on ', n, ' ranks: ', &

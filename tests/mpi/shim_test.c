@@ -267,7 +267,7 @@ int main(int argc, char **argv)
     skew_suite("MPI_COMM_WORLD", MPI_COMM_WORLD, 200);
     skew_suite("split(rank % 2)", evens, 200);
 
-    /* Freeing a communicator frees its context. */
+    /* Freeing a communicator releases its team (teams split from the world's). */
     stats(&s1);
     MPI_Comm_free(&dup);
     MPI_Comm_free(&evens);
@@ -276,12 +276,13 @@ int main(int argc, char **argv)
     if (inter != MPI_COMM_NULL)
         MPI_Comm_free(&inter);
     if (mode == MODE_SHIM) {
-        /* dup and evens had contexts, reversed too where this rank was in it. */
+        /* dup and evens were on arcoll, reversed too where this rank was in it. */
         unsigned long long want = 2 + (wrank % 3 != 2);
         arcoll_mpi_stats_t s2;
         stats(&s2);
-        verdict(s2.comms_freed - s1.comms_freed == want, "MPI_Comm_free did not free the context",
-                "split", ALLTOALL, MPI_BYTE, 0);
+        verdict(s2.comms_freed - s1.comms_freed == want,
+                "MPI_Comm_free did not release the team or context", "split", ALLTOALL, MPI_BYTE,
+                0);
         verdict(s2.comms_arcoll - s0.comms_arcoll == want + 1 && s2.errors == 0,
                 "unexpected communicator or error counts", "all", ALLTOALL, MPI_BYTE, 0);
     }
