@@ -42,7 +42,11 @@ static int coll_auto_pick(const struct arcoll_team *t, const coll_args_t *a)
     case COLL_ALLTOALL:
     case COLL_ALLGATHER: return core_tune_pick_team(t, (int)a->type, a->bytes);
     case COLL_ALLGATHERV:
-        per_rank = a->bytes;
+        /* The mean block, from rcounts, which every rank passes alike (its own
+         * block size differs from rank to rank). */
+        per_rank = 0;
+        for (uint32_t j = 0; a->rcounts != NULL && j < t->size; j++)
+            per_rank += a->rcounts[j] / t->size;
         return t->size > 2 && per_rank <= 2048 ? CORE_ALG_RDH : CORE_ALG_PAP;
     case COLL_REDUCE_SCATTER:
     case COLL_ALLREDUCE:
@@ -166,6 +170,11 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
             rc = coll_span(what, "send", t->size, a->scounts, a->sdispls, &slo, &shi);
         if (rc != ARCOLL_OK)
             return rc;
+        if (!a->in_place && a->scounts[t->rank] != a->rcounts[t->rank]) {
+            log_err("%s: this rank sends itself %zu bytes but expects %zu from itself", what,
+                    a->scounts[t->rank], a->rcounts[t->rank]);
+            return ARCOLL_ERR_MISMATCH;
+        }
         break;
     case COLL_ALLGATHERV:
         if (a->rcounts == NULL || a->rdispls == NULL) {

@@ -23,7 +23,8 @@ int wire_fault_hello_drop;
 
 /* Live contexts: handles are checked against this list so that a call after
  * arcoll_finalize is an error, not a use after free. */
-static struct arcoll_context *core_live;
+struct arcoll_context *core_live;
+unsigned core_nactive;
 
 int core_ctx_check(arcoll_context_t ctx, const char *what)
 {
@@ -502,10 +503,11 @@ int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *new
         return ARCOLL_ERR_INVALID;
     }
     *newteam = NULL;
-    if (coll_team_busy(team)) {
-        log_err("arcoll_team_split: the team has collectives in flight");
-        return ARCOLL_ERR_STATE;
-    }
+    /* Calls in flight here may be done elsewhere already: finish them (every
+     * rank does), never refuse on one rank only. */
+    rc = coll_team_drain(team);
+    if (rc != ARCOLL_OK)
+        return rc;
     mine.color = color;
     mine.key = key;
     mine.rank = team->rank;
@@ -841,12 +843,11 @@ int arcoll_team_free(arcoll_team_t team)
     if (rc != ARCOLL_OK)
         return rc;
     ctx = team->ctx;
-    if (team == ctx->teams || coll_team_busy(team)) {
-        log_err("arcoll_team_free: %s", team == ctx->teams
-                                            ? "the world team is freed by arcoll_finalize"
-                                            : "a collective is in progress");
+    if (team == ctx->teams) {
+        log_err("arcoll_team_free: the world team is freed by arcoll_finalize");
         return ARCOLL_ERR_STATE;
     }
+    coll_team_drain(team); /* a failed call fails the team: freed locally below */
     /* The barrier: once every member started this full exchange, none writes into
      * our region again (docs/protocol.md §13). A failed team cannot run it: its
      * peers are lost or out of step, so we release locally. */
@@ -1158,7 +1159,7 @@ int arcoll_test(arcoll_request_t *req)
     if (rc != ARCOLL_OK || u == NULL)
         return rc;
     if (u->r != NULL) {
-        coll_team_progress(u->r->team);
+        coll_progress_all(u->r->team);
         if (u->r != NULL)
             return ARCOLL_INPROGRESS;
     }

@@ -33,6 +33,9 @@ struct arcoll_team {
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];
     unsigned nactive; /* of reqs */
     uint32_t nsplits; /* arcoll_team_split calls on this team (team ids) */
+    /* The last call was a partial exchange (docs/protocol.md §5): the next
+     * schedule waits for its receivers' advertisements. */
+    int after_partial;
     hier_t *hier;     /* node grouping, NULL if no node holds two members */
     int hier_noticed; /* the one-line fallback notice was given */
 };
@@ -52,6 +55,12 @@ struct arcoll_context {
     struct prof *prof; /* PAP profiler, when any rank sets ARCOLL_PROFILE */
     char cfgbuf[CORE_CONFIG_PATH];
 };
+
+/* Live contexts (newest first) and the calls in flight in all of them: a
+ * rank waiting for one call must progress the others too, on every team and
+ * context, since a peer may be blocked in any of them (MPI's progress rule). */
+extern struct arcoll_context *core_live;
+extern unsigned core_nactive;
 
 uint64_t core_time_ns(void);
 /* Is ctx a live context? Logs "what: ..." if not. */

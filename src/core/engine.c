@@ -204,6 +204,7 @@ static inline void coll_done(coll_req_t *r)
     if (__builtin_expect(r->prof_slot != 0, 0))
         prof_call_end(t->ctx->prof, r);
     t->nactive--;
+    core_nactive--;
     if (r->alg->serial)
         t->hier->busy = 0;
     if (r->ureq != NULL) {
@@ -301,7 +302,7 @@ int eng_check_time(coll_req_t *r)
 static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
 {
     while (r->active) {
-        coll_team_progress(t);
+        coll_progress_all(t);
         if (r->active)
             sched_yield();
     }
@@ -313,6 +314,27 @@ void coll_team_progress(struct arcoll_team *t)
     for (unsigned i = 0; t->nactive && i < ARCOLL_MAX_INFLIGHT; i++)
         if (t->reqs[i].active)
             coll_progress(&t->reqs[i]);
+}
+
+void coll_progress_all(struct arcoll_team *t)
+{
+    coll_team_progress(t);
+    if (core_nactive == t->nactive)
+        return; /* nothing in flight elsewhere: the common case costs nothing */
+    for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
+        for (struct arcoll_team *u = c->teams; u != NULL && core_nactive; u = u->next)
+            if (u != t && u->nactive)
+                coll_team_progress(u);
+}
+
+int coll_team_drain(struct arcoll_team *t)
+{
+    while (coll_team_busy(t)) {
+        coll_progress_all(t);
+        if (coll_team_busy(t))
+            sched_yield();
+    }
+    return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
 }
 
 static int none_hook(coll_req_t *r, uint32_t peer)
@@ -362,7 +384,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r = &t->reqs[(t->seq + 1) % ARCOLL_MAX_INFLIGHT];
     rc = coll_slot_wait(t, r);
     while (rc == ARCOLL_OK && alg->serial && t->hier->busy) {
-        coll_team_progress(t);
+        coll_progress_all(t);
         rc = t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
     }
     if (rc != ARCOLL_OK) {
@@ -410,6 +432,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r->next_check_ns = r->start_ns + COLL_CHECK_NS;
     r->active = 1;
     t->nactive++;
+    core_nactive++;
     if (alg->serial)
         t->hier->busy = 1;
     r->status = ARCOLL_INPROGRESS;
@@ -447,9 +470,9 @@ int coll_wait(coll_req_t *r)
     int rc;
 
     while ((rc = coll_progress(r)) == ARCOLL_INPROGRESS) {
-        /* Other calls of the team in flight may be what a peer waits for. */
-        if (r->team->nactive > 1)
-            coll_team_progress(r->team);
+        /* Other calls in flight, of any team, may be what a peer waits for. */
+        if (core_nactive > 1)
+            coll_progress_all(r->team);
         if (++polls > spin)
             sched_yield();
         else

@@ -51,6 +51,11 @@ int coll_progress(coll_req_t *r);
 int coll_wait(coll_req_t *r);
 /* Progress every active call of the team (errors are kept in each call). */
 void coll_team_progress(struct arcoll_team *t);
+/* The same, then every call in flight on any team of any live context. */
+void coll_progress_all(struct arcoll_team *t);
+/* Progress until no call of the team is in flight: ARCOLL_OK, or
+ * ARCOLL_ERR_STATE if one failed (the team is failed then). */
+int coll_team_drain(struct arcoll_team *t);
 static inline int coll_team_busy(const struct arcoll_team *t)
 {
     return t->nactive != 0;

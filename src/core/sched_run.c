@@ -475,6 +475,11 @@ int eng_sched_start(coll_req_t *r, int mode)
 
     if (x == NULL)
         return ARCOLL_ERR_NOMEM;
+    /* The first call after partial exchanges cannot lean on the full-exchange
+     * chain of protocol.md §5 either: it waits for advertisements too. */
+    if (mode == ENG_SCHED_PAP && t->after_partial)
+        mode = ENG_SCHED_PARTIAL;
+    t->after_partial = r->args.type == COLL_SENDRECV;
     rc = sx_plan(r, x);
     if (rc != ARCOLL_OK)
         return rc;

@@ -27,7 +27,8 @@ static int direct_tx_progress(coll_req_t *r)
 /* The v-forms and reductions: a linear schedule, in order after each receiver's advertisement. */
 static int direct_sched_start(coll_req_t *r)
 {
-    int rc = lin_sched_build(r, eng_sched(r));
+    sched_t *s = eng_sched(r);
+    int rc = s != NULL ? lin_sched_build(r, s) : ARCOLL_ERR_NOMEM;
 
     return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_DIRECT);
 }

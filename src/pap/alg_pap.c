@@ -53,7 +53,8 @@ static int pap_tx_progress(coll_req_t *r)
 /* The v-forms and reductions: a linear schedule, arrived peers first. */
 static int pap_sched_start(coll_req_t *r)
 {
-    int rc = lin_sched_build(r, eng_sched(r));
+    sched_t *s = eng_sched(r);
+    int rc = s != NULL ? lin_sched_build(r, s) : ARCOLL_ERR_NOMEM;
 
     return rc != ARCOLL_OK ? rc : eng_sched_start(r, ENG_SCHED_PAP);
 }

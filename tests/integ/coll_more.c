@@ -346,6 +346,56 @@ static void test_inflight(arcoll_context_t ctx)
             free(rr[k]);
         }
     }
+    /* Calls in flight on two teams, waited for in different orders on different
+     * ranks (legal MPI): a rank blocked in one team's call must progress the
+     * other team's, or both time out. 1 MiB blocks need many fragments. */
+    {
+        arcoll_team_t b = NULL;
+        size_t big = (size_t)1 << 20;
+        uint8_t *s1 = malloc(big * (size_t)n), *r1 = malloc(big * (size_t)n);
+        uint8_t *s2 = malloc(64 * (size_t)n), *r2 = malloc(64 * (size_t)n);
+        arcoll_request_t q = NULL;
+        rc = arcoll_team_split(world, 0, me, &b);
+        CHECK(rc == ARCOLL_OK && b != NULL, "split for two teams: %s", arcoll_strerror(rc));
+        set(ctx, "ARCOLL_PATH", "copy");
+        fill(1, 8000, me, n, big, s1);
+        fill(1, 8001, me, n, 64, s2);
+        rc = arcoll_ialltoall(world, s1, r1, big, &q);
+        CHECK(rc == ARCOLL_OK, "ialltoall on A: %s", arcoll_strerror(rc));
+        if (me == 0) {
+            rc = arcoll_alltoall(b, s2, r2, 64);
+            CHECK(rc == ARCOLL_OK, "alltoall on B first: %s", arcoll_strerror(rc));
+            rc = arcoll_wait(&q);
+            CHECK(rc == ARCOLL_OK, "then wait on A: %s", arcoll_strerror(rc));
+        } else {
+            rc = arcoll_wait(&q);
+            CHECK(rc == ARCOLL_OK, "wait on A first: %s", arcoll_strerror(rc));
+            rc = arcoll_alltoall(b, s2, r2, 64);
+            CHECK(rc == ARCOLL_OK, "then alltoall on B: %s", arcoll_strerror(rc));
+        }
+        CHECK(verify(1, 8000, me, n, big, r1, "team A") == 0, "team A: wrong data");
+        CHECK(verify(1, 8001, me, n, 64, r2, "team B") == 0, "team B: wrong data");
+        set(ctx, "ARCOLL_PATH", "auto");
+        if (b != NULL) {
+            /* split and free drain calls in flight rather than refuse on one rank */
+            rc = arcoll_ialltoall(b, s2, r2, 64, &q);
+            CHECK(rc == ARCOLL_OK, "ialltoall before free: %s", arcoll_strerror(rc));
+            rc = arcoll_team_free(b);
+            CHECK(rc == ARCOLL_OK, "free with a call in flight: %s", arcoll_strerror(rc));
+            rc = arcoll_wait(&q);
+            CHECK(rc == ARCOLL_OK || rc == ARCOLL_ERR_STATE, "the drained call: %s",
+                  arcoll_strerror(rc));
+        }
+        free(s1);
+        free(r1);
+        free(s2);
+        free(r2);
+    }
+    /* allgatherv under auto with blocks on both sides of auto's size limit: every
+     * rank must pick the same algorithm (from rcounts, not its own block). */
+    set(ctx, "ARCOLL_ALLGATHERV_ALG", "auto");
+    for (int k = 0; k < 6; k++)
+        v_allgatherv(world, 8100 + (uint64_t)k, k % 2 ? 4096 : 6000, 0, 0, "allgatherv auto");
     /* A mix of collectives in flight, tested round-robin until all are done. */
     {
         int32_t in[4][64], out[4][64];
