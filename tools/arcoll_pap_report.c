@@ -61,8 +61,8 @@ typedef struct rep_arrival {
 } rep_arrival_t;
 
 /* The collectives a profile names (coll_type_name's order). */
-static const char *const rep_types[] = {"alltoall",   "allgather",            "alltoallv",
-                                        "allgatherv", "reduce_scatter_block", "allreduce"};
+static const char *const rep_types[] = {
+    "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
 
 static void rep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void rep_error(const char *fmt, ...)
