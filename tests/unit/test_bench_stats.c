@@ -267,6 +267,30 @@ static void test_sizes(void **state)
     assert_int_equal(bstat_sizes(SIZE_MAX / 2 + 1, SIZE_MAX, s, 32), 1); /* no overflow */
 }
 
+/* The v-forms' counts: pure, within range, and the mean they claim. */
+static void test_vcounts(void **state)
+{
+    double sum[3] = {0};
+    int zeros = 0, calls = 20000;
+    (void)state;
+    for (int k = 0; k < calls; k++)
+        for (int dist = 0; dist < 3; dist++) {
+            size_t c = bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k);
+            assert_int_equal(c, bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k));
+            assert_true(c <= (dist == 2 ? 1000u : dist == 1 ? 200u : 100u));
+            assert_true(dist != 2 || c == 0 || c == 1000);
+            zeros += dist == 2 && c == 0;
+            sum[dist] += (double)c;
+        }
+    assert_true(sum[0] / calls == 100);
+    assert_true(fabs(sum[1] / calls - 100) < 3);
+    assert_true(fabs(sum[2] / calls - 100) < 10);
+    assert_true(zeros > calls * 0.88 && zeros < calls * 0.92);
+    assert_int_equal(bstat_vcount(1, 1, 0, 0, 1, 1), 0);
+    assert_true(bstat_vcount(1, 1, 100, 0, 1, 1) != bstat_vcount(1, 1, 100, 1, 0, 1) ||
+                bstat_vcount(1, 1, 100, 0, 1, 2) != bstat_vcount(1, 1, 100, 1, 0, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_median),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_vcounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
