@@ -79,7 +79,8 @@ typedef struct opts {
     int skew;     /* -1 auto, 0 sleep, 1 spin */
     int arrivals; /* -1 auto, 0 measured delays, 1 common clock */
     uint64_t seed;
-    int dist; /* DIST_* */
+    int dist;   /* DIST_* */
+    int median; /* --stat median */
     int validate, full, format, quiet;
     const char *plot, *path;
 } opts_t;
@@ -123,8 +124,8 @@ typedef struct bench {
      * and the same as ints for MPI. */
     size_t *sc, *sd, *rc, *rd;
     int *isc, *isd, *irc, *ird;
-    double *delay, *rank_sum, *arrive, *lat;
-    uint64_t *bar; /* the barrier's receive buffer */
+    double *delay, *rank_sum, *arrive, *lat, *med; /* med: bstat_point_median's scratch */
+    uint64_t *bar;                                 /* the barrier's receive buffer */
     int *perm;
     uint64_t iter_key;
     const char *cur_alg[NCOLLS]; /* last value set, to skip redundant config_set */
@@ -707,6 +708,11 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
                 b->lat[k] = m[2] - m[1];
             }
         bstat_point(b->arrive, b->lat, iters, b->n, b->rank_sum, &res[a]);
+        /* --stat median: every latency and bound column shows it instead
+         * (lat_rank_min/max stay per-rank means). */
+        if (o->median)
+            bstat_point_median(b->arrive, b->lat, iters, b->n, b->med, &res[a].lat_mean,
+                               &res[a].bound_mean);
     }
     rc = 0;
 out:
@@ -747,14 +753,15 @@ static void print_header(const bench_t *b)
     if (o->format == FMT_JSON) {
         printf("{\"bench\": \"arcoll-bench\", \"version\": \"%s\", \"ranks\": %d, "
                "\"nodes\": %d, \"cores\": %ld, \"algorithms\": \"%s\", \"baseline\": \"%s\",\n"
-               " \"skew\": \"%s\", \"mode\": \"%s\", \"seed\": %llu, \"dist\": \"%s\", \"clock\": "
+               " \"skew\": \"%s\", \"mode\": \"%s\", \"seed\": %llu, \"dist\": \"%s\", \"stat\": "
+               "\"%s\", \"clock\": "
                "\"%s\", "
                "\"barrier\": \"%s\", \"path\": \"%s\",\n"
                " \"memory_bytes\": {\"rank0\": %zu, \"min\": %zu, \"max\": %zu}, "
                "\"mpi\": %s%s%s,\n \"results\": [",
                ARCOLL_VERSION_STRING, b->n, b->nnodes, b->cores, algs, o->algs[b->base],
                b->spin ? "spin" : "sleep", o->nlates ? "late" : "random",
-               (unsigned long long)o->seed, dist_names[o->dist],
+               (unsigned long long)o->seed, dist_names[o->dist], o->median ? "median" : "mean",
                b->shared_clock ? "monotonic" : "delays",
 #ifdef ARCOLL_BENCH_MPI
                "MPI_Barrier",
@@ -810,8 +817,13 @@ static void print_header(const bench_t *b)
     printf("# T: one message of the size between ranks 0 and 1 (2-rank allgather, median of 7 "
            "batches)%s\n",
            b->n < 2 ? "; 1 rank: none, so no skew" : "");
-    printf("# latency: own entry to own exit, mean over ranks and iterations (us); bound: mean of "
-           "latest arrival - own arrival, averaged over the algorithms\n");
+    if (o->median)
+        printf("# latency: own entry to own exit, median over iterations of the mean over ranks "
+               "(us, --stat median); bound: the same of latest arrival - own arrival, averaged "
+               "over the algorithms\n");
+    else
+        printf("# latency: own entry to own exit, mean over ranks and iterations (us); bound: "
+               "mean of latest arrival - own arrival, averaged over the algorithms\n");
     printf("# %s/ALG: latency of %s / latency of ALG (>1: ALG faster); ALG/bnd: latency / "
            "ALG's own bound%s\n",
            o->algs[b->base], o->algs[b->base], o->full ? " (ALG:bnd)" : " (-f shows it)");
@@ -1160,56 +1172,60 @@ static int plot(const bench_t *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mpirun -np N arcoll-bench%s [options]\n"
-            "  -t, --coll LIST       collectives, comma-separated (both): alltoall, allgather,\n"
-            "                        allgatherv, alltoallv, reduce_scatter (_block), allreduce;\n"
-            "                        both = alltoall,allgather; all = every one\n"
-            "  -a, --alg LIST        algorithms side by side (pap,direct%s): pap, direct, and\n"
-            "                        each -t collective's ARCOLL_*_ALG names (e.g. ring, rdd, "
-            "rdh,\n"
-            "                        shm_direct, pap_shm; auto)%s; every one must serve every "
-            "-t\n"
-            "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
-            "the first)\n"
-            "  -m, --message-size [MIN:]MAX   k/M suffixes (1:1M): bytes per peer (alltoall), "
-            "per\n"
-            "                        rank (allgather), their means (v-forms), per block\n"
-            "                        (reduce_scatter), of the vector (allreduce); the "
-            "reductions\n"
-            "                        sum floor(size / 8) doubles and skip sizes below 8\n"
-            "  -D, --dist uniform|random|sparse   v-forms' counts: all the size; random 0..2x "
-            "per\n"
-            "                        pair and call; sparse 90%% 0, else 10x (uniform)\n"
-            "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
-            "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
-            "  -f, --full            also min/max per-rank latency and iterations\n"
-            "  -c, --validation      check the data of every iteration of every algorithm\n"
-            "  -M, --mif LIST        maximum imbalance factors, 0 = no skew (0,32; 128 with "
-            "--late)\n"
-            "  -L, --late LIST       late mode: these fractions of ranks wait MIF x T, the "
-            "rest none\n"
-            "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
-            "cores)\n"
-            "  -S, --seed N          seed of the delays (1)\n"
-            "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
-            "  -F, --format table|csv|json  output (table)\n"
-            "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
-            "  -q, --quiet           no progress line on stderr\n"
-            "      --arrivals auto|clock|delays   bound from CLOCK_MONOTONIC arrivals (one "
-            "host) or\n"
-            "                        from each rank's measured delay after the barrier (auto: "
-            "clock\n"
-            "                        when all ranks share a host)\n"
-            "  -h, --help\n",
+    fprintf(
+        f,
+        "usage: mpirun -np N arcoll-bench%s [options]\n"
+        "  -t, --coll LIST       collectives, comma-separated (both): alltoall, allgather,\n"
+        "                        allgatherv, alltoallv, reduce_scatter (_block), allreduce;\n"
+        "                        both = alltoall,allgather; all = every one\n"
+        "  -a, --alg LIST        algorithms side by side (pap,direct%s): pap, direct, and\n"
+        "                        each -t collective's ARCOLL_*_ALG names (e.g. ring, rdd, "
+        "rdh,\n"
+        "                        shm_direct, pap_shm; auto)%s; every one must serve every "
+        "-t\n"
+        "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
+        "the first)\n"
+        "  -m, --message-size [MIN:]MAX   k/M suffixes (1:1M): bytes per peer (alltoall), "
+        "per\n"
+        "                        rank (allgather), their means (v-forms), per block\n"
+        "                        (reduce_scatter), of the vector (allreduce); the "
+        "reductions\n"
+        "                        sum floor(size / 8) doubles and skip sizes below 8\n"
+        "  -D, --dist uniform|random|sparse   v-forms' counts: all the size; random 0..2x "
+        "per\n"
+        "                        pair and call; sparse 90%% 0, else 10x (uniform)\n"
+        "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
+        "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
+        "  -f, --full            also min/max per-rank latency and iterations\n"
+        "  -c, --validation      check the data of every iteration of every algorithm\n"
+        "  -M, --mif LIST        maximum imbalance factors, 0 = no skew (0,32; 128 with "
+        "--late)\n"
+        "  -L, --late LIST       late mode: these fractions of ranks wait MIF x T, the "
+        "rest none\n"
+        "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
+        "cores)\n"
+        "  -S, --seed N          seed of the delays (1)\n"
+        "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
+        "  -F, --format table|csv|json  output (table)\n"
+        "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
+        "  -q, --quiet           no progress line on stderr\n"
+        "      --arrivals auto|clock|delays   bound from CLOCK_MONOTONIC arrivals (one "
+        "host) or\n"
+        "                        from each rank's measured delay after the barrier (auto: "
+        "clock\n"
+        "                        when all ranks share a host)\n"
+        "      --stat mean|median   latency and bound of a point: the mean over ranks and\n"
+        "                        iterations, or the median over iterations of the mean over\n"
+        "                        ranks, robust to preempted iterations on a busy machine (mean)\n"
+        "  -h, --help\n",
 #ifdef ARCOLL_BENCH_MPI
-            "-mpi", ",mpi",
-            ",\n                        mpi (MPI_Alltoall(v), MPI_Allgather(v), "
-            "MPI_Reduce_scatter_block,\n                        MPI_Allreduce)",
+        "-mpi", ",mpi",
+        ",\n                        mpi (MPI_Alltoall(v), MPI_Allgather(v), "
+        "MPI_Reduce_scatter_block,\n                        MPI_Allreduce)",
 #else
-            "", "", "",
+        "", "", "",
 #endif
-            BSTAT_LARGE_SIZE, BSTAT_LARGE_SIZE);
+        BSTAT_LARGE_SIZE, BSTAT_LARGE_SIZE);
 }
 
 static int parse_list(char *arg, double *v, int cap, double lo, double hi, const char *what,
@@ -1263,6 +1279,7 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
         {"plot", required_argument, NULL, 'P'},
         {"quiet", no_argument, NULL, 'q'},
         {"arrivals", required_argument, NULL, 'A'},
+        {"stat", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1402,6 +1419,13 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
             break;
         case 'P': o->plot = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'E':
+            o->median = strcmp(optarg, "median") == 0 ? 1 : strcmp(optarg, "mean") == 0 ? 0 : -1;
+            if (o->median < 0) {
+                snprintf(err, errlen, "--stat: mean or median, not %s", optarg);
+                return -1;
+            }
+            break;
         case 'A':
             o->arrivals = strcmp(optarg, "clock") == 0    ? 1
                           : strcmp(optarg, "delays") == 0 ? 0
@@ -1756,6 +1780,7 @@ static void bench_free(bench_t *b)
     free(b->bar);
     free(b->arrive);
     free(b->lat);
+    free(b->med);
     free(b->sizes);
     free(b->t_cache);
     free(b->memcpy_cache[0]);
@@ -1841,7 +1866,8 @@ int main(int argc, char **argv)
     setup_ok = 1;
     b->arrive = malloc((size_t)b->o.iters * (size_t)b->n * sizeof(double));
     b->lat = malloc((size_t)b->o.iters * (size_t)b->n * sizeof(double));
-    if (b->arrive == NULL || b->lat == NULL) {
+    b->med = malloc((size_t)b->o.iters * 2 * sizeof(double));
+    if (b->arrive == NULL || b->lat == NULL || b->med == NULL) {
         fprintf(stderr, "arcoll-bench[%d]: out of memory\n", b->rank);
         goto out_local;
     }

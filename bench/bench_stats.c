@@ -127,6 +127,30 @@ int bstat_point(const double *arrive, const double *lat, int iters, int n, doubl
     return 0;
 }
 
+int bstat_point_median(const double *arrive, const double *lat, int iters, int n, double *scratch,
+                       double *lat_median, double *bound_median)
+{
+    double *l_it = scratch, *b_it = scratch + iters;
+
+    if (iters <= 0 || n <= 0)
+        return -1;
+    for (int it = 0; it < iters; it++) {
+        const double *a = arrive + (size_t)it * (size_t)n;
+        const double *l = lat + (size_t)it * (size_t)n;
+        double latest = -INFINITY;
+        for (int r = 0; r < n; r++)
+            latest = a[r] > latest ? a[r] : latest;
+        l_it[it] = b_it[it] = 0;
+        for (int r = 0; r < n; r++) {
+            l_it[it] += l[r] / n;
+            b_it[it] += (latest - a[r]) / n;
+        }
+    }
+    *lat_median = bstat_median(l_it, iters);
+    *bound_median = bstat_median(b_it, iters);
+    return 0;
+}
+
 double bstat_mean_bound(const bstat_point_t *res, int nalgs)
 {
     double sum = 0;

@@ -61,6 +61,13 @@ typedef struct bstat_point {
 int bstat_point(const double *arrive, const double *lat, int iters, int n, double *rank_sum,
                 bstat_point_t *out);
 
+/* The same latency and bound, robust to iterations that lost their core to
+ * another process (on a shared machine they dominate the mean): the median
+ * over iterations of the mean over ranks. scratch: 2 x iters doubles.
+ * Returns 0, or -1 if iters or n is not positive. */
+int bstat_point_median(const double *arrive, const double *lat, int iters, int n, double *scratch,
+                       double *lat_median, double *bound_median);
+
 /* The bound column: the mean of the algorithms' bounds (the same injected
  * delays, but each algorithm's own real arrivals). */
 double bstat_mean_bound(const bstat_point_t *res, int nalgs);

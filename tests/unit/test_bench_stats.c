@@ -64,6 +64,20 @@ static void test_point_mean_min_max(void **state)
     assert_int_equal(bstat_point(arrive, lat, 2, 0, scratch, &p), -1);
 }
 
+/* The median statistic ignores one iteration that lost its core. */
+static void test_point_median(void **state)
+{
+    /* 3 iterations x 2 ranks; iteration 1 preempted (1000 us). */
+    const double arrive[6] = {0, 2, /* it 1 */ 5, 5, /* it 2 */ 9, 1};
+    const double lat[6] = {10, 12, /* it 1 */ 1000, 1000, /* it 2 */ 14, 10};
+    double scratch[6], lm, bm;
+    (void)state;
+    assert_int_equal(bstat_point_median(arrive, lat, 3, 2, scratch, &lm, &bm), 0);
+    assert_float_equal(lm, 12, EPS); /* rank means 11, 1000, 12 */
+    assert_float_equal(bm, 1, EPS);  /* bound means 1, 0, 4 */
+    assert_int_equal(bstat_point_median(arrive, lat, 0, 2, scratch, &lm, &bm), -1);
+}
+
 static void test_point_bound_is_time_base_invariant(void **state)
 {
     /* Shifting one iteration's arrivals by a constant (another clock origin,
@@ -297,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_uniform_range_and_determinism),
         cmocka_unit_test(test_bounds_from_arrivals),
         cmocka_unit_test(test_point_mean_min_max),
+        cmocka_unit_test(test_point_median),
         cmocka_unit_test(test_point_bound_is_time_base_invariant),
         cmocka_unit_test(test_ratio_columns),
         cmocka_unit_test(test_mean_bound_column),
