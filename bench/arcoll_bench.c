@@ -1,13 +1,15 @@
 /*
- * arcoll-bench: alltoall/allgather latency under injected process-arrival
- * skew (seed 002 §3.2), several algorithms side by side in one run.
+ * arcoll-bench: collective latency (alltoall, allgather, their v-forms,
+ * reduce_scatter_block, allreduce) under injected process-arrival skew
+ * (seed 002 §3.2), several algorithms side by side in one run.
  *
  * Per iteration: a barrier, then each rank waits (spins or sleeps) a delay
  * bounded by MIF x T(size), T being the measured time of one message of the
  * payload over the same channel, then the timed collective. Latency is from
  * a rank's own entry to its own exit; the figure of merit is its mean over
  * ranks. The arrival bound of rank i is (latest arrival - arrival of i): no
- * alltoall or allgather can finish on i before the last rank has arrived,
+ * collective measured here can finish on i before the last rank has arrived
+ * (every result depends on every rank; with -D sparse a v-form's may not),
  * so latency/bound says how much any algorithm could still gain.
  *
  * Iterations are the outer loop and algorithms the inner one, and all
@@ -17,7 +19,7 @@
  * rank's delay without communicating.
  *
  * Built with mpicc and -DARCOLL_BENCH_MPI, `mpi` is one more algorithm
- * (MPI_Alltoall/MPI_Allgather under the identical skew), the barrier is
+ * (Open MPI's own collective under the identical skew), the barrier is
  * MPI_Barrier and arcoll bootstraps through MPI callbacks instead of PMIx.
  */
 #include <errno.h>
@@ -49,8 +51,19 @@
 #define HOST_LEN   64
 
 enum { FMT_TABLE, FMT_CSV, FMT_JSON };
-enum { COLL_ALLTOALL, COLL_ALLGATHER, NCOLLS };
-static const char *const coll_names[NCOLLS] = {"alltoall", "allgather"};
+/* The order of colls[] below, which is also the order of the sweep. */
+enum {
+    COLL_ALLTOALL,
+    COLL_ALLGATHER,
+    COLL_ALLGATHERV,
+    COLL_ALLTOALLV,
+    COLL_REDUCE_SCATTER,
+    COLL_ALLREDUCE,
+    NCOLLS
+};
+/* -D: how the v-forms' byte counts spread around the size column's mean. */
+enum { DIST_UNIFORM, DIST_RANDOM, DIST_SPARSE };
+static const char *const dist_names[] = {"uniform", "random", "sparse"};
 
 typedef struct opts {
     int colls; /* bit (1 << COLL_*) */
@@ -66,6 +79,8 @@ typedef struct opts {
     int skew;     /* -1 auto, 0 sleep, 1 spin */
     int arrivals; /* -1 auto, 0 measured delays, 1 common clock */
     uint64_t seed;
+    int dist;   /* DIST_* */
+    int median; /* --stat median */
     int validate, full, format, quiet;
     const char *plot, *path;
 } opts_t;
@@ -91,7 +106,8 @@ typedef struct bench {
     int npoints;
     size_t *sizes;
     int nsizes;
-    double *t_cache, *memcpy_cache; /* per size index, < 0 until measured */
+    double *t_cache;         /* per size index, < 0 until measured */
+    double *memcpy_cache[2]; /* the same, copying n x size [0] or size [1] bytes */
 
     arcoll_context_t ctx;
     arcoll_team_t world, pair;
@@ -103,9 +119,13 @@ typedef struct bench {
     char mpi_info[160];
 
     char *s, *r, *ms, *mr; /* arcoll buffers, MPI's own buffers */
-    size_t buflen;
-    double *delay, *rank_sum, *arrive, *lat;
-    uint64_t *bar; /* the barrier's receive buffer */
+    size_t buflen, vmax;   /* vmax: a v-form's largest block / the size (-D) */
+    /* The v-forms' counts and displacements (bytes) of the current iteration,
+     * and the same as ints for MPI. */
+    size_t *sc, *sd, *rc, *rd;
+    int *isc, *isd, *irc, *ird;
+    double *delay, *rank_sum, *arrive, *lat, *med; /* med: bstat_point_median's scratch */
+    uint64_t *bar;                                 /* the barrier's receive buffer */
     int *perm;
     uint64_t iter_key;
     const char *cur_alg[NCOLLS]; /* last value set, to skip redundant config_set */
@@ -116,6 +136,25 @@ typedef struct bench {
     int json_first;
     double t_start, t_progress;
 } bench_t;
+
+/* What the sweep needs of one collective: adding one is a row of colls[]. */
+typedef struct coll_ops {
+    const char *name;    /* -t and the output */
+    const char *alg_var; /* its ARCOLL_*_ALG */
+    const char *size_is; /* what the size column means */
+    int reduces;         /* on doubles: floor(size / 8) of them, sizes below 8 B skipped */
+    int memcpy_one;      /* the memcpy reference copies size bytes rather than n x size */
+    int vcounts;         /* the counts come from -D, fresh each iteration */
+    /* Data of call `key` into sbuf, and its check in rbuf (0: right). */
+    void (*fill)(const bench_t *b, char *s, size_t bytes, uint64_t key);
+    int (*verify)(const bench_t *b, const char *r, size_t bytes, uint64_t key);
+    int (*run)(const bench_t *b, const char *s, char *r, size_t bytes); /* an arcoll status */
+#ifdef ARCOLL_BENCH_MPI
+    int (*run_mpi)(const bench_t *b, const char *s, char *r, size_t bytes); /* an MPI code */
+#endif
+} coll_ops_t;
+
+static const coll_ops_t colls[NCOLLS];
 
 static int check(const bench_t *b, int rc, const char *what)
 {
@@ -150,11 +189,11 @@ static int oob_barrier(void *user)
 
 static int set_alg(bench_t *b, int coll, const char *alg)
 {
-    static const char *const var[NCOLLS] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG"};
+    const char *var = colls[coll].alg_var;
 
     if (b->cur_alg[coll] != NULL && strcmp(b->cur_alg[coll], alg) == 0)
         return 0;
-    if (check(b, arcoll_config_set(b->ctx, var[coll], alg), var[coll]))
+    if (check(b, arcoll_config_set(b->ctx, var, alg), var))
         return 1;
     b->cur_alg[coll] = alg;
     return 0;
@@ -274,13 +313,12 @@ static int measure_t(bench_t *b, size_t bytes, double *t_us)
     return 0;
 }
 
-/* The single-copy limit: one core (rank 0's) copying the n x bytes a rank
- * receives, while the other ranks wait. */
-static int measure_memcpy(bench_t *b, size_t bytes, double *us)
+/* The single-copy limit: one core (rank 0's) copying len bytes (what a rank
+ * receives, or must read for a reduction), while the other ranks wait. */
+static int measure_memcpy(bench_t *b, size_t len, double *us)
 {
     double t = 0, batch[7];
     double *all = b->rank_sum;
-    size_t len = bytes * (size_t)b->n;
 
     if (b->rank == 0) {
         int reps = len >= (4u << 20) ? 3 : (int)((4u << 20) / len);
@@ -327,25 +365,266 @@ static int verify(const char *r, int alltoall, size_t bytes, uint64_t key, int r
     return 0;
 }
 
+/* len bytes at r equal to what fill(.., len, key, src) wrote. */
+static int verify_block(const char *r, size_t len, uint64_t key, int src)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((uint8_t)r[i] != pattern(key, src, i))
+            return 1;
+    return 0;
+}
+
+/* alltoallv: the key of the block for dst, so that a block delivered to
+ * the wrong rank or from the wrong place does not pass. */
+static uint64_t block_key(uint64_t key, int dst)
+{
+    return key * 1000003u + (uint64_t)dst;
+}
+
+/* Reductions: element i of src's input at call key, an integer in [1, 64]
+ * so that every sum is exact whatever the order, and a missing or doubled
+ * contribution always shows. */
+static double red_value(uint64_t key, int src, size_t i)
+{
+    return (double)(1 + ((key * 31 + (uint64_t)src * 7 + i * 13 + (i >> 6) * 5) & 63));
+}
+
+static void fill_alltoall(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    fill(s, bytes * (size_t)b->n, key, b->rank);
+}
+
+static int verify_alltoall(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    return verify(r, 1, bytes, key, b->rank, b->n);
+}
+
+static void fill_allgather(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    fill(s, bytes, key, b->rank);
+}
+
+static int verify_allgather(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    return verify(r, 0, bytes, key, b->rank, b->n);
+}
+
+static void fill_allgatherv(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    (void)bytes;
+    fill(s, b->rc[b->rank], key, b->rank);
+}
+
+static int verify_allgatherv(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    (void)bytes;
+    for (int src = 0; src < b->n; src++)
+        if (verify_block(r + b->rd[src], b->rc[src], key, src))
+            return 1;
+    return 0;
+}
+
+static void fill_alltoallv(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    (void)bytes;
+    for (int dst = 0; dst < b->n; dst++)
+        fill(s + b->sd[dst], b->sc[dst], block_key(key, dst), b->rank);
+}
+
+static int verify_alltoallv(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    (void)bytes;
+    for (int src = 0; src < b->n; src++)
+        if (verify_block(r + b->rd[src], b->rc[src], block_key(key, b->rank), src))
+            return 1;
+    return 0;
+}
+
+static size_t red_count(size_t bytes)
+{
+    return bytes / sizeof(double);
+}
+
+static void fill_reduce_scatter(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    double *v = (double *)(void *)s;
+    size_t len = red_count(bytes) * (size_t)b->n;
+    for (size_t i = 0; i < len; i++)
+        v[i] = red_value(key, b->rank, i);
+}
+
+/* Elements [first, first + count) of the sum over ranks. */
+static int verify_sum(const bench_t *b, const char *r, size_t first, size_t count, uint64_t key)
+{
+    const double *v = (const double *)(const void *)r;
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int src = 0; src < b->n; src++)
+            want += red_value(key, src, first + i);
+        if (v[i] != want)
+            return 1;
+    }
+    return 0;
+}
+
+static int verify_reduce_scatter(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    size_t count = red_count(bytes);
+    return verify_sum(b, r, (size_t)b->rank * count, count, key);
+}
+
+static void fill_allreduce(const bench_t *b, char *s, size_t bytes, uint64_t key)
+{
+    double *v = (double *)(void *)s;
+    for (size_t i = 0; i < red_count(bytes); i++)
+        v[i] = red_value(key, b->rank, i);
+}
+
+static int verify_allreduce(const bench_t *b, const char *r, size_t bytes, uint64_t key)
+{
+    return verify_sum(b, r, 0, red_count(bytes), key);
+}
+
+/* The v-forms' counts for the iteration `key`, from the pure function of
+ * (seed, src, dst, key) in bench_stats.c, so every rank agrees without
+ * communicating. allgatherv: rank j sends rc[j]; alltoallv: sc[dst] from
+ * this rank, rc[src] to it. Displacements pack the blocks. */
+static void set_counts(bench_t *b, int coll, size_t bytes, uint64_t key)
+{
+    size_t so = 0, ro = 0;
+
+    for (int j = 0; j < b->n; j++) {
+        if (coll == COLL_ALLGATHERV) {
+            b->rc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, j, j, key);
+            b->sc[j] = 0;
+        } else {
+            b->sc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, b->rank, j, key);
+            b->rc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, j, b->rank, key);
+        }
+        b->sd[j] = so;
+        b->rd[j] = ro;
+        so += b->sc[j];
+        ro += b->rc[j];
+        /* setup_sweep keeps every total below INT_MAX */
+        b->isc[j] = (int)b->sc[j];
+        b->isd[j] = (int)b->sd[j];
+        b->irc[j] = (int)b->rc[j];
+        b->ird[j] = (int)b->rd[j];
+    }
+}
+
+/* ---- The collectives, arcoll's and MPI's ---- */
+
+static int run_alltoall(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    return arcoll_alltoall(b->world, s, r, bytes);
+}
+
+static int run_allgather(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    return arcoll_allgather(b->world, s, r, bytes);
+}
+
+static int run_allgatherv(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)bytes;
+    return arcoll_allgatherv(b->world, s, b->rc[b->rank], r, b->rc, b->rd);
+}
+
+static int run_alltoallv(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)bytes;
+    return arcoll_alltoallv(b->world, s, b->sc, b->sd, r, b->rc, b->rd);
+}
+
+static int run_reduce_scatter(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    return arcoll_reduce_scatter_block(b->world, s, r, red_count(bytes), ARCOLL_DOUBLE, ARCOLL_SUM);
+}
+
+static int run_allreduce(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    return arcoll_allreduce(b->world, s, r, red_count(bytes), ARCOLL_DOUBLE, ARCOLL_SUM);
+}
+
+#ifdef ARCOLL_BENCH_MPI
+static int mpi_alltoall(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)b;
+    return MPI_Alltoall(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+static int mpi_allgather(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)b;
+    return MPI_Allgather(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+static int mpi_allgatherv(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)bytes;
+    return MPI_Allgatherv(s, b->irc[b->rank], MPI_BYTE, r, b->irc, b->ird, MPI_BYTE,
+                          MPI_COMM_WORLD);
+}
+
+static int mpi_alltoallv(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)bytes;
+    return MPI_Alltoallv(s, b->isc, b->isd, MPI_BYTE, r, b->irc, b->ird, MPI_BYTE, MPI_COMM_WORLD);
+}
+
+static int mpi_reduce_scatter(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)b;
+    return MPI_Reduce_scatter_block(s, r, (int)red_count(bytes), MPI_DOUBLE, MPI_SUM,
+                                    MPI_COMM_WORLD);
+}
+
+static int mpi_allreduce(const bench_t *b, const char *s, char *r, size_t bytes)
+{
+    (void)b;
+    return MPI_Allreduce(s, r, (int)red_count(bytes), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+#define MPI_OPS(f) , f
+#else
+#define MPI_OPS(f)
+#endif
+
+#define OPS(x) fill_##x, verify_##x, run_##x MPI_OPS(mpi_##x)
+static const coll_ops_t colls[NCOLLS] = {
+    [COLL_ALLTOALL] = {"alltoall", "ARCOLL_ALLTOALL_ALG", "bytes per peer", 0, 0, 0, OPS(alltoall)},
+    [COLL_ALLGATHER] = {"allgather", "ARCOLL_ALLGATHER_ALG", "bytes per rank", 0, 0, 0,
+                        OPS(allgather)},
+    [COLL_ALLGATHERV] = {"allgatherv", "ARCOLL_ALLGATHERV_ALG", "mean bytes per rank", 0, 0, 1,
+                         OPS(allgatherv)},
+    [COLL_ALLTOALLV] = {"alltoallv", "ARCOLL_ALLTOALLV_ALG", "mean bytes per peer", 0, 0, 1,
+                        OPS(alltoallv)},
+    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "ARCOLL_REDUCE_SCATTER_ALG",
+                             "bytes per block (doubles, sum)", 1, 0, 0, OPS(reduce_scatter)},
+    [COLL_ALLREDUCE] = {"allreduce", "ARCOLL_ALLREDUCE_ALG", "bytes of the vector (doubles, sum)",
+                        1, 1, 0, OPS(allreduce)},
+};
+#undef OPS
+
+/* Reductions need at least one element. */
+static int size_ok(int coll, size_t bytes)
+{
+    return !colls[coll].reduces || red_count(bytes) > 0;
+}
+
 /* ---- One point of the sweep ---- */
 
 static int timed_coll(bench_t *b, int a, int coll, size_t bytes, const char *s, char *r)
 {
 #ifdef ARCOLL_BENCH_MPI
     if (b->is_mpi[a]) {
-        int rc =
-            coll == COLL_ALLTOALL
-                ? MPI_Alltoall(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, MPI_COMM_WORLD)
-                : MPI_Allgather(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+        int rc = colls[coll].run_mpi(b, s, r, bytes);
         if (rc != MPI_SUCCESS)
-            fprintf(stderr, "arcoll-bench[%d]: MPI_%s failed\n", b->rank,
-                    coll == COLL_ALLTOALL ? "Alltoall" : "Allgather");
+            fprintf(stderr, "arcoll-bench[%d]: MPI %s failed\n", b->rank, colls[coll].name);
         return rc != MPI_SUCCESS;
     }
 #endif
-    int rc = coll == COLL_ALLTOALL ? arcoll_alltoall(b->world, s, r, bytes)
-                                   : arcoll_allgather(b->world, s, r, bytes);
-    return check(b, rc, b->o.algs[a]);
+    return check(b, colls[coll].run(b, s, r, bytes), b->o.algs[a]);
 }
 
 /* Per rank and (iteration, algorithm): barrier exit, entry, exit; then one
@@ -357,8 +636,8 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
                      bstat_point_t *res)
 {
     const opts_t *o = &b->o;
+    const coll_ops_t *ops = &colls[coll];
     int iters = bstat_iters(bytes, o->iters), warm = bstat_iters(bytes, o->warmup);
-    size_t slen = coll == COLL_ALLTOALL ? bytes * (size_t)b->n : bytes;
     size_t nrec = (size_t)iters * (size_t)o->nalgs * REC + 1;
     double *mine = calloc(nrec, sizeof(double)), *all = malloc(nrec * sizeof(double) * b->n);
     bstat_skew_t sk = {pt->late >= 0 ? BSTAT_SKEW_LATE : BSTAT_SKEW_RANDOM, pt->mif, pt->late,
@@ -372,11 +651,13 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
     for (int it = -warm; it < iters; it++) {
         uint64_t key = ++b->iter_key;
         bstat_delays(&sk, key, b->n, t_us, b->perm, b->delay);
+        if (ops->vcounts) /* every algorithm of the iteration gets the same counts */
+            set_counts(b, coll, bytes, key);
         for (int a = 0; a < o->nalgs; a++) {
             char *s = b->is_mpi[a] ? b->ms : b->s, *r = b->is_mpi[a] ? b->mr : b->r;
             uint64_t dkey = key * MAX_ALGS + (uint64_t)a; /* fresh data per call */
             if (o->validate)
-                fill(s, slen, dkey, b->rank);
+                ops->fill(b, s, bytes, dkey);
             if (barrier(b))
                 goto out;
             double tb = now_us();
@@ -390,11 +671,11 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
                 goto out;
             double t1 = now_us();
             if (o->validate) {
-                int bad = verify(r, coll == COLL_ALLTOALL, bytes, dkey, b->rank, b->n);
+                int bad = ops->verify(b, r, bytes, dkey);
                 b->checked++;
                 if (bad && mine[nrec - 1] == 0)
                     fprintf(stderr, "arcoll-bench[%d]: %s %s %zu B: wrong data\n", b->rank,
-                            o->algs[a], coll_names[coll], bytes);
+                            o->algs[a], ops->name, bytes);
                 mine[nrec - 1] += bad;
             }
             if (it >= 0) {
@@ -411,8 +692,7 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
         b->failed += (long)all[(size_t)j * nrec + nrec - 1];
     if (b->failed > 0) {
         if (b->rank == 0)
-            fprintf(stderr, "arcoll-bench: wrong data at %s %zu B; stopping\n", coll_names[coll],
-                    bytes);
+            fprintf(stderr, "arcoll-bench: wrong data at %s %zu B; stopping\n", ops->name, bytes);
         rc = 2; /* every rank knows: they can still finalize together */
         goto out;
     }
@@ -428,6 +708,11 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
                 b->lat[k] = m[2] - m[1];
             }
         bstat_point(b->arrive, b->lat, iters, b->n, b->rank_sum, &res[a]);
+        /* --stat median: every latency and bound column shows it instead
+         * (lat_rank_min/max stay per-rank means). */
+        if (o->median)
+            bstat_point_median(b->arrive, b->lat, iters, b->n, b->med, &res[a].lat_mean,
+                               &res[a].bound_mean);
     }
     rc = 0;
 out:
@@ -468,13 +753,16 @@ static void print_header(const bench_t *b)
     if (o->format == FMT_JSON) {
         printf("{\"bench\": \"arcoll-bench\", \"version\": \"%s\", \"ranks\": %d, "
                "\"nodes\": %d, \"cores\": %ld, \"algorithms\": \"%s\", \"baseline\": \"%s\",\n"
-               " \"skew\": \"%s\", \"mode\": \"%s\", \"seed\": %llu, \"clock\": \"%s\", "
+               " \"skew\": \"%s\", \"mode\": \"%s\", \"seed\": %llu, \"dist\": \"%s\", \"stat\": "
+               "\"%s\", \"clock\": "
+               "\"%s\", "
                "\"barrier\": \"%s\", \"path\": \"%s\",\n"
                " \"memory_bytes\": {\"rank0\": %zu, \"min\": %zu, \"max\": %zu}, "
                "\"mpi\": %s%s%s,\n \"results\": [",
                ARCOLL_VERSION_STRING, b->n, b->nnodes, b->cores, algs, o->algs[b->base],
                b->spin ? "spin" : "sleep", o->nlates ? "late" : "random",
-               (unsigned long long)o->seed, b->shared_clock ? "monotonic" : "delays",
+               (unsigned long long)o->seed, dist_names[o->dist], o->median ? "median" : "mean",
+               b->shared_clock ? "monotonic" : "delays",
 #ifdef ARCOLL_BENCH_MPI
                "MPI_Barrier",
 #else
@@ -529,13 +817,19 @@ static void print_header(const bench_t *b)
     printf("# T: one message of the size between ranks 0 and 1 (2-rank allgather, median of 7 "
            "batches)%s\n",
            b->n < 2 ? "; 1 rank: none, so no skew" : "");
-    printf("# latency: own entry to own exit, mean over ranks and iterations (us); bound: mean of "
-           "latest arrival - own arrival, averaged over the algorithms\n");
+    if (o->median)
+        printf("# latency: own entry to own exit, median over iterations of the mean over ranks "
+               "(us, --stat median); bound: the same of latest arrival - own arrival, averaged "
+               "over the algorithms\n");
+    else
+        printf("# latency: own entry to own exit, mean over ranks and iterations (us); bound: "
+               "mean of latest arrival - own arrival, averaged over the algorithms\n");
     printf("# %s/ALG: latency of %s / latency of ALG (>1: ALG faster); ALG/bnd: latency / "
            "ALG's own bound%s\n",
            o->algs[b->base], o->algs[b->base], o->full ? " (ALG:bnd)" : " (-f shows it)");
-    printf("# memcpy rows: T column = one core copying the %d x size bytes a rank receives (us); "
-           "ALG columns = that / ALG latency at %s %g\n",
+    printf("# memcpy rows: T column = one core copying the %d x size bytes a rank receives "
+           "(reduce_scatter: its input; allreduce: size bytes) (us); ALG columns = that / ALG "
+           "latency at %s %g\n",
            b->n, o->nlates ? "late" : "MIF", o->nlates ? b->points[0].late : b->points[0].mif);
     if (o->full)
         printf("# ALG:min/ALG:max: lowest/highest per-rank mean latency; ALG:bnd: the bound "
@@ -549,7 +843,12 @@ static void print_coll_header(const bench_t *b, int coll)
 
     if (o->format != FMT_TABLE)
         return;
-    printf("\n# %s\n%-10s %7s", coll_names[coll], "# Size", "MIF");
+    printf("\n# %s (size: %s%s)\n%-10s %7s", colls[coll].name, colls[coll].size_is,
+           colls[coll].vcounts ? o->dist == DIST_UNIFORM  ? ", uniform"
+                                 : o->dist == DIST_RANDOM ? ", random 0..2x per call"
+                                                          : ", sparse: 90% 0, else 10x"
+                               : "",
+           "# Size", "MIF");
     if (o->nlates)
         printf(" %5s", "late");
     printf(" %8s %10s", "T(us)", "bound(us)");
@@ -597,7 +896,7 @@ static void print_row(bench_t *b, const row_t *w)
 
     if (o->format == FMT_CSV) {
         for (int a = 0; a < o->nalgs; a++) {
-            printf("%s,%zu,%g,", coll_names[w->coll], w->bytes, pt->mif);
+            printf("%s,%zu,%g,", colls[w->coll].name, w->bytes, pt->mif);
             if (pt->late >= 0)
                 printf("%g", pt->late);
             printf(",%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.4f,%d,%s,", w->t_us, res[a].bound_mean,
@@ -617,7 +916,7 @@ static void print_row(bench_t *b, const row_t *w)
     }
     if (o->format == FMT_JSON) {
         printf("%s\n  {\"coll\": \"%s\", \"size\": %zu, \"mif\": %g, ", b->json_first ? "" : ",",
-               coll_names[w->coll], w->bytes, pt->mif);
+               colls[w->coll].name, w->bytes, pt->mif);
         b->json_first = 0;
         json_num("late", pt->late >= 0 ? pt->late : NAN, 1);
         json_num("T_us", w->t_us, 1);
@@ -705,7 +1004,7 @@ static void progress(bench_t *b, int done, int total, int coll, size_t bytes)
     b->t_progress = now;
     double el = (now - b->t_start) / 1e6;
     fprintf(stderr, "arcoll-bench: %d/%d points (%s %zu B done), %.0f s\n", done, total,
-            coll_names[coll], bytes, el);
+            colls[coll].name, bytes, el);
 }
 
 /* ---- The plot (gnuplot) ---- */
@@ -782,7 +1081,7 @@ static const char *point_title(const bench_t *b, int p, char *buf, size_t len)
 static int plot(const bench_t *b)
 {
     const opts_t *o = &b->o;
-    int colls[NCOLLS], ncolls = 0, nmifp = 0;
+    int cl[NCOLLS], ncolls = 0, nmifp = 0;
     size_t mifsz[2];
     char title[96], lbl[32], name[32];
     double ymin;
@@ -794,7 +1093,7 @@ static int plot(const bench_t *b)
     }
     for (int c = 0; c < NCOLLS; c++)
         if (o->colls & (1 << c))
-            colls[ncolls++] = c;
+            cl[ncolls++] = c;
     if (o->nlates == 0 && o->nmifs > 1) {
         mifsz[nmifp++] = b->sizes[0];
         if (b->nsizes > 1)
@@ -819,9 +1118,9 @@ static int plot(const bench_t *b)
                "set style line 100 lc rgb 'gray30' dt 2 lw 2\n"
                "set style line 101 lc rgb 'black' dt 3 lw 2\n");
     for (int ci = 0; ci < ncolls; ci++) {
-        int c = colls[ci];
+        int c = cl[ci];
         /* Tics at every other power of two of the sweep, labelled 1K, 1M. */
-        fprintf(g, "set logscale x 2\nset xlabel 'bytes per peer'\nset xtics (");
+        fprintf(g, "set logscale x 2\nset xlabel '%s'\nset xtics (", colls[c].size_is);
         for (int si = 0; si<b->nsizes; si += b->nsizes> 8 ? 2 : 1)
             fprintf(g, "%s'%s' %zu", si ? ", " : "", size_label(b->sizes[si], lbl, sizeof(lbl), 0),
                     b->sizes[si]);
@@ -830,7 +1129,7 @@ static int plot(const bench_t *b)
         for (int p = 0; p < b->npoints; p++) {
             snprintf(name, sizeof(name), "$c%dp%d", c, p);
             plot_block(g, b, c, p, 0, name, &ymin);
-            fprintf(g, "set yrange [%g:*]\nset title '%s, %s'\nplot ", ymin, coll_names[c],
+            fprintf(g, "set yrange [%g:*]\nset title '%s, %s'\nplot ", ymin, colls[c].name,
                     point_title(b, p, title, sizeof(title)));
             for (int a = 0; a < o->nalgs; a++)
                 fprintf(g, "%s using 1:%d with linespoints lw 2 pt %d title '%s', ", name, 4 + a,
@@ -838,15 +1137,18 @@ static int plot(const bench_t *b)
             fprintf(g,
                     "%s using 1:2 with lines ls 100 title 'arrival bound', "
                     "%s using 1:3 with lines ls 101 title 'memcpy of %d x size, 1 core'\n",
-                    name, name, b->n);
+                    name, name, colls[c].memcpy_one ? 1 : b->n);
         }
         fprintf(g, "unset logscale x\nset xtics autofreq\nset xrange [-1:*]\n"
                    "set xlabel 'MIF (delay bound / T)'\n");
         for (int k = 0; k < nmifp; k++) {
+            size_t at = mifsz[k];
+            for (int si = 0; si < b->nsizes && !size_ok(c, at); si++)
+                at = b->sizes[si]; /* reductions skip sizes below one double */
             snprintf(name, sizeof(name), "$c%dm%d", c, k);
-            plot_block(g, b, c, -1, mifsz[k], name, &ymin);
-            fprintf(g, "set yrange [%g:*]\nset title '%s, %s per peer, vs MIF'\nplot ", ymin,
-                    coll_names[c], size_label(mifsz[k], lbl, sizeof(lbl), 1));
+            plot_block(g, b, c, -1, at, name, &ymin);
+            fprintf(g, "set yrange [%g:*]\nset title '%s, size %s, vs MIF'\nplot ", ymin,
+                    colls[c].name, size_label(at, lbl, sizeof(lbl), 1));
             for (int a = 0; a < o->nalgs; a++)
                 fprintf(g, "%s using 1:%d with linespoints lw 2 pt %d title '%s', ", name, 4 + a,
                         5 + 2 * a, o->algs[a]);
@@ -870,40 +1172,60 @@ static int plot(const bench_t *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mpirun -np N arcoll-bench%s [options]\n"
-            "  -t, --coll alltoall|allgather|both   collectives (both)\n"
-            "  -a, --alg LIST        algorithms side by side: pap, direct%s (pap,direct%s)\n"
-            "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
-            "the first)\n"
-            "  -m, --message-size [MIN:]MAX   bytes per peer, k/M suffixes (1:1M)\n"
-            "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
-            "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
-            "  -f, --full            also min/max per-rank latency and iterations\n"
-            "  -c, --validation      check the data of every iteration of every algorithm\n"
-            "  -M, --mif LIST        maximum imbalance factors, 0 = no skew (0,32; 128 with "
-            "--late)\n"
-            "  -L, --late LIST       late mode: these fractions of ranks wait MIF x T, the "
-            "rest none\n"
-            "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
-            "cores)\n"
-            "  -S, --seed N          seed of the delays (1)\n"
-            "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
-            "  -F, --format table|csv|json  output (table)\n"
-            "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
-            "  -q, --quiet           no progress line on stderr\n"
-            "      --arrivals auto|clock|delays   bound from CLOCK_MONOTONIC arrivals (one "
-            "host) or\n"
-            "                        from each rank's measured delay after the barrier (auto: "
-            "clock\n"
-            "                        when all ranks share a host)\n"
-            "  -h, --help\n",
+    fprintf(
+        f,
+        "usage: mpirun -np N arcoll-bench%s [options]\n"
+        "  -t, --coll LIST       collectives, comma-separated (both): alltoall, allgather,\n"
+        "                        allgatherv, alltoallv, reduce_scatter (_block), allreduce;\n"
+        "                        both = alltoall,allgather; all = every one\n"
+        "  -a, --alg LIST        algorithms side by side (pap,direct%s): pap, direct, and\n"
+        "                        each -t collective's ARCOLL_*_ALG names (e.g. ring, rdd, "
+        "rdh,\n"
+        "                        shm_direct, pap_shm; auto)%s; every one must serve every "
+        "-t\n"
+        "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
+        "the first)\n"
+        "  -m, --message-size [MIN:]MAX   k/M suffixes (1:1M): bytes per peer (alltoall), "
+        "per\n"
+        "                        rank (allgather), their means (v-forms), per block\n"
+        "                        (reduce_scatter), of the vector (allreduce); the "
+        "reductions\n"
+        "                        sum floor(size / 8) doubles and skip sizes below 8\n"
+        "  -D, --dist uniform|random|sparse   v-forms' counts: all the size; random 0..2x "
+        "per\n"
+        "                        pair and call; sparse 90%% 0, else 10x (uniform)\n"
+        "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
+        "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
+        "  -f, --full            also min/max per-rank latency and iterations\n"
+        "  -c, --validation      check the data of every iteration of every algorithm\n"
+        "  -M, --mif LIST        maximum imbalance factors, 0 = no skew (0,32; 128 with "
+        "--late)\n"
+        "  -L, --late LIST       late mode: these fractions of ranks wait MIF x T, the "
+        "rest none\n"
+        "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
+        "cores)\n"
+        "  -S, --seed N          seed of the delays (1)\n"
+        "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
+        "  -F, --format table|csv|json  output (table)\n"
+        "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
+        "  -q, --quiet           no progress line on stderr\n"
+        "      --arrivals auto|clock|delays   bound from CLOCK_MONOTONIC arrivals (one "
+        "host) or\n"
+        "                        from each rank's measured delay after the barrier (auto: "
+        "clock\n"
+        "                        when all ranks share a host)\n"
+        "      --stat mean|median   latency and bound of a point: the mean over ranks and\n"
+        "                        iterations, or the median over iterations of the mean over\n"
+        "                        ranks, robust to preempted iterations on a busy machine (mean)\n"
+        "  -h, --help\n",
 #ifdef ARCOLL_BENCH_MPI
-            "-mpi", ", mpi", ",mpi",
+        "-mpi", ",mpi",
+        ",\n                        mpi (MPI_Alltoall(v), MPI_Allgather(v), "
+        "MPI_Reduce_scatter_block,\n                        MPI_Allreduce)",
 #else
-            "", "", "",
+        "", "", "",
 #endif
-            BSTAT_LARGE_SIZE, BSTAT_LARGE_SIZE);
+        BSTAT_LARGE_SIZE, BSTAT_LARGE_SIZE);
 }
 
 static int parse_list(char *arg, double *v, int cap, double lo, double hi, const char *what,
@@ -940,6 +1262,7 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
 {
     static const struct option lopts[] = {
         {"coll", required_argument, NULL, 't'},
+        {"dist", required_argument, NULL, 'D'},
         {"alg", required_argument, NULL, 'a'},
         {"baseline", required_argument, NULL, 'b'},
         {"message-size", required_argument, NULL, 'm'},
@@ -956,6 +1279,7 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
         {"plot", required_argument, NULL, 'P'},
         {"quiet", no_argument, NULL, 'q'},
         {"arrivals", required_argument, NULL, 'A'},
+        {"stat", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -977,15 +1301,38 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
     o->arrivals = -1;
     o->seed = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:a:b:m:i:x:fcvM:L:s:S:p:F:P:qh", lopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:a:b:m:i:x:fcvM:L:s:S:p:F:P:qhD:", lopts, NULL)) != -1) {
         switch (c) {
         case 't':
-            o->colls = strcmp(optarg, "alltoall") == 0    ? 1 << COLL_ALLTOALL
-                       : strcmp(optarg, "allgather") == 0 ? 1 << COLL_ALLGATHER
-                       : strcmp(optarg, "both") == 0      ? 3
-                                                          : 0;
+            o->colls = 0;
+            for (char *tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                int bits = strcmp(tok, "both") == 0  ? 1 << COLL_ALLTOALL | 1 << COLL_ALLGATHER
+                           : strcmp(tok, "all") == 0 ? (1 << NCOLLS) - 1
+                           : strcmp(tok, "reduce_scatter_block") == 0 ? 1 << COLL_REDUCE_SCATTER
+                                                                      : 0;
+                for (int k = 0; k < NCOLLS && bits == 0; k++)
+                    bits = strcmp(tok, colls[k].name) == 0 ? 1 << k : 0;
+                if (bits == 0) {
+                    snprintf(err, errlen,
+                             "--coll: alltoall, allgather, allgatherv, alltoallv, "
+                             "reduce_scatter, allreduce, both or all, not %s",
+                             tok);
+                    return -1;
+                }
+                o->colls |= bits;
+            }
             if (!o->colls) {
-                snprintf(err, errlen, "--coll: alltoall, allgather or both, not %s", optarg);
+                snprintf(err, errlen, "--coll: empty list");
+                return -1;
+            }
+            break;
+        case 'D':
+            o->dist = -1;
+            for (int k = 0; k < 3; k++)
+                if (strcmp(optarg, dist_names[k]) == 0)
+                    o->dist = k;
+            if (o->dist < 0) {
+                snprintf(err, errlen, "--dist: uniform, random or sparse, not %s", optarg);
                 return -1;
             }
             break;
@@ -1072,6 +1419,13 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
             break;
         case 'P': o->plot = optarg; break;
         case 'q': o->quiet = 1; break;
+        case 'E':
+            o->median = strcmp(optarg, "median") == 0 ? 1 : strcmp(optarg, "mean") == 0 ? 0 : -1;
+            if (o->median < 0) {
+                snprintf(err, errlen, "--stat: mean or median, not %s", optarg);
+                return -1;
+            }
+            break;
         case 'A':
             o->arrivals = strcmp(optarg, "clock") == 0    ? 1
                           : strcmp(optarg, "delays") == 0 ? 0
@@ -1139,18 +1493,36 @@ static int setup_sweep(bench_t *b, char *err, size_t errlen)
         for (int l = 0; l < o->nlates; l++)
             b->points[b->npoints++] = (point_t){o->mifs[m], o->lates[l]};
     }
+    /* A v-form's block is at most vmax x the mean; MPI counts are ints. */
+    int v = 0, red = 0;
+    for (int c = 0; c < NCOLLS; c++) {
+        v |= (o->colls >> c & 1) && colls[c].vcounts;
+        red |= (o->colls >> c & 1) && colls[c].reduces;
+    }
+    b->vmax = !v ? 1 : o->dist == DIST_SPARSE ? 10 : o->dist == DIST_RANDOM ? 2 : 1;
+    if (o->max * b->vmax > INT_MAX / (size_t)arcoll_context_size(b->ctx)) {
+        snprintf(err, errlen, "--message-size: %zu B x %zu x %d ranks does not fit an int", o->max,
+                 b->vmax, arcoll_context_size(b->ctx));
+        return -1;
+    }
+    if (red && o->max < sizeof(double)) {
+        snprintf(err, errlen, "--message-size: reductions need at least 8 B (one double)");
+        return -1;
+    }
     b->nsizes = bstat_sizes(o->min, o->max, NULL, 0);
     b->sizes = calloc((size_t)b->nsizes, sizeof(size_t));
     b->t_cache = malloc((size_t)b->nsizes * sizeof(double));
-    b->memcpy_cache = malloc((size_t)b->nsizes * sizeof(double));
+    b->memcpy_cache[0] = malloc((size_t)b->nsizes * sizeof(double));
+    b->memcpy_cache[1] = malloc((size_t)b->nsizes * sizeof(double));
     b->rows = calloc((size_t)b->nsizes * NCOLLS * (size_t)b->npoints, sizeof(row_t));
-    if (b->sizes == NULL || b->t_cache == NULL || b->memcpy_cache == NULL || b->rows == NULL) {
+    if (b->sizes == NULL || b->t_cache == NULL || b->memcpy_cache[0] == NULL ||
+        b->memcpy_cache[1] == NULL || b->rows == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     bstat_sizes(o->min, o->max, b->sizes, b->nsizes);
     for (int i = 0; i < b->nsizes; i++)
-        b->t_cache[i] = b->memcpy_cache[i] = -1;
+        b->t_cache[i] = b->memcpy_cache[0][i] = b->memcpy_cache[1][i] = -1;
     return 0;
 }
 
@@ -1214,7 +1586,15 @@ static int setup_run(bench_t *b)
     b->bar = calloc((size_t)b->n, sizeof(uint64_t));
     hosts = calloc((size_t)b->n, HOST_LEN);
     mems = calloc((size_t)b->n, sizeof(uint64_t));
-    b->buflen = b->o.max * (size_t)b->n;
+    b->buflen = b->o.max * b->vmax * (size_t)b->n;
+    b->sc = calloc((size_t)b->n, sizeof(size_t));
+    b->sd = calloc((size_t)b->n, sizeof(size_t));
+    b->rc = calloc((size_t)b->n, sizeof(size_t));
+    b->rd = calloc((size_t)b->n, sizeof(size_t));
+    b->isc = calloc((size_t)b->n, sizeof(int));
+    b->isd = calloc((size_t)b->n, sizeof(int));
+    b->irc = calloc((size_t)b->n, sizeof(int));
+    b->ird = calloc((size_t)b->n, sizeof(int));
     b->s = aligned_alloc(4096, (b->buflen + 4095) / 4096 * 4096);
     b->r = aligned_alloc(4096, (b->buflen + 4095) / 4096 * 4096);
     for (int a = 0; a < b->o.nalgs; a++)
@@ -1227,7 +1607,9 @@ static int setup_run(bench_t *b)
             memset(b->mr, 0, b->buflen);
         }
     if (b->delay == NULL || b->rank_sum == NULL || b->perm == NULL || b->bar == NULL ||
-        hosts == NULL || mems == NULL || b->s == NULL || b->r == NULL)
+        hosts == NULL || mems == NULL || b->s == NULL || b->r == NULL || b->sc == NULL ||
+        b->sd == NULL || b->rc == NULL || b->rd == NULL || b->isc == NULL || b->isd == NULL ||
+        b->irc == NULL || b->ird == NULL)
         goto nomem;
     /* Touch every page now rather than inside a timed call. */
     memset(b->s, 1, b->buflen);
@@ -1333,26 +1715,32 @@ static int sweep(bench_t *b)
     int total = 0, done = 0;
 
     for (int c = 0; c < NCOLLS; c++)
-        total += (o->colls >> c & 1) * b->nsizes * b->npoints;
+        for (int si = 0; si < b->nsizes; si++)
+            total += (o->colls >> c & 1) * size_ok(c, b->sizes[si]) * b->npoints;
     b->t_start = b->t_progress = now_us();
     for (int c = 0; c < NCOLLS; c++) {
         if (!(o->colls & (1 << c)))
             continue;
+        int si0 = 0;
+        while (!size_ok(c, b->sizes[si0])) /* setup_sweep checked that the largest is */
+            si0++;
         /* Untimed: first calls set up channels and pages and fault in code. */
         bstat_point_t discard[MAX_ALGS];
         point_t quiet = {0, -1};
-        int prc = run_point(b, c, b->sizes[0], &quiet, 0, discard);
+        int prc = run_point(b, c, b->sizes[si0], &quiet, 0, discard);
         if (prc != 0)
             return prc;
         if (b->rank == 0)
             print_coll_header(b, c);
-        for (int si = 0; si < b->nsizes; si++) {
+        for (int si = si0; si < b->nsizes; si++) {
             size_t bytes = b->sizes[si];
             row_t *first = NULL;
+            int one = colls[c].memcpy_one;
+            double *mc = &b->memcpy_cache[one][si];
             /* T and the memcpy limit do not depend on the collective. */
             if (b->t_cache[si] < 0 && measure_t(b, bytes, &b->t_cache[si]))
                 return 1;
-            if (b->memcpy_cache[si] < 0 && measure_memcpy(b, bytes, &b->memcpy_cache[si]))
+            if (*mc < 0 && measure_memcpy(b, one ? bytes : bytes * (size_t)b->n, mc))
                 return 1;
             for (int p = 0; p < b->npoints; p++) {
                 row_t *w = &b->rows[b->nrows];
@@ -1360,7 +1748,7 @@ static int sweep(bench_t *b)
                              .point = p,
                              .bytes = bytes,
                              .t_us = b->t_cache[si],
-                             .memcpy_us = b->memcpy_cache[si]};
+                             .memcpy_us = *mc};
                 prc = run_point(b, c, bytes, &b->points[p], w->t_us, w->res);
                 if (prc != 0)
                     return prc;
@@ -1392,9 +1780,19 @@ static void bench_free(bench_t *b)
     free(b->bar);
     free(b->arrive);
     free(b->lat);
+    free(b->med);
     free(b->sizes);
     free(b->t_cache);
-    free(b->memcpy_cache);
+    free(b->memcpy_cache[0]);
+    free(b->memcpy_cache[1]);
+    free(b->sc);
+    free(b->sd);
+    free(b->rc);
+    free(b->rd);
+    free(b->isc);
+    free(b->isd);
+    free(b->irc);
+    free(b->ird);
     free(b->rows);
 }
 
@@ -1448,16 +1846,17 @@ int main(int argc, char **argv)
         rc = 2;
         goto out_fin;
     }
+    /* The library says which algorithm serves which collective. */
     for (int a = 0; a < b->o.nalgs; a++)
-        if (!b->is_mpi[a] &&
-            ((b->o.colls & (1 << COLL_ALLTOALL) &&
-              check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLTOALL_ALG", b->o.algs[a]), "--alg")) ||
-             (b->o.colls & (1 << COLL_ALLGATHER) &&
-              check(b, arcoll_config_set(b->ctx, "ARCOLL_ALLGATHER_ALG", b->o.algs[a]),
-                    "--alg (alltoall-only algorithms need -t alltoall)")))) {
-            rc = 2;
-            goto out_fin;
-        }
+        for (int c = 0; c < NCOLLS; c++)
+            if (!b->is_mpi[a] && b->o.colls & (1 << c) &&
+                arcoll_config_set(b->ctx, colls[c].alg_var, b->o.algs[a]) != ARCOLL_OK) {
+                if (arcoll_context_rank(b->ctx) == 0)
+                    fprintf(stderr, "arcoll-bench: --alg %s: not an algorithm of %s (%s)\n",
+                            b->o.algs[a], colls[c].name, arcoll_last_error(b->ctx));
+                rc = 2;
+                goto out_fin;
+            }
     if (b->o.path && check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", b->o.path), "--path")) {
         rc = 2;
         goto out_fin;
@@ -1467,7 +1866,8 @@ int main(int argc, char **argv)
     setup_ok = 1;
     b->arrive = malloc((size_t)b->o.iters * (size_t)b->n * sizeof(double));
     b->lat = malloc((size_t)b->o.iters * (size_t)b->n * sizeof(double));
-    if (b->arrive == NULL || b->lat == NULL) {
+    b->med = malloc((size_t)b->o.iters * 2 * sizeof(double));
+    if (b->arrive == NULL || b->lat == NULL || b->med == NULL) {
         fprintf(stderr, "arcoll-bench[%d]: out of memory\n", b->rank);
         goto out_local;
     }

@@ -21,6 +21,23 @@ double bstat_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
     return (double)(x >> 11) * 0x1.0p-53;
 }
 
+#define VCOUNT_STREAM 0x56434e54ULL /* "VCNT" */
+
+size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, uint64_t call)
+{
+    /* Its own seed stream, apart from the delays' draws of the same seed. */
+    double u =
+        bstat_uniform(seed ^ VCOUNT_STREAM, (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, call);
+
+    if (dist == 1) {
+        size_t c = (size_t)(u * (double)(2 * mean + 1));
+        return c > 2 * mean ? 2 * mean : c; /* the product may round up to 2 mean + 1 */
+    }
+    if (dist == 2)
+        return u < 0.9 ? 0 : 10 * mean;
+    return mean;
+}
+
 int bstat_nlate(double frac, int n)
 {
     double k;
@@ -107,6 +124,30 @@ int bstat_point(const double *arrive, const double *lat, int iters, int n, doubl
             out->lat_rank_max = m;
     }
     out->iters = iters;
+    return 0;
+}
+
+int bstat_point_median(const double *arrive, const double *lat, int iters, int n, double *scratch,
+                       double *lat_median, double *bound_median)
+{
+    double *l_it = scratch, *b_it = scratch + iters;
+
+    if (iters <= 0 || n <= 0)
+        return -1;
+    for (int it = 0; it < iters; it++) {
+        const double *a = arrive + (size_t)it * (size_t)n;
+        const double *l = lat + (size_t)it * (size_t)n;
+        double latest = -INFINITY;
+        for (int r = 0; r < n; r++)
+            latest = a[r] > latest ? a[r] : latest;
+        l_it[it] = b_it[it] = 0;
+        for (int r = 0; r < n; r++) {
+            l_it[it] += l[r] / n;
+            b_it[it] += (latest - a[r]) / n;
+        }
+    }
+    *lat_median = bstat_median(l_it, iters);
+    *bound_median = bstat_median(b_it, iters);
     return 0;
 }
 

@@ -28,6 +28,11 @@ typedef struct bstat_skew {
  * rank can compute every rank's delay without communicating. */
 double bstat_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 
+/* Bytes src sends dst in the v-forms' call `call` around mean bytes, a pure
+ * function of its arguments: dist 0 (uniform) mean; 1 (random) uniform in
+ * [0, 2 mean]; 2 (sparse) 0 with probability 0.9, else 10 mean. */
+size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, uint64_t call);
+
 /* Number of late ranks: round(frac x n), clamped to [0, n]. */
 int bstat_nlate(double frac, int n);
 
@@ -55,6 +60,13 @@ typedef struct bstat_point {
  * Returns 0, or -1 if iters or n is not positive. */
 int bstat_point(const double *arrive, const double *lat, int iters, int n, double *rank_sum,
                 bstat_point_t *out);
+
+/* The same latency and bound, robust to iterations that lost their core to
+ * another process (on a shared machine they dominate the mean): the median
+ * over iterations of the mean over ranks. scratch: 2 x iters doubles.
+ * Returns 0, or -1 if iters or n is not positive. */
+int bstat_point_median(const double *arrive, const double *lat, int iters, int n, double *scratch,
+                       double *lat_median, double *bound_median);
 
 /* The bound column: the mean of the algorithms' bounds (the same injected
  * delays, but each algorithm's own real arrivals). */

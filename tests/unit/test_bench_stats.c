@@ -64,6 +64,20 @@ static void test_point_mean_min_max(void **state)
     assert_int_equal(bstat_point(arrive, lat, 2, 0, scratch, &p), -1);
 }
 
+/* The median statistic ignores one iteration that lost its core. */
+static void test_point_median(void **state)
+{
+    /* 3 iterations x 2 ranks; iteration 1 preempted (1000 us). */
+    const double arrive[6] = {0, 2, /* it 1 */ 5, 5, /* it 2 */ 9, 1};
+    const double lat[6] = {10, 12, /* it 1 */ 1000, 1000, /* it 2 */ 14, 10};
+    double scratch[6], lm, bm;
+    (void)state;
+    assert_int_equal(bstat_point_median(arrive, lat, 3, 2, scratch, &lm, &bm), 0);
+    assert_float_equal(lm, 12, EPS); /* rank means 11, 1000, 12 */
+    assert_float_equal(bm, 1, EPS);  /* bound means 1, 0, 4 */
+    assert_int_equal(bstat_point_median(arrive, lat, 0, 2, scratch, &lm, &bm), -1);
+}
+
 static void test_point_bound_is_time_base_invariant(void **state)
 {
     /* Shifting one iteration's arrivals by a constant (another clock origin,
@@ -267,12 +281,37 @@ static void test_sizes(void **state)
     assert_int_equal(bstat_sizes(SIZE_MAX / 2 + 1, SIZE_MAX, s, 32), 1); /* no overflow */
 }
 
+/* The v-forms' counts: pure, within range, and the mean they claim. */
+static void test_vcounts(void **state)
+{
+    double sum[3] = {0};
+    int zeros = 0, calls = 20000;
+    (void)state;
+    for (int k = 0; k < calls; k++)
+        for (int dist = 0; dist < 3; dist++) {
+            size_t c = bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k);
+            assert_int_equal(c, bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k));
+            assert_true(c <= (dist == 2 ? 1000u : dist == 1 ? 200u : 100u));
+            assert_true(dist != 2 || c == 0 || c == 1000);
+            zeros += dist == 2 && c == 0;
+            sum[dist] += (double)c;
+        }
+    assert_true(sum[0] / calls == 100);
+    assert_true(fabs(sum[1] / calls - 100) < 3);
+    assert_true(fabs(sum[2] / calls - 100) < 10);
+    assert_true(zeros > calls * 0.88 && zeros < calls * 0.92);
+    assert_int_equal(bstat_vcount(1, 1, 0, 0, 1, 1), 0);
+    assert_true(bstat_vcount(1, 1, 100, 0, 1, 1) != bstat_vcount(1, 1, 100, 1, 0, 1) ||
+                bstat_vcount(1, 1, 100, 0, 1, 2) != bstat_vcount(1, 1, 100, 1, 0, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform_range_and_determinism),
         cmocka_unit_test(test_bounds_from_arrivals),
         cmocka_unit_test(test_point_mean_min_max),
+        cmocka_unit_test(test_point_median),
         cmocka_unit_test(test_point_bound_is_time_base_invariant),
         cmocka_unit_test(test_ratio_columns),
         cmocka_unit_test(test_mean_bound_column),
@@ -285,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_median),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_vcounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
