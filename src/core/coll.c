@@ -32,30 +32,32 @@ static int coll_alg_id(const coll_alg_t *alg)
     return CORE_ALG_PAP;
 }
 
-/* auto for the collectives the tuning table does not cover: by size and team
- * size, from the measurements in docs/performance.md. */
+/* auto for the collectives the tuning table does not cover. Measured on one
+ * host (docs/measurements/new-collectives.md: 2 and 4 ranks, 8 B-1 MiB): the
+ * linear pap is the fastest of pap, ring, rdd and rdh at every size, so it
+ * runs on one node. Across nodes, with many ranks and small blocks, seed
+ * 003's rdh (log2 N start-ups instead of N - 1, the largest messages between
+ * the nearest ranks) is the choice; that rule is the seed's, not measured
+ * here (no network), and the scale simulator will set it. Every input is the
+ * same on every rank (team shape, count, the agreed rcounts). */
 static int coll_auto_pick(const struct arcoll_team *t, const coll_args_t *a)
 {
-    size_t per_rank;
+    uint32_t nodes = t->hier != NULL ? t->hier->nnodes : t->size;
+    size_t block = 0;
 
     switch (a->type) {
     case COLL_ALLTOALL:
     case COLL_ALLGATHER: return core_tune_pick_team(t, (int)a->type, a->bytes);
     case COLL_ALLGATHERV:
-        /* The mean block, from rcounts, which every rank passes alike (its own
-         * block size differs from rank to rank). */
-        per_rank = 0;
+        /* the mean block, from rcounts (the own block differs from rank to rank) */
         for (uint32_t j = 0; a->rcounts != NULL && j < t->size; j++)
-            per_rank += a->rcounts[j] / t->size;
-        return t->size > 2 && per_rank <= 2048 ? CORE_ALG_RDH : CORE_ALG_PAP;
-    case COLL_REDUCE_SCATTER:
-    case COLL_ALLREDUCE:
-        per_rank = a->count * a->elem;
-        if (a->type == COLL_ALLREDUCE)
-            per_rank /= t->size ? t->size : 1;
-        return t->size > 2 && per_rank <= 2048 ? CORE_ALG_RDH : CORE_ALG_PAP;
+            block += a->rcounts[j] / t->size;
+        break;
+    case COLL_REDUCE_SCATTER: block = a->count * a->elem; break;
+    case COLL_ALLREDUCE: block = a->count * a->elem / (t->size ? t->size : 1); break;
     default: return CORE_ALG_PAP;
     }
+    return nodes >= 2 && t->size >= 16 && block <= 2048 ? CORE_ALG_RDH : CORE_ALG_PAP;
 }
 
 /* The algorithm that runs: the configured one (auto resolved), or its
