@@ -248,6 +248,11 @@ run bench-4-late ok $MPIRUN -np 4 $BENCH $QUICK -L 0.25,0.75 -M 32 -t alltoall
 run bench-3-late-delays-csv ok $MPIRUN -np 3 $BENCH $QUICK -L 0.5 -M 8 --arrivals delays \
     -p copy -F csv
 run bench-2-zcopy-json ok $MPIRUN -np 2 $BENCH $QUICK -M 8 -p zcopy -F json -t allgather
+# The other collectives: every algorithm of each, random and sparse alltoallv/allgatherv counts.
+run bench-5-rd-collectives ok $MPIRUN -np 5 $BENCH $QUICK -M 0,16 \
+    -t allgather,allgatherv,reduce_scatter,allreduce -a pap,direct,ring,rdd,rdh
+run bench-4-v-random ok $MPIRUN -np 4 $BENCH $QUICK -M 0,16 -t alltoallv,allgatherv -D random
+run bench-3-v-sparse-median ok $MPIRUN -np 3 $BENCH $QUICK -M 8 -t all -D sparse --stat median
 if command -v gnuplot >/dev/null; then
     run bench-2-plot ok $MPIRUN -np 2 $BENCH $QUICK -M 0,8,32 --plot "$LOG/bench-2-plot.png"
 fi
@@ -260,6 +265,8 @@ if [ -x "$B/bin/arcoll-bench-mpi" ]; then
         -a pap,direct,mpi -M 0,16
     run bench-mpi-3-late ok $MPIYIELD -np 3 "$B/bin/arcoll-bench-mpi" $QUICK \
         -a mpi,pap -L 0.25 -M 32 -F csv
+    run bench-mpi-4-all-collectives ok $MPIYIELD -np 4 "$B/bin/arcoll-bench-mpi" $QUICK \
+        -t all -a pap,direct,mpi -M 0,16
 fi
 
 echo "integ: $pass passed, $fail failed"
