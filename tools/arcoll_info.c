@@ -39,7 +39,9 @@ static int info_cmp(const void *a, const void *b)
 static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
 {
     const core_tune_t *tab = &t->ctx->cfg.tune;
-    int coll = type == COLL_ALLTOALL ? CORE_TUNE_ALLTOALL : CORE_TUNE_ALLGATHER;
+    int coll = type == COLL_ALLTOALL    ? CORE_TUNE_ALLTOALL
+               : type == COLL_ALLGATHER ? CORE_TUNE_ALLGATHER
+                                        : -1; /* no table: auto's built-in rule */
     size_t cut[2 * (CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX) + 48], n = 0;
     size_t from = 0;
     int last_run = -1, last_picked = -1;
@@ -72,8 +74,8 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
             info_size(from, a, sizeof(a));
             info_size(i < n ? cut[i] : SIZE_MAX, b, sizeof(b));
             snprintf(range, sizeof(range), "%s-%s", a, b);
-            printf("  %-9s %-10s %-20s %s", type == COLL_ALLTOALL ? "alltoall" : "allgather",
-                   core_alg_name(alg), range, core_alg_name(last_picked));
+            printf("  %-20s %-10s %-20s %s", coll_type_name(type), core_alg_name(alg), range,
+                   core_alg_name(last_picked));
             if (last_why != NULL)
                 printf(" (falls back to %s: %s)", core_alg_name(last_run), last_why);
             printf("\n");
@@ -94,9 +96,15 @@ static void info_shape(struct arcoll_context *ctx)
     printf("\nalgorithm by bytes per rank, from-to (to excluded), on the world team: %u nodes x %u "
            "ranks%s\n",
            shape.nodes, shape.ppn, shape.equal ? "" : " on the fullest (unequal nodes)");
-    printf("  %-9s %-10s %-20s %s\n", "", "configured", "bytes per rank", "runs");
+    printf("  %-20s %-10s %-20s %s\n", "", "configured", "bytes per rank", "runs");
     info_algs(world, COLL_ALLTOALL, ctx->cfg.alltoall_alg);
     info_algs(world, COLL_ALLGATHER, ctx->cfg.allgather_alg);
+    info_algs(world, COLL_ALLTOALLV, ctx->cfg.alltoallv_alg);
+    info_algs(world, COLL_ALLGATHERV, ctx->cfg.allgatherv_alg);
+    info_algs(world, COLL_REDUCE_SCATTER, ctx->cfg.reduce_scatter_alg);
+    info_algs(world, COLL_ALLREDUCE, ctx->cfg.allreduce_alg);
+    printf("  (allgatherv: mean block; reduce_scatter_block: bytes per block; allreduce: bytes of "
+           "the vector)\n");
     printf("tuning table (ARCOLL_TUNE): %s\n", core_tune_source(&ctx->cfg.tune, src, sizeof(src)));
 }
 

@@ -52,6 +52,8 @@ static int coll_auto_pick(const struct arcoll_team *t, const coll_args_t *a)
         /* the mean block, from rcounts (the own block differs from rank to rank) */
         for (uint32_t j = 0; a->rcounts != NULL && j < t->size; j++)
             block += a->rcounts[j] / t->size;
+        if (a->rcounts == NULL)
+            block = a->bytes; /* coll_alg_resolve: a size, no call */
         break;
     case COLL_REDUCE_SCATTER: block = a->count * a->elem; break;
     case COLL_ALLREDUCE: block = a->count * a->elem / (t->size ? t->size : 1); break;
@@ -94,6 +96,8 @@ int coll_alg_resolve(struct arcoll_team *t, coll_type_t type, size_t bytes, int 
     memset(&a, 0, sizeof(a));
     a.type = type;
     a.bytes = bytes;
+    a.count = bytes; /* the reductions: bytes as one-byte elements */
+    a.elem = 1;
     if (alg == CORE_ALG_AUTO)
         alg = coll_auto_pick(t, &a);
     t->hier_noticed = 1; /* nothing runs: no fallback notice */
