@@ -75,6 +75,11 @@ if ! command -v mpirun >/dev/null; then
     exit 1
 fi
 
+# Dependencies point one way (docs/architecture.md): no algorithm, protocol, channel or engine
+# file includes the dispatcher's header.
+run layering-one-way "text:^layering ok$" bash -c "cd '$(dirname "$0")/../..' && \
+    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/zcopy src/smp src/verbs \
+    src/core/engine.c src/core/sched_run.c src/core/engine.h src/core/req.h && echo 'layering ok'"
 run singleton-matrix ok "$T/coll_test" matrix
 for n in 1 2 3 4 8; do
     run "mpirun-$n-matrix" ok $MPIRUN -np $n "$T/coll_test" matrix
