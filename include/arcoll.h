@@ -187,9 +187,10 @@ int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t b
  * the reductions, whose arguments (count, dtype, op, rcounts) must be equal
  * everywhere, every message carries a signature of them, and a rank that
  * found a disagreement poisons what it sends on, so every rank whose result
- * depends on it gets ARCOLL_ERR_MISMATCH too. (The sender of an alltoallv
- * block of one fragment that its receiver does not expect may complete
- * normally.) A mismatch fails the team, like a timeout.
+ * depends on it gets ARCOLL_ERR_MISMATCH too; alltoallv (not in place) checks
+ * each block's length against its receiver's before sending a byte, so both
+ * the sender and the receiver of a disagreeing block get it. A mismatch fails
+ * the team, like a timeout.
  * [serialized]
  */
 #define ARCOLL_IN_PLACE ((const void *)1)

@@ -176,6 +176,14 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
             rc = coll_span(what, "send", t->size, a->scounts, a->sdispls, &slo, &shi);
         if (rc != ARCOLL_OK)
             return rc;
+        for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
+            size_t most = a->scounts[j] > a->rcounts[j] ? a->scounts[j] : a->rcounts[j];
+            if (most / t->layout.bounce + 1 >= WIRE_FRAG_REJECT) {
+                log_err("%s: a %zu-byte block needs too many fragments on the copy path", what,
+                        most);
+                return ARCOLL_ERR_INVALID;
+            }
+        }
         if (!a->in_place && a->scounts[t->rank] != a->rcounts[t->rank]) {
             log_err("%s: this rank sends itself %zu bytes but expects %zu from itself", what,
                     a->scounts[t->rank], a->rcounts[t->rank]);

@@ -34,11 +34,24 @@ const char *coll_type_name(coll_type_t type)
     return (unsigned)type < COLL_NTYPES ? names[type] : "collective";
 }
 
-int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
+int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank);
+    int cr = t->ranks[peer];
+    int rc;
+
+    rc = c->ops->put(c, cr, &adv->size, sizeof(*adv) - sizeof(adv->flag), NULL,
+                     &t->peer_region[peer], off + sizeof(adv->flag));
+    if (rc != ARCOLL_OK)
+        return rc;
+    return c->ops->put_u64(c, cr, r->epoch, &t->peer_region[peer], off);
+}
+
+int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
+{
+    struct arcoll_team *t = r->team;
     wire_ctrl_t adv;
     int rc;
 
@@ -49,17 +62,25 @@ int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
         adv.boff = boff;
     }
     for (uint32_t i = 1; i < t->size; i++) {
-        uint32_t peer = (t->rank + i) % t->size;
-        int cr = t->ranks[peer];
-        rc = c->ops->put(c, cr, &adv.size, sizeof(adv) - sizeof(adv.flag), NULL,
-                         &t->peer_region[peer], off + sizeof(adv.flag));
-        if (rc != ARCOLL_OK)
-            return rc;
-        rc = c->ops->put_u64(c, cr, r->epoch, &t->peer_region[peer], off);
+        rc = coll_advertise_to(r, (t->rank + i) % t->size, &adv);
         if (rc != ARCOLL_OK)
             return rc;
     }
     return ARCOLL_OK;
+}
+
+int eng_zcopy_pick(const coll_req_t *r, size_t len)
+{
+    const struct arcoll_context *ctx = r->team->ctx;
+    int path = ctx->cfg.path;
+
+    if (path == CORE_PATH_AUTO) {
+        size_t thr = ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE ? ctx->chan->zcopy_threshold
+                                                                       : ctx->cfg.zcopy_threshold;
+        path = len >= thr ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
+    }
+    /* The channel said so once, at init: all ranks agree. */
+    return path == CORE_PATH_ZCOPY && ctx->chan->zcopy;
 }
 
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
@@ -73,17 +94,19 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
     return 1;
 }
 
-int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size)
+int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
 {
+    const char *what = coll_type_name(r->type);
+    unsigned long long e = (unsigned long long)r->epoch;
+    size_t ours = tx ? coll_tx_len(r, peer) : coll_rx_len(r, peer);
+
     if (their_size == UINT64_MAX)
-        log_err("%s (epoch %llu): team rank %u rejected our message: it expects a "
-                "different size than our %zu bytes per rank",
-                coll_type_name(r->type), (unsigned long long)r->epoch, peer, r->bytes);
+        log_err("%s (epoch %llu): team rank %u %s (%zu bytes here): its length differs there", what,
+                e, peer, tx ? "refused the block we send it" : "refused to send its block", ours);
     else
-        log_err("%s (epoch %llu): team rank %u uses %llu bytes per rank, this rank %zu: "
+        log_err("%s (epoch %llu): the block %s team rank %u is %llu bytes there, %zu here: "
                 "message sizes must agree",
-                coll_type_name(r->type), (unsigned long long)r->epoch, peer,
-                (unsigned long long)their_size, r->bytes);
+                what, e, tx ? "to" : "from", peer, (unsigned long long)their_size, ours);
     return ARCOLL_ERR_MISMATCH;
 }
 
@@ -369,7 +392,23 @@ const coll_proto_t coll_proto_none = {
  * protocols; everything else runs the algorithm's own start/progress. */
 static int eng_is_flat(const coll_req_t *r)
 {
-    return r->alg->tx_progress != NULL && (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER);
+    return r->alg->tx_progress != NULL && (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER ||
+                                           (r->type == COLL_ALLTOALLV && !r->args.in_place));
+}
+
+/* The most copy-path fragments of any block this call sends or receives. */
+static uint32_t eng_max_frags(const coll_req_t *r)
+{
+    uint32_t n = 1;
+
+    for (uint32_t j = 0; j < r->team->size; j++) {
+        uint32_t tx = coll_nfrags(r, coll_tx_len(r, j)), rx = coll_nfrags(r, coll_rx_len(r, j));
+        if (tx > n)
+            n = tx;
+        if (rx > n)
+            n = rx;
+    }
+    return n;
 }
 
 int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
@@ -377,7 +416,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
 {
     struct arcoll_context *ctx = t->ctx;
     coll_req_t *r;
-    int path, rc;
+    int rc;
 
     *out = NULL;
     /* The window, then (node-segment algorithms) one such call at a time. */
@@ -408,17 +447,13 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r->bytes = a->bytes;
     r->alg = alg;
     r->is_direct = alg->is_direct;
-    if (eng_is_flat(r)) {
-        path = ctx->cfg.path;
-        if (path == CORE_PATH_AUTO) {
-            size_t thr = ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE
-                             ? ctx->chan->zcopy_threshold
-                             : ctx->cfg.zcopy_threshold;
-            path = r->bytes >= thr ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
-        }
-        if (path == CORE_PATH_ZCOPY && !ctx->chan->zcopy)
-            path = CORE_PATH_COPY; /* the channel said so once, at init; all ranks agree */
-        r->proto = path == CORE_PATH_ZCOPY ? &coll_proto_zcopy : &coll_proto_bounce;
+    if (eng_is_flat(r) && r->type == COLL_ALLTOALLV) {
+        /* Per pair: the zero-copy protocol's advertisements carry each pair's
+         * length and path (docs/protocol.md §6). */
+        r->proto = &coll_proto_zcopy;
+        r->nfrags = eng_max_frags(r);
+    } else if (eng_is_flat(r)) {
+        r->proto = eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
         r->nfrags = (uint32_t)((r->bytes + t->layout.bounce - 1) / t->layout.bounce);
     } else {
         r->proto = &coll_proto_none;
@@ -448,8 +483,8 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
         return coll_progress(r);
     }
     /* Inner phases leave their own block where the outer call reads it. */
-    if (!(flags & COLL_F_NOSELF))
-        memcpy(r->rbuf + (size_t)t->rank * r->bytes, coll_src(r, t->rank), r->bytes);
+    if (!(flags & COLL_F_NOSELF) && coll_rx_len(r, t->rank) > 0)
+        memcpy(coll_dst(r, t->rank), coll_src(r, t->rank), coll_rx_len(r, t->rank));
     r->peers[t->rank].tx_state = COLL_TX_DONE;
     r->peers[t->rank].rx_done = 1;
 

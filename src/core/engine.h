@@ -23,10 +23,39 @@ extern const coll_proto_t coll_proto_none;
 #define COLL_F_NOPROF 2u
 #define COLL_F_INNER  (COLL_F_NOSELF | COLL_F_NOPROF)
 
-/* Source of the block for a peer, and where it lands at the peer (flat). */
+/* Flat blocks per peer: what we send it (source, length) and what we expect
+ * from it (destination, length). Uniform for alltoall/allgather, per pair
+ * for alltoallv (not in place). */
 static inline const char *coll_src(const coll_req_t *r, uint32_t peer)
 {
+    if (r->type == COLL_ALLTOALLV)
+        return r->sbuf + r->args.sdispls[peer];
     return r->type == COLL_ALLTOALL ? r->sbuf + (size_t)peer * r->bytes : r->sbuf;
+}
+
+static inline size_t coll_tx_len(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALLV ? r->args.scounts[peer] : r->bytes;
+}
+
+static inline char *coll_dst(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALLV ? r->rbuf + r->args.rdispls[peer]
+                                     : r->rbuf + (size_t)peer * r->bytes;
+}
+
+static inline size_t coll_rx_len(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALLV ? r->args.rcounts[peer] : r->bytes;
+}
+
+/* Copy-path fragments of a block of len bytes: an empty block is one empty
+ * fragment, so its receiver still learns the sender's length. */
+static inline uint32_t coll_nfrags(const coll_req_t *r, size_t len)
+{
+    uint64_t b = r->team->layout.bounce;
+
+    return len == 0 ? 1 : (uint32_t)((len + b - 1) / b);
 }
 
 static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
@@ -72,10 +101,17 @@ int coll_tx_continue(coll_req_t *r);
 /* Post our control advertisement (size, optional rkey and the buffer's offset
  * inside the keyed memory) to every peer. */
 int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff);
+/* Post one advertisement to one peer (alltoallv: each peer gets its own). */
+int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv);
+/* Whether a block of len bytes per peer goes zero-copy (ARCOLL_PATH,
+ * ARCOLL_ZCOPY_THRESHOLD, the channel): both ends of a pair ask it with the
+ * length they agree on. */
+int eng_zcopy_pick(const coll_req_t *r, size_t len);
 /* Read a peer's advertisement for this epoch; 1 if present. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
-/* The size in a peer's advertisement/slot differs from ours. */
-int coll_mismatch(coll_req_t *r, uint32_t peer, uint64_t their_size);
+/* The block to (tx) or from the peer has their_size bytes there (UINT64_MAX:
+ * the peer refused it) and another length here: log, ARCOLL_ERR_MISMATCH. */
+int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size);
 /* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
  * or the error to fail the call with (logged, naming the peers waited for). */
 int eng_check_time(coll_req_t *r);

@@ -92,6 +92,7 @@ enum { COLL_TX_IDLE = 0, COLL_TX_ACTIVE, COLL_TX_DONE };
 typedef struct coll_peer {
     uint8_t tx_state;
     uint8_t rx_done;
+    uint8_t rx_zc;    /* alltoallv: this peer's block comes zero-copy (we advertised a key) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
 } coll_peer_t;

@@ -11,11 +11,12 @@
 extern int wire_fault_no_epoch;
 #endif
 
-static size_t bounce_frag_len(const coll_req_t *r, uint32_t k)
+/* Bytes of fragment k of a len-byte block. */
+static size_t bounce_frag_len(const coll_req_t *r, size_t len, uint32_t k)
 {
     size_t b = (size_t)r->team->layout.bounce, off = (size_t)k * b;
 
-    return r->bytes - off < b ? r->bytes - off : b;
+    return len - off < b ? len - off : b;
 }
 
 /* Direct waits for each receiver's readiness, so receivers advertise it;
@@ -55,8 +56,8 @@ static int bounce_tx_ready(coll_req_t *r, uint32_t peer)
         return 0;
     /* On a size mismatch still send: the receiver checks the size in the slot
      * header before copying, so it learns of the mismatch too. */
-    if (adv.size != r->bytes)
-        r->deferred = coll_mismatch(r, peer, adv.size);
+    if (adv.size != coll_tx_len(r, peer))
+        r->deferred = coll_mismatch(r, peer, 1, adv.size);
     return 1;
 }
 
@@ -68,31 +69,34 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
     const chan_rmem_t *dst = &t->peer_region[peer];
     uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank);
     uint32_t k = p->tx_frag;
+    size_t len = coll_tx_len(r, peer), flen = bounce_frag_len(r, len, k);
     int cr = t->ranks[peer], rc;
 
     if (k > 0) {
         uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer, r->bank));
         if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT))
-            return coll_mismatch(r, peer, UINT64_MAX);
+            return coll_mismatch(r, peer, 1, UINT64_MAX);
         if (cred != wire_frag_word(r->epoch, k - 1))
             return 0;
     }
     if (k == 0) {
-        uint64_t size = r->bytes;
+        uint64_t size = len;
         rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
                          off + offsetof(wire_slot_hdr_t, size));
         if (rc != ARCOLL_OK)
             return rc;
     }
-    rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce, bounce_frag_len(r, k),
-                     NULL, dst, off + WIRE_LINE);
-    if (rc != ARCOLL_OK)
-        return rc;
+    if (flen > 0) {
+        rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce, flen, NULL, dst,
+                         off + WIRE_LINE);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
     rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);
     if (rc != ARCOLL_OK)
         return rc;
     p->tx_frag = k + 1;
-    return p->tx_frag == r->nfrags;
+    return p->tx_frag == coll_nfrags(r, len);
 }
 
 static int bounce_rx(coll_req_t *r, uint32_t peer)
@@ -103,21 +107,23 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
     uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     uint32_t k = p->rx_frag;
+    size_t len = coll_rx_len(r, peer), flen = bounce_frag_len(r, len, k);
     int rc;
 
     if (!bounce_flag_match(r, wire_load(&t->region, off), k))
         return 0;
-    if (k == 0 && hdr->size != r->bytes) {
+    if (k == 0 && hdr->size != len) {
         /* Tell a sender that waits for credits, then fail here: never copy
          * more than our buffer holds. */
         c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[peer], wire_cred_off(&t->layout, t->rank, r->bank));
-        return coll_mismatch(r, peer, hdr->size);
+        return coll_mismatch(r, peer, 0, hdr->size);
     }
-    memcpy(r->rbuf + (size_t)peer * r->bytes + (size_t)k * t->layout.bounce,
-           (const char *)hdr + WIRE_LINE, bounce_frag_len(r, k));
+    if (flen > 0)
+        memcpy(coll_dst(r, peer) + (size_t)k * t->layout.bounce, (const char *)hdr + WIRE_LINE,
+               flen);
     p->rx_frag = k + 1;
-    if (p->rx_frag == r->nfrags)
+    if (p->rx_frag == coll_nfrags(r, len))
         return 1;
     rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, k), &t->peer_region[peer],
                          wire_cred_off(&t->layout, t->rank, r->bank));

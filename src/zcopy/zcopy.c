@@ -11,6 +11,71 @@
 extern int wire_fault_reg_fail, wire_fault_bad_rkey;
 #endif
 
+static int noticed;
+
+/* The bytes [*lo, *hi) from base that the zero-copy blocks of counts/displs
+ * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
+static int zcopy_v_span(const coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
+                        size_t *hi)
+{
+    const struct arcoll_team *t = r->team;
+
+    *lo = SIZE_MAX;
+    *hi = 0;
+    for (uint32_t j = 0; j < t->size; j++) {
+        if (j == t->rank || counts[j] == 0 || !eng_zcopy_pick(r, counts[j]))
+            continue;
+        if (displs[j] < *lo)
+            *lo = displs[j];
+        if (displs[j] + counts[j] > *hi)
+            *hi = displs[j] + counts[j];
+    }
+    return *hi != 0;
+}
+
+/* alltoallv: register the span of the zero-copy blocks once, then give each
+ * sender its own advertisement: the length we expect from it and, for a
+ * zero-copy pair, the key and offset of its block (no key: the copy path).
+ * A sender checks its length against it before writing a byte. */
+static int zcopy_v_start(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    struct arcoll_context *ctx = t->ctx;
+    const coll_args_t *a = &r->args;
+    size_t lo, hi;
+    wire_ctrl_t adv;
+    int rc;
+
+    if (zcopy_v_span(r, a->rcounts, a->rdispls, &lo, &hi)) {
+        rc = zmem_get(ctx, r->rbuf + lo, hi - lo, &r->rreg);
+        if (rc == ARCOLL_OK)
+            r->rreg_valid = 1;
+        else if (rc == ARCOLL_ERR_NOMEM && !noticed++)
+            log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
+                     "calls fall back to the copy path",
+                     ctx->chan->ops->name, hi - lo);
+        else if (rc != ARCOLL_ERR_NOMEM)
+            return rc;
+    }
+    if (zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi) &&
+        zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
+        r->sreg_valid = 1;
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        memset(&adv, 0, sizeof(adv));
+        adv.size = a->rcounts[peer];
+        if (r->rreg_valid && adv.size > 0 && eng_zcopy_pick(r, adv.size)) {
+            adv.rkey = r->rreg.mem->rkey;
+            adv.boff = (uint64_t)(coll_dst(r, peer) - (char *)r->rreg.mem->addr);
+            r->peers[peer].rx_zc = 1;
+        }
+        rc = coll_advertise_to(r, peer, &adv);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
 /* Register the receive buffer and advertise it. If registration fails (out of
  * locked memory, say), advertise no key: senders then use our bounce slots
  * for this call, and so do we for receiving (docs/protocol.md, 6). */
@@ -19,9 +84,10 @@ static int zcopy_start(coll_req_t *r)
     struct arcoll_team *t = r->team;
     struct arcoll_context *ctx = t->ctx;
     size_t slen = r->type == COLL_ALLTOALL ? r->bytes * t->size : r->bytes;
-    static int noticed;
     int rc;
 
+    if (r->type == COLL_ALLTOALLV)
+        return zcopy_v_start(r);
     rc = zmem_get(ctx, r->rbuf, r->bytes * t->size, &r->rreg);
 #ifdef ARCOLL_FAULTS
     if (wire_fault_reg_fail && rc == ARCOLL_OK) {
@@ -68,16 +134,23 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     chan_t *c = t->ctx->chan;
     chan_rmem_t dst;
     wire_ctrl_t adv;
+    size_t len = coll_tx_len(r, peer);
     int rc;
 
+    if (r->peers[peer].tx_frag > 0)
+        return coll_proto_bounce.tx(r, peer); /* checked at fragment 0 */
     if (!coll_ctrl_read(r, peer, &adv))
         return 0;
-    if (adv.size != r->bytes) {
+    if (adv.size != len) {
+        /* Nothing written: the done word tells the receiver, whichever path
+         * it waits on. */
         zcopy_done_put(r, peer, WIRE_ST_MISMATCH);
-        return coll_mismatch(r, peer, adv.size);
+        return coll_mismatch(r, peer, 1, adv.size);
     }
+    /* No key: the receiver chose the copy path for this block (alltoallv) or
+     * could not register. */
     if (adv.rkey.kind == 0)
-        return coll_proto_bounce.tx(r, peer); /* the receiver could not register */
+        return coll_proto_bounce.tx(r, peer);
 #ifdef ARCOLL_FAULTS
     if (wire_fault_bad_rkey)
         adv.rkey.key ^= 0x5a5a; /* tests: a wrong key must fail, not hang */
@@ -85,9 +158,9 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     rc = c->ops->rmem_import(c, t->ranks[peer], &adv.rkey, &dst);
     if (rc != ARCOLL_OK)
         return rc;
-    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), r->bytes,
-                     r->sreg_valid ? r->sreg.mem : NULL, &dst,
-                     adv.boff + (uint64_t)t->rank * r->bytes);
+    /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
+    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), len, r->sreg_valid ? r->sreg.mem : NULL,
+                     &dst, adv.boff + (r->type == COLL_ALLTOALLV ? 0 : (uint64_t)t->rank * len));
     c->ops->rmem_release(c, &dst);
     if (rc != ARCOLL_OK)
         return rc;
@@ -98,15 +171,26 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
 static int zcopy_rx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
+    const coll_peer_t *p = &r->peers[peer];
     uint64_t w;
+    int rc;
 
-    if (r->zc_bounce)
-        return coll_proto_bounce.rx(r, peer);
+    if (r->type == COLL_ALLTOALLV ? !p->rx_zc : r->zc_bounce) {
+        rc = coll_proto_bounce.rx(r, peer);
+        if (rc != 0 || p->rx_frag > 0)
+            return rc;
+        /* Nothing landed yet: a sender that refused our length says so in
+         * the done word instead. */
+        w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
+        if (wire_done_epoch_match(w, r->epoch) && wire_done_status(w) != WIRE_ST_OK)
+            return coll_mismatch(r, peer, 0, UINT64_MAX);
+        return 0;
+    }
     w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
     if (!wire_done_epoch_match(w, r->epoch))
         return 0;
     if (wire_done_status(w) != WIRE_ST_OK)
-        return coll_mismatch(r, peer, UINT64_MAX);
+        return coll_mismatch(r, peer, 0, UINT64_MAX);
     return 1;
 }
 

@@ -23,11 +23,18 @@ static const arcoll_dtype_t v_dtypes[] = {ARCOLL_INT32, ARCOLL_INT64, ARCOLL_UIN
 static const char *const v_dtype_names[] = {"int32", "int64", "uint64", "float", "double"};
 static const char *const v_op_names[] = {"sum", "prod", "min", "max", "band", "bor", "bxor"};
 
+/* v_count's max for 0, 1 or 1 MiB per pair: copy and zero-copy blocks in one call. */
+#define V_MIX SIZE_MAX
+
 /* Bytes rank src sends rank dst in call: 0 .. max, some zero. */
 static size_t v_count(uint64_t call, int src, int dst, size_t max)
 {
     uint64_t x = call * 2654435761u + (uint64_t)src * 40503u + (uint64_t)dst * 9176u;
 
+    if (max == V_MIX) {
+        static const size_t mix[] = {0, 1, (size_t)1 << 20};
+        return mix[(x >> 7) % 3];
+    }
     if (max == 0 || (x >> 7) % 5 == 0)
         return 0;
     return max <= 1 ? max : (size_t)(x % max) + 1;
@@ -292,6 +299,21 @@ static void test_v(arcoll_context_t ctx)
             }
         }
     }
+    /* alltoallv with blocks of 0, 1 and 1 MiB in one call: per pair the copy
+     * or the zero-copy path, by its length (the threshold auto and 64 KiB). */
+    for (int th = 0; th < 2; th++) {
+        set(ctx, "ARCOLL_ZCOPY_THRESHOLD", th ? "64k" : "auto");
+        for (int a = 0; a < 2; a++) {
+            set(ctx, "ARCOLL_ALLTOALLV_ALG", v_algs[a]);
+            for (int k = 0; k < 4; k++) {
+                snprintf(what, sizeof(what), "alltoallv %s 0/1/1M mixed, threshold %s%s", v_algs[a],
+                         th ? "64k" : "auto", k & 1 ? " nonblocking" : "");
+                v_alltoallv(world, ++call, V_MIX, 0, k & 1, what);
+            }
+        }
+    }
+    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
@@ -549,6 +571,7 @@ static void test_vbad(arcoll_context_t ctx)
     int n = nranks, me = rank;
     size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n, *d2 = c + 3 * n;
     char *buf = calloc((size_t)n * 64 + 64, 1), *out = calloc((size_t)n * 64 + 64, 1);
+    char *big = calloc((size_t)n, 96 * 1024), *bigout = calloc((size_t)n, 96 * 1024);
     float f[4] = {0};
     int rc;
 
@@ -590,7 +613,8 @@ static void test_vbad(arcoll_context_t ctx)
         goto out;
     set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
     for (int a = 0; a < 5; a++) {
-        for (int kind = 0; kind < 4; kind++) {
+        /* kinds 3..7 are alltoallv's, which only pap and direct serve */
+        for (int kind = 0; kind < (a < 2 ? 8 : 3); kind++) {
             arcoll_team_t t = NULL;
             char what[96];
             rc = arcoll_team_split(world, 0, 0, &t);
@@ -614,19 +638,27 @@ static void test_vbad(arcoll_context_t ctx)
                     d2[j] = (size_t)j * 16;
                 }
                 rc = arcoll_allgatherv(t, buf, 8, out, c2, d2);
-            } else { /* alltoallv: rank 0 sends its right neighbour 3 bytes too many */
+            } else {
+                /* alltoallv: rank 0 sends rank 1 what it does not expect;
+                 * sent/expected: 3: 11/8 (copy), 4: 80K+3/80K (zero-copy, the
+                 * threshold 16k), 5: 0/8, 6: 8/0, 7: 8/80K (the two ends'
+                 * lengths pick different paths). */
+                static const size_t sent[] = {11, 80 * 1024 + 3, 0, 8, 8};
+                static const size_t want[] = {8, 80 * 1024, 8, 0, 80 * 1024};
+                const size_t stride = 96 * 1024;
                 for (int j = 0; j < n; j++) {
-                    c[j] = 8 + (me == 0 && j == 1 ? 3 : 0);
-                    d[j] = (size_t)j * 16;
-                    c2[j] = 8;
-                    d2[j] = (size_t)j * 16;
+                    c[j] = me == 0 && j == 1 ? sent[kind - 3] : 8;
+                    c2[j] = me == 1 && j == 0 ? want[kind - 3] : 8;
+                    d[j] = d2[j] = (size_t)j * stride;
                 }
-                rc = arcoll_alltoallv(t, buf, c, d, out, c2, d2);
+                set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
+                rc = arcoll_alltoallv(t, big, c, d, bigout, c2, d2);
+                set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
             }
             snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
-            if (kind == 3 && me != 1)
-                /* alltoallv: only rank 1 receives what it does not expect; the
-                 * sender of a one-fragment block learns nothing (issue 19). */
+            if (kind >= 3 && me > 1)
+                /* alltoallv: only the sender (0) and receiver (1) of the
+                 * disagreeing block are involved; both must see it. */
                 CHECK(rc == ARCOLL_OK || rc == ARCOLL_ERR_MISMATCH, "%s: %s", what,
                       arcoll_strerror(rc));
             else
@@ -640,5 +672,7 @@ static void test_vbad(arcoll_context_t ctx)
 out:
     free(buf);
     free(out);
+    free(big);
+    free(bigout);
     free(c);
 }

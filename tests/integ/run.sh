@@ -101,7 +101,7 @@ done
 for n in 1 2 3 4 5 8; do
     run "mpirun-$n-v" ok $MPIRUN -np $n "$T/coll_test" v
 done
-for n in 2 3 5 8; do
+for n in 2 3 4 5 8; do
     run "mpirun-$n-vbad" ok $MPIRUN -np $n "$T/coll_test" vbad
 done
 for n in 2 3 4 8; do
