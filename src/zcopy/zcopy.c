@@ -13,7 +13,7 @@ extern int wire_fault_reg_fail, wire_fault_bad_rkey;
 
 static int noticed;
 
-/* The bytes [*lo, *hi) from base that the zero-copy blocks of counts/displs
+/* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
  * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
 static int zcopy_v_span(const coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
                         size_t *hi)
