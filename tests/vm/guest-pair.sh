@@ -67,17 +67,20 @@ check_mpirun
 NODE=0
 [ $ROLE = client ] && NODE=1
 PORT=23500
+# ap NAME ARGS...: coll_test ARGS on 2 nodes x AP_PPN ranks (default 2).
 ap() {
-    local name=$1 log rc ok=0
+    local name=$1 ppn=${AP_PPN:-2} log rc ok=0 t0 t1
     shift
     [[ -z ${VM_ONLY:-} || $name =~ $VM_ONLY ]] || return 0
     log=$VMOUT/$name.log
     PORT=$((PORT + 1))
-    step "arcoll verbs, 2 nodes x 2 ranks: $name: $*"
+    step "arcoll verbs, 2 nodes x $ppn ranks: $name: $*"
+    read -r t0 _ </proc/uptime
     timeout 300 env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS="${AP_TIMEOUT_MS:-30000}" \
-        "$B/tests/tcp_launch" --nodes 2 --node $NODE --ppn 2 --server 192.168.77.1:$PORT \
+        "$B/tests/tcp_launch" --nodes 2 --node $NODE --ppn "$ppn" --server 192.168.77.1:$PORT \
         --timeout 120 -- "$@" >"$log" 2>&1
     rc=$?
+    read -r t1 _ </proc/uptime
     tail -n 4 "$log"
     rxe_counters
     # Rank 0 (node1) prints the job's summary, which names the node count.
@@ -85,7 +88,7 @@ ap() {
         ok=1
     fi
     if [ $ok = 1 ]; then
-        verdict PASS "$name" "$(grep -m1 -E 'passed, [0-9]+ failed|KILL-OK' "$log")"
+        verdict PASS "$name" "$(grep -m1 -E 'passed, [0-9]+ failed|KILL-OK' "$log") [${t0}s..${t1}s]"
     else
         verdict FAIL "$name" "(exit $rc; see $name.log)"
     fi
@@ -105,6 +108,21 @@ ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 ARCOLL_VERBS_CONNECT=eager ap pair_eager_bad_input bad
 ARCOLL_ALLTOALL_ALG=pap_shm ap pair_qps_pap_shm qps 1,0,1,0
 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_ALLGATHER_ALG=pap_shm ap pair_shm_bad_input bad
+# The other collectives across the nodes (tests/integ/coll_more.c): alltoallv, allgatherv,
+# reduce_scatter_block, allreduce x direct/pap/ring/rdd/rdh x sizes x in place x nonblocking
+# (every 8th dtype x op pair per cell, as in the single guest) with one rank per node and two;
+# bad input and cross-rank mismatches on split teams; team_split (ranks 0 and 3 form a team
+# with one rank on each node, where the node algorithms run too); 1000 random calls of random
+# algorithm and size under random skew, then 1000 for each multi-round algorithm (VSKEW_ALG:
+# its allgatherv, reduce_scatter_block and allreduce; alltoallv stays pap).
+COLL_V_OPS_EVERY=8 AP_PPN=1 ap pair_v_np2 v
+COLL_V_OPS_EVERY=8 ap pair_v v
+AP_PPN=1 ap pair_vbad_np2 vbad
+ap pair_split split
+ap pair_vskew vskew 1000 200
+for alg in ring rdd rdh; do
+    VSKEW_ALG=$alg ap pair_vskew_$alg vskew 1000 200
+done
 # ==== end of arcoll tests ================================================================
 
 step "done"

@@ -162,6 +162,21 @@ ARCOLL_NOTIFY=imm av verbs_imm_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanper
 if [ -e "$B/lib/libarcoll_mpi.so" ]; then
     av verbs_shim_np3 3 ok env LD_PRELOAD="$B/lib/libarcoll_mpi.so" "$T/shim_test" shim 4096
 fi
+# The other collectives (tests/integ/coll_more.c): alltoallv, allgatherv, reduce_scatter_block
+# and allreduce x direct/pap/ring/rdd/rdh x sizes x in place x nonblocking, every byte checked
+# (4 ranks: the pair runs v at 4, 2 per node); bad input and cross-rank mismatches; 8 calls in
+# flight; team_split (node algorithms on split teams of pretend nodes); 1000 random calls
+# under random skew. v runs every algorithm, size, in place and nonblocking, but only every
+# 8th dtype x op pair of the reductions per cell, rotating (all pairs on every algorithm).
+VOPS="env COLL_V_OPS_EVERY=8"
+av verbs_v_np2 2 ok $VOPS "$T/coll_test" v
+av verbs_v_np3 3 ok $VOPS "$T/coll_test" v
+av verbs_v_np5 5 ok $VOPS "$T/coll_test" v
+av verbs_vbad_np3 3 ok "$T/coll_test" vbad
+av verbs_inflight_np3 3 ok "$T/coll_test" inflight
+ARCOLL_NODE_SIZE=2 av verbs_split_nodes2_np4 4 ok "$T/coll_test" split
+av verbs_split_np3 3 ok "$T/coll_test" split
+av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
 # ==== end of arcoll tests ================================================================
 
 step "done"
