@@ -8,7 +8,7 @@
 # Logs: BUILD_DIR/vm/<guest>/{console.log,guest.log,rc,perftest/}. Last line:
 # "vm: N passed, N failed", or "vm: skipped: <reason>" (exit 0) when the bed cannot be had
 # (qemu/kernel not installable: not root, no apt) or VMBED=0.
-# Env: VMBED_CACHE, VMBED_TIMEOUT (per guest, default 600 s), VMBED_PORT (UDP
+# Env: VMBED_CACHE, VMBED_TIMEOUT (per guest, default 900 s), VMBED_PORT (UDP
 # base port for pair), VMBED_ONLY (regex of arcoll test names to run), VMBED_SMP_SINGLE /
 # VMBED_SMP_PAIR (vCPUs, default 2 / 1), VMBED_MAXCPUS (vm.sh), VMBED_BENCH / VMBED_BENCH_NP,
 # other ARCOLL_* (arcoll settings, forwarded into the guests).
@@ -34,7 +34,8 @@ esac
 }
 B=$(cd "$B" && pwd -P) # the guest sees host paths as they are: pass it an absolute, real one
 export VMBED_CACHE=${VMBED_CACHE:-$HOME/.cache/arcoll-vm}
-export VMBED_TIMEOUT=${VMBED_TIMEOUT:-600}
+# 900 s: the single guest takes about 6 min on an idle host, up to 10 on a loaded one.
+export VMBED_TIMEOUT=${VMBED_TIMEOUT:-900}
 
 # qemu, the kernel and the initramfs (cached; installs as root). No bed: skip, not fail.
 if ! prep=$("$HERE/prepare.sh" "$VMBED_CACHE" 2>&1); then
