@@ -142,11 +142,14 @@ static uint32_t split_runs_merge(const uint8_t *a, uint32_t na, const uint8_t *b
                 split_entry_get(b, j, &eb);
         }
     }
-    memcpy(out + (size_t)o * SPLIT_ENTRY_WIRE, a + (size_t)i * SPLIT_ENTRY_WIRE,
-           (size_t)(na - i) * SPLIT_ENTRY_WIRE);
+    /* An empty run may come as NULL: memcpy must not see it (even for 0 bytes). */
+    if (na > i)
+        memcpy(out + (size_t)o * SPLIT_ENTRY_WIRE, a + (size_t)i * SPLIT_ENTRY_WIRE,
+               (size_t)(na - i) * SPLIT_ENTRY_WIRE);
     o += na - i;
-    memcpy(out + (size_t)o * SPLIT_ENTRY_WIRE, b + (size_t)j * SPLIT_ENTRY_WIRE,
-           (size_t)(nb - j) * SPLIT_ENTRY_WIRE);
+    if (nb > j)
+        memcpy(out + (size_t)o * SPLIT_ENTRY_WIRE, b + (size_t)j * SPLIT_ENTRY_WIRE,
+               (size_t)(nb - j) * SPLIT_ENTRY_WIRE);
     return o + nb - j;
 }
 
