@@ -183,16 +183,20 @@ static void v_put(arcoll_dtype_t d, void *buf, size_t i, int64_t v)
     }
 }
 
+/* Sums and products wrap like the library's integer kernels (computed in
+ * uint64_t: no signed overflow, and modular, so the order does not matter). */
 static int64_t v_combine(int op, int64_t a, int64_t b)
 {
+    uint64_t x = (uint64_t)a, y = (uint64_t)b;
+
     switch (op) {
-    case ARCOLL_SUM: return a + b;
-    case ARCOLL_PROD: return a * b;
+    case ARCOLL_SUM: return (int64_t)(x + y);
+    case ARCOLL_PROD: return (int64_t)(x * y);
     case ARCOLL_MIN: return a < b ? a : b;
     case ARCOLL_MAX: return a > b ? a : b;
-    case ARCOLL_BAND: return a & b;
-    case ARCOLL_BOR: return a | b;
-    default: return a ^ b;
+    case ARCOLL_BAND: return (int64_t)(x & y);
+    case ARCOLL_BOR: return (int64_t)(x | y);
+    default: return (int64_t)(x ^ y);
     }
 }
 
@@ -207,7 +211,7 @@ static int v_expect(arcoll_dtype_t d, int op, uint64_t call, int n, size_t i, vo
         acc = src == 0 ? v : v_combine(op, acc, v);
     }
     switch (d) {
-    case ARCOLL_INT32: *(int32_t *)out = (int32_t)acc; return 4;
+    case ARCOLL_INT32: *(int32_t *)out = (int32_t)(uint32_t)(uint64_t)acc; return 4;
     case ARCOLL_INT64: *(int64_t *)out = acc; return 8;
     case ARCOLL_UINT64: *(uint64_t *)out = (uint64_t)acc; return 8;
     case ARCOLL_FLOAT: *(float *)out = (float)acc; return 4;
