@@ -651,12 +651,13 @@ static void t_passthrough(MPI_Comm comm, const char *cname)
 {
     arcoll_mpi_stats_t s0, s1;
     MPI_Op user;
-    int me, v[4], r[4], ref[4], rc;
+    int me, n, v[4], r[4], ref[4], rc;
     struct {
         int v, i;
     } mv, mr, mref;
 
     MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
     for (int i = 0; i < 4; i++)
         v[i] = me * 3 + i;
     MPI_Op_create(my_sum, 1, &user);
@@ -679,9 +680,12 @@ static void t_passthrough(MPI_Comm comm, const char *cname)
             "MPI_Allreduce MPI_MAXLOC");
     EXPECT(s0, s1, allreduce, PASSED, "allreduce MPI_MAXLOC of MPI_2INT", cname);
 
+    /* One element per rank: the input holds as many as the communicator has ranks. */
+    unsigned *uv = calloc((size_t)n + 1, sizeof(*uv)), ur = 0;
     stats(&s0);
-    rc = MPI_Reduce_scatter_block(v, r, 1, MPI_UNSIGNED, MPI_SUM, comm);
+    rc = MPI_Reduce_scatter_block(uv, &ur, 1, MPI_UNSIGNED, MPI_SUM, comm);
     stats(&s1);
+    free(uv);
     EXPECT(s0, s1, reduce_scatter_block, PASSED, "reduce_scatter_block of MPI_UNSIGNED", cname);
     (void)rc;
 }
