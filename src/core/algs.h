@@ -15,18 +15,20 @@
 #define ALGS_AR   0x20u
 #define ALGS_ALL  0x3fu
 
-#define CORE_ALG_LIST(X)                                                                       \
-    X(DIRECT, direct, ALGS_ALL)                   /* linear, arrival-oblivious (seed 002) */   \
-    X(PAP, pap, ALGS_ALL)                         /* PAP_Direct (seed 002) */                  \
-    X(SHM_DIRECT, shm_direct, ALGS_A2A | ALGS_AG) /* node masters, Direct (002 4.4) */         \
-    X(PAP_SHM, pap_shm, ALGS_A2A | ALGS_AG)       /* node masters, PAP (seed 002 4.5) */       \
-    X(SA, sa, ALGS_A2A)                           /* non-leader send-side aggregation (001) */ \
-    X(SA_DIRECT, sa_direct, ALGS_A2A)             /* the same with a Direct step 2 */          \
-    X(RD, rd, ALGS_A2A)                           /* receive-side distribution (001) */        \
-    X(LEADER, leader, ALGS_A2A)                   /* one leader per node, Direct (001) */      \
-    X(RING, ring, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR) /* ring (003's baseline) */          \
-    X(RDD, rdd, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* recursive doubling/halving */     \
-    X(RDH, rdh, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* distance-halving (003) */
+#define CORE_ALG_LIST(X)                                                                         \
+    X(DIRECT, direct, ALGS_ALL)                   /* linear, arrival-oblivious (seed 002) */     \
+    X(PAP, pap, ALGS_ALL)                         /* PAP_Direct (seed 002) */                    \
+    X(SHM_DIRECT, shm_direct, ALGS_A2A | ALGS_AG) /* node masters, Direct (002 4.4) */           \
+    X(PAP_SHM, pap_shm, ALGS_A2A | ALGS_AG)       /* node masters, PAP (seed 002 4.5) */         \
+    X(SA, sa, ALGS_A2A)                           /* non-leader send-side aggregation (001) */   \
+    X(SA_DIRECT, sa_direct, ALGS_A2A)             /* the same with a Direct step 2 */            \
+    X(RD, rd, ALGS_A2A)                           /* receive-side distribution (001) */          \
+    X(LEADER, leader, ALGS_A2A)                   /* one leader per node, Direct (001) */        \
+    X(RING, ring, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR) /* ring (003's baseline) */            \
+    X(RDD, rdd, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* recursive doubling/halving */       \
+    X(RDH, rdh, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* distance-halving (003) */           \
+    X(SLOAV, sloav, ALGS_A2AV)                            /* logarithmic alltoallv (seed 000) */ \
+    X(SLOAVX, sloavx, ALGS_A2AV)                          /* its node-leader form (seed 000 IV) */
 
 #define CORE_ALG_ENUM(id, name, colls) CORE_ALG_##id,
 

@@ -35,6 +35,7 @@ typedef struct core_config {
     size_t zcopy_threshold; /* auto: messages of at least this many bytes go zero-copy */
     size_t bounce_size;     /* payload bytes of one bounce slot */
     size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
+    size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
     long timeout_ms;
     int log_level;
     long spin_count; /* busy polls before yielding the core */

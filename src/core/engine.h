@@ -144,6 +144,11 @@ int eng_sched_progress(coll_req_t *r);
  * the same number of times (it takes an epoch, even with nothing to move). */
 int eng_sendrecv(struct arcoll_team *t, uint32_t to, const void *sbuf, size_t slen, uint32_t from,
                  void *rbuf, size_t rlen);
+/* From a dynamic schedule's hook: the stream from team rank p carries what
+ * this rank does not expect. Drop its remaining receives, tell the sender
+ * (its next fragment sees the rejection), and end the call with
+ * ARCOLL_ERR_MISMATCH. */
+void eng_sched_reject(coll_req_t *r, uint32_t p);
 /* Free a request slot's schedule state (team teardown). */
 void eng_sched_release(coll_req_t *r);
 

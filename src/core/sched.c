@@ -1,6 +1,7 @@
 /* Schedule containers (sched.h): growing arrays, nothing else. */
 #include "core/sched.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,40 @@ void sched_free(sched_t *s)
     free(s->recv);
     free(s->local);
     free(s->segs);
+    free(s->aux);
     sched_init(s);
+}
+
+void *sched_aux(sched_t *s, size_t len)
+{
+    void *p;
+
+    if (len <= s->aux_cap)
+        return s->aux;
+    p = realloc(s->aux, len);
+    if (p == NULL)
+        return NULL;
+    memset((char *)p + s->aux_cap, 0, len - s->aux_cap);
+    s->aux = p;
+    s->aux_cap = len;
+    return p;
+}
+
+int sched_mem_tmp(sched_mem_t *m, size_t len)
+{
+    size_t want = m->tmp_cap ? m->tmp_cap : 4096;
+    char *p;
+
+    if (len <= m->tmp_cap)
+        return 0;
+    while (want < len)
+        want = want > SIZE_MAX / 2 ? len : want * 2;
+    p = realloc(m->buf[SCHED_BUF_TMP], want);
+    if (p == NULL)
+        return ARCOLL_ERR_NOMEM;
+    m->buf[SCHED_BUF_TMP] = p;
+    m->tmp_cap = want;
+    return 0;
 }
 
 void sched_reset(sched_t *s)
@@ -25,6 +59,8 @@ void sched_reset(sched_t *s)
     s->nrounds = 0;
     s->nsend = s->nrecv = s->nlocal = s->nsegs = 0;
     s->tmp_len = 0;
+    s->hook = NULL;
+    s->hook_arg = NULL;
 }
 
 /* Make room for one more element of size sz in *arr (capacity *cap). */

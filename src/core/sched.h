@@ -35,6 +35,15 @@
  *      copy of round >= nrounds runs after everything. nrounds counts the
  *      rounds of sends and receives only.
  * SEND, RECV and TMP never alias.
+ *
+ * Dynamic schedules (SLOAV: what a rank forwards in round r depends on what
+ * it received before): the shape (who sends to whom, in which round) is fixed
+ * at start, the lengths are not. An optional hook runs once for each round
+ * r = 0 .. nrounds, after every receive of rounds < r was applied and every
+ * send of rounds < r completed locally, and before any send or receive of
+ * round r moves a byte (it counts as a local copy of round r, rule 4). It
+ * may rewrite the segments of messages of rounds >= r (lengths included) and
+ * grow TMP (sched_mem_tmp); hook(nrounds) runs after everything else.
  */
 #ifndef ARCOLL_CORE_SCHED_H
 #define ARCOLL_CORE_SCHED_H
@@ -56,23 +65,44 @@ typedef struct sched_seg {
 /* A message (send or receive) or a local copy: its bytes are the
  * concatenation of its segments, in order. */
 typedef struct sched_msg {
-    uint32_t peer;              /* team rank (sends, receives); unused for local copies */
-    uint32_t round;             /* dependency level, rule 1 and 4 */
-    uint32_t seg, nseg;         /* segments: segs[seg .. seg + nseg) */
-    uint8_t action;             /* receives: SCHED_COPY or SCHED_REDUCE */
+    uint32_t peer;      /* team rank (sends, receives); unused for local copies */
+    uint32_t round;     /* dependency level, rule 1 and 4 */
+    uint32_t seg, nseg; /* segments: segs[seg .. seg + nseg) */
+    uint8_t action;     /* receives: SCHED_COPY or SCHED_REDUCE */
+    /* Sends and receives of round 0 only: outside the round order (they
+     * neither wait for nor hold back any round; the call still completes
+     * only after them). For messages nothing else depends on, such as
+     * SLOAV's direct blocks. Set it on the message just added. */
+    uint8_t unordered;
     uint32_t src_seg, src_nseg; /* local copies: source segments (dest: seg/nseg) */
 } sched_msg_t;
 
-typedef struct sched {
+/* The buffers a schedule runs on (the engine's, or a test's). */
+typedef struct sched_mem {
+    char *buf[SCHED_NBUF];
+    size_t tmp_cap;
+} sched_mem_t;
+
+typedef struct sched sched_t;
+/* A round hook (above): 0, or a status that fails the call. */
+typedef int (*sched_hook_t)(void *arg, sched_t *s, sched_mem_t *m, uint32_t round);
+
+struct sched {
     uint32_t nrounds;
     sched_msg_t *send, *recv, *local;
     uint32_t nsend, nrecv, nlocal;
     sched_seg_t *segs;
     uint32_t nsegs;
-    size_t tmp_len; /* bytes of SCHED_BUF_TMP, 0 if none */
+    size_t tmp_len;    /* bytes of SCHED_BUF_TMP, 0 if none */
+    sched_hook_t hook; /* dynamic schedules: NULL, or called per round (above) */
+    void *hook_arg;
     /* capacities (sched_add_* grow them) */
     uint32_t cap_send, cap_recv, cap_local, cap_segs;
-} sched_t;
+    /* Scratch an algorithm keeps with its schedule (reused per call, freed
+     * with it): sched_aux. */
+    void *aux;
+    size_t aux_cap;
+};
 
 void sched_init(sched_t *s);
 void sched_free(sched_t *s);
@@ -87,6 +117,11 @@ int sched_add_recv(sched_t *s, uint32_t round, uint32_t peer, int action, const 
 /* dst and src describe the same number of bytes. */
 int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t ndst,
                     const sched_seg_t *src, uint32_t nsrc);
+/* At least len bytes of aux, kept (zeroed only where new): NULL if out of memory. */
+void *sched_aux(sched_t *s, size_t len);
+/* Grow TMP to at least len bytes, keeping its contents (segments name TMP by
+ * offset, so they stay valid). 0 or ARCOLL_ERR_NOMEM. */
+int sched_mem_tmp(sched_mem_t *m, size_t len);
 /* Total bytes of a message's (or a local copy's destination) segments. */
 uint64_t sched_msg_len(const sched_t *s, const sched_msg_t *m);
 

@@ -40,10 +40,9 @@ typedef struct sched_exec {
     uint32_t local_next;                 /* locals run in list (round) order */
     uint32_t order_next;                 /* in_order: the one send that may go */
     int in_order;
-    int wait_adv; /* a stream's first fragment waits for the receiver's advertisement */
-    char *buf[SCHED_NBUF];
-    char *tmp;
-    size_t tmp_cap;
+    int wait_adv;       /* a stream's first fragment waits for the receiver's advertisement */
+    uint32_t hook_next; /* dynamic schedules: the next round whose hook runs */
+    sched_mem_t mem;
 } sched_exec_t;
 
 sched_t *eng_sched(coll_req_t *r)
@@ -68,7 +67,7 @@ void eng_sched_release(coll_req_t *r)
     free(x->tx_off);
     free(x->next_send);
     free(x->send_left);
-    free(x->tmp);
+    free(x->mem.buf[SCHED_BUF_TMP]);
     free(x);
     r->sx = NULL;
 }
@@ -114,13 +113,35 @@ static uint32_t sx_frags(uint64_t len, uint64_t bounce)
     return len == 0 ? 1 : (uint32_t)((len + bounce - 1) / bounce);
 }
 
+/* Fragments of each whole stream we receive (the credit rule needs them):
+ * counted at start and again after a dynamic schedule's hook changed lengths.
+ * Messages not yet sized count one fragment, so a credit is never withheld
+ * from a stream that has more to come. */
+static int sx_count_frags(coll_req_t *r, sched_exec_t *x)
+{
+    const sched_t *s = &x->s;
+    uint64_t bounce = r->team->layout.bounce;
+
+    memset(x->rx_total, 0, sizeof(uint32_t) * r->team->size);
+    for (uint32_t i = 0; i < s->nrecv; i++) {
+        uint32_t p = s->recv[i].peer;
+        uint64_t total = (uint64_t)x->rx_total[p] + sx_frags(sched_msg_len(s, &s->recv[i]), bounce);
+        if (total >= WIRE_FRAG_REJECT) {
+            log_err("%s: more than %u copy-path fragments from one peer in one call",
+                    coll_type_name(r->type), WIRE_FRAG_REJECT - 1);
+            return ARCOLL_ERR_INVALID;
+        }
+        x->rx_total[p] = (uint32_t)total;
+    }
+    return ARCOLL_OK;
+}
+
 /* Link each stream's messages in list order; count rounds and fragments. */
 static int sx_plan(coll_req_t *r, sched_exec_t *x)
 {
     struct arcoll_team *t = r->team;
     const sched_t *s = &x->s;
     uint32_t n = t->size, nr = s->nrounds + 1, *last_s, *last_r;
-    uint64_t bounce = t->layout.bounce;
     int rc;
 
     rc = sx_reserve(x, n, s->nsend > s->nrecv ? s->nsend : s->nrecv, nr);
@@ -147,11 +168,11 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         else
             x->next_send[last_s[p]] = i;
         last_s[p] = i;
-        x->send_left[s->send[i].round]++;
+        if (!s->send[i].unordered)
+            x->send_left[s->send[i].round]++;
     }
     for (uint32_t i = 0; i < s->nrecv; i++) {
         uint32_t p = s->recv[i].peer;
-        uint64_t total;
         if (p >= n || p == t->rank)
             goto bad_peer;
         x->next_recv[i] = SX_NONE;
@@ -160,22 +181,23 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         else
             x->next_recv[last_r[p]] = i;
         last_r[p] = i;
-        x->recv_left[s->recv[i].round]++;
-        total = (uint64_t)x->rx_total[p] + sx_frags(sched_msg_len(s, &s->recv[i]), bounce);
-        if (total >= WIRE_FRAG_REJECT) {
-            log_err("%s: more than %u copy-path fragments from one peer in one call",
-                    coll_type_name(r->type), WIRE_FRAG_REJECT - 1);
-            return ARCOLL_ERR_INVALID;
-        }
-        x->rx_total[p] = (uint32_t)total;
+        if (!s->recv[i].unordered)
+            x->recv_left[s->recv[i].round]++;
     }
+    rc = sx_count_frags(r, x);
+    if (rc != ARCOLL_OK)
+        return rc;
     for (uint32_t i = 0; i < s->nlocal; i++)
         x->local_left[s->local[i].round < s->nrounds ? s->local[i].round : s->nrounds]++;
+    /* A dynamic schedule's hooks are local steps of rounds 0 .. nrounds. */
+    for (uint32_t i = 0; s->hook != NULL && i <= s->nrounds; i++)
+        x->local_left[i]++;
     memset(x->tx_frag, 0, sizeof(uint32_t) * n);
     memset(x->rx_frag, 0, sizeof(uint32_t) * n);
     x->sends = s->nsend;
     x->recvs = s->nrecv;
-    x->locals = s->nlocal;
+    x->locals = s->nlocal + (s->hook != NULL ? s->nrounds + 1 : 0);
+    x->hook_next = 0;
     x->recv_ok = x->send_ok = x->local_ok = 0;
     x->local_next = x->order_next = 0;
     return ARCOLL_OK;
@@ -209,8 +231,8 @@ static void sx_copy_segs(sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
     while (i < nd && j < ns) {
         uint64_t len = dst[i].len - di < src[j].len - sj ? dst[i].len - di : src[j].len - sj;
         if (len)
-            memmove(x->buf[dst[i].buf] + dst[i].off + di, x->buf[src[j].buf] + src[j].off + sj,
-                    len);
+            memmove(x->mem.buf[dst[i].buf] + dst[i].off + di,
+                    x->mem.buf[src[j].buf] + src[j].off + sj, len);
         di += len;
         sj += len;
         if (di == dst[i].len) {
@@ -224,14 +246,33 @@ static void sx_copy_segs(sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
     }
 }
 
-/* Run the local copies whose turn has come (sched.h rule 4). */
+/* Run the local copies and round hooks whose turn has come (sched.h rule 4,
+ * dynamic schedules). */
 static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
 {
-    const sched_t *s = &x->s;
+    sched_t *s = &x->s;
 
-    while (x->local_next < s->nlocal) {
-        const sched_msg_t *m = &s->local[x->local_next];
-        uint32_t round = m->round < s->nrounds ? m->round : s->nrounds;
+    for (;;) {
+        const sched_msg_t *m = x->local_next < s->nlocal ? &s->local[x->local_next] : NULL;
+        uint32_t round = m == NULL ? UINT32_MAX : m->round < s->nrounds ? m->round : s->nrounds;
+        if (s->hook != NULL && x->hook_next <= s->nrounds && x->hook_next <= round) {
+            uint32_t h = x->hook_next;
+            int rc;
+            if (h > x->recv_ok || h > x->send_ok)
+                return ARCOLL_OK;
+            rc = s->hook(s->hook_arg, s, &x->mem, h);
+            if (rc == ARCOLL_OK)
+                rc = sx_count_frags(r, x);
+            if (rc != ARCOLL_OK)
+                return rc;
+            x->hook_next++;
+            x->locals--;
+            x->local_left[h]--;
+            sx_rounds(x);
+            continue;
+        }
+        if (m == NULL)
+            return ARCOLL_OK;
         if (round > x->recv_ok || round > x->send_ok)
             return ARCOLL_OK;
         /* Sends of earlier rounds must be complete here before we overwrite. */
@@ -243,8 +284,6 @@ static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
         x->local_left[round]--;
         sx_rounds(x);
     }
-    (void)r;
-    return ARCOLL_OK;
 }
 
 /* Apply len bytes of the slot payload at message offset off to its segments. */
@@ -261,7 +300,7 @@ static void sx_apply(coll_req_t *r, sched_exec_t *x, const sched_msg_t *m, uint6
             continue;
         }
         take = g[i].len - off < len ? g[i].len - off : len;
-        dst = x->buf[g[i].buf] + g[i].off + off;
+        dst = x->mem.buf[g[i].buf] + g[i].off + off;
         if (m->action == SCHED_REDUCE)
             reduce_apply(r->args.dtype, r->args.op, dst, src, take / r->args.elem);
         else
@@ -278,7 +317,8 @@ static void sx_drop_rx(sched_exec_t *x, uint32_t p)
 {
     for (uint32_t i = x->rx_head[p]; i != SX_NONE; i = x->next_recv[i]) {
         x->recvs--;
-        x->recv_left[x->s.recv[i].round]--;
+        if (!x->s.recv[i].unordered)
+            x->recv_left[x->s.recv[i].round]--;
     }
     x->rx_head[p] = SX_NONE;
 }
@@ -287,9 +327,27 @@ static void sx_drop_tx(sched_exec_t *x, uint32_t p)
 {
     for (uint32_t i = x->tx_head[p]; i != SX_NONE; i = x->next_send[i]) {
         x->sends--;
-        x->send_left[x->s.send[i].round]--;
+        if (!x->s.send[i].unordered)
+            x->send_left[x->s.send[i].round]--;
     }
     x->tx_head[p] = SX_NONE;
+}
+
+void eng_sched_reject(coll_req_t *r, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+    sched_exec_t *x = r->sx;
+    chan_t *c = t->ctx->chan;
+
+    if (x->rx_head[p] != SX_NONE) {
+        sx_drop_rx(x, p);
+        r->peers[p].rx_done = 1;
+    }
+    r->deferred = ARCOLL_ERR_MISMATCH;
+    /* A sender waiting for a credit learns of it; a failed write here shows
+     * as the peer's failure elsewhere, the mismatch is what we report. */
+    (void)c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
+                          &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
 /* Receive what landed from peer p: one fragment at most (the next one needs
@@ -333,7 +391,8 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         x->rx_off[p] = 0;
         x->rx_head[p] = x->next_recv[mi];
         x->recvs--;
-        x->recv_left[m->round]--;
+        if (!m->unordered)
+            x->recv_left[m->round]--;
         if (x->rx_head[p] == SX_NONE)
             r->peers[p].rx_done = 1;
     }
@@ -391,8 +450,8 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         uint64_t lo = pos > at ? pos : at,
                  hi = pos + g[i].len < at + flen ? pos + g[i].len : at + flen;
         if (hi > lo) {
-            rc = c->ops->put(c, cr, x->buf[g[i].buf] + g[i].off + (lo - pos), hi - lo, NULL, dst,
-                             off + WIRE_LINE + (lo - at));
+            rc = c->ops->put(c, cr, x->mem.buf[g[i].buf] + g[i].off + (lo - pos), hi - lo, NULL,
+                             dst, off + WIRE_LINE + (lo - at));
             if (rc != ARCOLL_OK)
                 return rc;
         }
@@ -409,7 +468,8 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         x->tx_off[p] = 0;
         x->tx_head[p] = x->next_send[mi];
         x->sends--;
-        x->send_left[m->round]--;
+        if (!m->unordered)
+            x->send_left[m->round]--;
         if (x->in_order)
             x->order_next++;
         if (x->tx_head[p] == SX_NONE)
@@ -483,19 +543,13 @@ int eng_sched_start(coll_req_t *r, int mode)
     rc = sx_plan(r, x);
     if (rc != ARCOLL_OK)
         return rc;
-    if (x->s.tmp_len > x->tmp_cap) {
-        char *p = realloc(x->tmp, x->s.tmp_len);
-        if (p == NULL) {
-            log_err("%s: out of memory for a %zu-byte scratch buffer", coll_type_name(r->type),
-                    x->s.tmp_len);
-            return ARCOLL_ERR_NOMEM;
-        }
-        x->tmp = p;
-        x->tmp_cap = x->s.tmp_len;
+    if (sched_mem_tmp(&x->mem, x->s.tmp_len) != 0) {
+        log_err("%s: out of memory for a %zu-byte scratch buffer", coll_type_name(r->type),
+                x->s.tmp_len);
+        return ARCOLL_ERR_NOMEM;
     }
-    x->buf[SCHED_BUF_SEND] = (char *)(uintptr_t)r->args.sbuf;
-    x->buf[SCHED_BUF_RECV] = r->args.rbuf;
-    x->buf[SCHED_BUF_TMP] = x->tmp;
+    x->mem.buf[SCHED_BUF_SEND] = (char *)(uintptr_t)r->args.sbuf;
+    x->mem.buf[SCHED_BUF_RECV] = r->args.rbuf;
     x->in_order = mode == ENG_SCHED_DIRECT;
     x->wait_adv = mode != ENG_SCHED_PAP;
     for (uint32_t p = 0; p < t->size; p++) {
@@ -547,8 +601,8 @@ int eng_sched_progress(coll_req_t *r)
             outstanding = c->ops->progress(c);
         if (outstanding < 0)
             return coll_fail(r, outstanding);
-        if (x->locals && sx_locals(r, x, outstanding) != ARCOLL_OK)
-            return coll_fail(r, ARCOLL_ERR_INVALID);
+        if (x->locals && (rc = sx_locals(r, x, outstanding)) != ARCOLL_OK)
+            return coll_fail(r, rc);
         if (outstanding == 0 && !x->locals)
             return coll_finish(r);
     }

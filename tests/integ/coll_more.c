@@ -10,7 +10,11 @@
  *                               mix of collectives), completed in reverse order
  *   coll_test vskew ITERS US    back-to-back calls of random collective,
  *                               algorithm and size under random delays
- *                               (VSKEW_ALG=ring: that algorithm for every call)
+ *                               (VSKEW_ALG=ring: that algorithm for every call;
+ *                               =sloav or sloavx: alltoallv only, rotating the
+ *                               count distributions)
+ *   coll_test a2av              alltoallv by sloav, sloavx and pap x count
+ *                               distributions x sizes around ARCOLL_SLOAV_MAX
  *
  * Knobs of coll_test v, to shorten it where calls are slow (Soft-RoCE guests,
  * tests/vm/) without dropping an algorithm, a collective, in place or
@@ -35,11 +39,23 @@ static const char *const v_op_names[] = {"sum", "prod", "min", "max", "band", "b
 /* v_count's max for 0, 1 or 1 MiB per pair: copy and zero-copy blocks in one call. */
 #define V_MIX SIZE_MAX
 
-/* Bytes rank src sends rank dst in call: 0 .. max, some zero. */
+/* alltoallv count distributions of coll_test a2av (as arcoll-bench -D). */
+enum { VD_RANDOM, VD_UNIFORM, VD_ONE_HEAVY, VD_SPARSE, VD_N };
+static const char *const vd_names[] = {"random", "uniform", "one-heavy", "sparse"};
+static int v_dist = VD_RANDOM;
+
+/* Bytes rank src sends rank dst in call: 0 .. max, some zero (random), or
+ * by the distribution v_dist with mean max. */
 static size_t v_count(uint64_t call, int src, int dst, size_t max)
 {
     uint64_t x = call * 2654435761u + (uint64_t)src * 40503u + (uint64_t)dst * 9176u;
 
+    if (max != V_MIX && v_dist == VD_UNIFORM)
+        return max;
+    if (max != V_MIX && v_dist == VD_ONE_HEAVY) /* each source: one peer gets 100x */
+        return dst == (src + 1 + (int)(call % (uint64_t)nranks)) % nranks ? 100 * max : max;
+    if (max != V_MIX && v_dist == VD_SPARSE)
+        return (x >> 7) % 10 == 0 ? 10 * max : 0;
     if (max == V_MIX) {
         static const size_t mix[] = {0, 1, (size_t)1 << 20};
         return mix[(x >> 7) % 3];
@@ -349,6 +365,45 @@ static void test_v(arcoll_context_t ctx)
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
+/* coll_test a2av: alltoallv by the logarithmic algorithms (sloav, sloavx)
+ * and the flat pap, every count distribution, sizes around the routing limit
+ * (ARCOLL_SLOAV_MAX: blocks above it go direct), in place, nonblocking, and
+ * blocks of 0, 1 and 1 MiB in one call; every byte and gap checked. */
+static void test_a2av(arcoll_context_t ctx)
+{
+    static const char *const algs[] = {"sloav", "sloavx", "pap"};
+    static const char *const limits[] = {"2k", "0", "64k"};
+    static const size_t sizes[] = {0, 1, 7, 300, 5000};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 60000;
+    char what[160];
+
+    for (int a = 0; a < 3; a++) {
+        set(ctx, "ARCOLL_ALLTOALLV_ALG", algs[a]);
+        for (int l = 0; l < (a < 2 ? 3 : 1); l++) {
+            set(ctx, "ARCOLL_SLOAV_MAX", limits[l]);
+            for (int d = 0; d < VD_N; d++) {
+                v_dist = d;
+                for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+                    int ip = (int)(z + d) % 2, nb = (int)(z / 2 + l) % 2;
+                    snprintf(what, sizeof(what), "alltoallv %s limit %s %s %zu B%s%s", algs[a],
+                             limits[l], vd_names[d], sizes[z], ip ? " in place" : "",
+                             nb ? " nonblocking" : "");
+                    v_alltoallv(world, ++call, sizes[z], ip, nb, what);
+                }
+            }
+            v_dist = VD_RANDOM;
+            for (int k = 0; k < 2; k++) {
+                snprintf(what, sizeof(what), "alltoallv %s limit %s 0/1/1M mixed%s", algs[a],
+                         limits[l], k ? " nonblocking" : "");
+                v_alltoallv(world, ++call, V_MIX, 0, k, what);
+            }
+        }
+    }
+    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
+    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
+}
+
 /* 8 nonblocking calls in flight on one team, waited for newest first. */
 static void test_inflight(arcoll_context_t ctx)
 {
@@ -502,10 +557,16 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
             nanosleep(&ts, NULL);
         }
         const char *alg = fixed != NULL ? fixed : algs_rd[a];
-        set(ctx, "ARCOLL_ALLGATHERV_ALG", alg);
-        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", alg);
-        set(ctx, "ARCOLL_ALLREDUCE_ALG", alg);
-        set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 && fixed == NULL ? alg : "pap");
+        /* sloav and sloavx serve alltoallv only: every call is one then */
+        int a2av_only = fixed != NULL && strncmp(fixed, "sloav", 5) == 0;
+        if (a2av_only)
+            kind = 0;
+        set(ctx, "ARCOLL_ALLGATHERV_ALG", a2av_only ? "pap" : alg);
+        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a2av_only ? "pap" : alg);
+        set(ctx, "ARCOLL_ALLREDUCE_ALG", a2av_only ? "pap" : alg);
+        set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av_only || (a < 2 && fixed == NULL) ? alg : "pap");
+        if (a2av_only)
+            v_dist = (int)(it % VD_N);
         snprintf(what, sizeof(what), "vskew %ld kind %d %s %zu B", it, kind, alg, bytes);
         switch (kind) {
         case 0: v_alltoallv(world, ++call, bytes, 0, (int)(it & 1), what); break;
@@ -598,7 +659,7 @@ static void test_split(arcoll_context_t ctx)
  * the team): every rank must see ARCOLL_ERR_MISMATCH, none a hang or OK. */
 static void test_vbad(arcoll_context_t ctx)
 {
-    static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh"};
+    static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh", "sloav", "sloavx"};
     arcoll_team_t world = arcoll_team_world(ctx);
     int n = nranks, me = rank;
     size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n, *d2 = c + 3 * n;
@@ -644,19 +705,22 @@ static void test_vbad(arcoll_context_t ctx)
     if (n < 2)
         goto out;
     set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
-    for (int a = 0; a < 5; a++) {
-        /* kinds 3..7 are alltoallv's, which only pap and direct serve */
-        for (int kind = 0; kind < (a < 2 ? 8 : 3); kind++) {
+    set(ctx, "ARCOLL_SLOAV_MAX", "16k"); /* sloav(x): 80K blocks go direct, 8 B routed */
+    for (int a = 0; a < 7; a++) {
+        /* kinds 3..8 are alltoallv's, which pap, direct, sloav and sloavx
+         * serve; sloav(x) only alltoallv */
+        int a2av = a < 2 || a >= 5;
+        for (int kind = a >= 5 ? 3 : 0; kind < (a2av ? 9 : 3); kind++) {
             arcoll_team_t t = NULL;
             char what[96];
             rc = arcoll_team_split(world, 0, 0, &t);
             CHECK(rc == ARCOLL_OK && t != NULL, "split for mismatch: %s", arcoll_strerror(rc));
             if (t == NULL)
                 continue;
-            set(ctx, "ARCOLL_ALLGATHERV_ALG", algs_m[a]);
-            set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", algs_m[a]);
-            set(ctx, "ARCOLL_ALLREDUCE_ALG", algs_m[a]);
-            set(ctx, "ARCOLL_ALLTOALLV_ALG", a < 2 ? algs_m[a] : "pap");
+            set(ctx, "ARCOLL_ALLGATHERV_ALG", a < 5 ? algs_m[a] : "pap");
+            set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a < 5 ? algs_m[a] : "pap");
+            set(ctx, "ARCOLL_ALLREDUCE_ALG", a < 5 ? algs_m[a] : "pap");
+            set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av ? algs_m[a] : "pap");
             if (kind == 0) { /* rank 0 reduces one element more */
                 int64_t in[64] = {0}, res[64];
                 rc = arcoll_allreduce(t, in, res, me == 0 ? 17 : 16, ARCOLL_INT64, ARCOLL_SUM);
@@ -673,10 +737,11 @@ static void test_vbad(arcoll_context_t ctx)
             } else {
                 /* alltoallv: rank 0 sends rank 1 what it does not expect;
                  * sent/expected: 3: 11/8 (copy), 4: 80K+3/80K (zero-copy, the
-                 * threshold 16k), 5: 0/8, 6: 8/0, 7: 8/80K (the two ends'
-                 * lengths pick different paths). */
-                static const size_t sent[] = {11, 80 * 1024 + 3, 0, 8, 8};
-                static const size_t want[] = {8, 80 * 1024, 8, 0, 80 * 1024};
+                 * threshold 16k), 5: 0/8, 6: 8/0, 7: 8/80K and 8: 80K/8 (the
+                 * two ends' lengths pick different paths; for sloav(x):
+                 * routed at one end, direct at the other). */
+                static const size_t sent[] = {11, 80 * 1024 + 3, 0, 8, 8, 80 * 1024};
+                static const size_t want[] = {8, 80 * 1024, 8, 0, 80 * 1024, 8};
                 const size_t stride = 96 * 1024;
                 for (int j = 0; j < n; j++) {
                     c[j] = me == 0 && j == 1 ? sent[kind - 3] : 8;
@@ -688,9 +753,12 @@ static void test_vbad(arcoll_context_t ctx)
                 set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
             }
             snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
-            if (kind >= 3 && me > 1)
+            if (kind >= 3 && (me > 1 || (me == 0 && a >= 5)))
                 /* alltoallv: only the sender (0) and receiver (1) of the
-                 * disagreeing block are involved; both must see it. */
+                 * disagreeing block are involved; both must see it on the
+                 * flat paths. sloav(x) routes a block through other ranks:
+                 * only its destination can compare (docs/protocol.md §14),
+                 * others may pass on the poisoned messages. Never a hang. */
                 CHECK(rc == ARCOLL_OK || rc == ARCOLL_ERR_MISMATCH, "%s: %s", what,
                       arcoll_strerror(rc));
             else
@@ -701,6 +769,8 @@ static void test_vbad(arcoll_context_t ctx)
         }
     }
     set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
+    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
+    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
 out:
     free(buf);
     free(out);

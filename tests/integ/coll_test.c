@@ -594,6 +594,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_bad(ctx);
     else if (strcmp(mode, "v") == 0)
         test_v(ctx);
+    else if (strcmp(mode, "a2av") == 0)
+        test_a2av(ctx);
     else if (strcmp(mode, "vbad") == 0)
         test_vbad(ctx);
     else if (strcmp(mode, "split") == 0)

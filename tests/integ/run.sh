@@ -78,7 +78,7 @@ fi
 # Dependencies point one way (docs/architecture.md): no algorithm, protocol, channel or engine
 # file includes the dispatcher's header.
 run layering-one-way "text:^layering ok$" bash -c "cd '$(dirname "$0")/../..' && \
-    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/zcopy src/smp src/verbs \
+    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/sloav src/zcopy src/smp src/verbs \
     src/core/engine.c src/core/sched_run.c src/core/engine.h src/core/req.h && echo 'layering ok'"
 run singleton-matrix ok "$T/coll_test" matrix
 for n in 1 2 3 4 8; do
@@ -119,6 +119,22 @@ for alg in pap direct ring rdd rdh; do
     done
 done
 run mpirun-3-vskew-mixed-slow ok $MPIRUN -np 3 "$T/coll_test" vskew 300 3000
+# Logarithmic alltoallv (seed 000): sloav, sloavx (pretend nodes of 2 and 4, unequal,
+# interleaved) and pap, every count distribution, blocks around ARCOLL_SLOAV_MAX, 0/1/1 MiB
+# in one call; 1000 back-to-back skewed calls each.
+for n in 1 2 3 4 5 8 16; do
+    run "mpirun-$n-a2av" ok $MPIRUN -np $n "$T/coll_test" a2av
+done
+for shape in 8:2 8:4 6:3,1 7:3,2,2 16:4; do
+    n=${shape%%:*} k=${shape#*:}
+    run "a2av-$n-nodes-$k" ok env ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" a2av
+done
+for alg in sloav sloavx; do
+    run "mpirun-5-vskew-$alg" ok env VSKEW_ALG=$alg ARCOLL_NODE_SIZE=2 $MPIRUN -np 5 \
+        "$T/coll_test" vskew 1000 300
+    run "mpirun-16-vskew-$alg" ok env VSKEW_ALG=$alg ARCOLL_NODE_SIZE=4 $MPIRUN -np 16 \
+        "$T/coll_test" vskew 1000 300
+done
 # Algorithm and path chosen by the environment, as a user would, at 1 to 8 ranks.
 for n in 1 2 3 5 8; do
     for cfg in direct:copy direct:zcopy pap:copy pap:zcopy pap_shm:auto; do

@@ -1,0 +1,90 @@
+/*
+ * Seed 000's logarithmic alltoallv: sloav (Bruck with an Element Index Table
+ * and two-phase transfers) and sloavx (node leaders gather, run it between
+ * nodes, scatter). One element-routing schedule (src/sloav/route.c) run by
+ * the engine's schedule executor; docs/protocol.md §14.
+ */
+#include "core/engine.h"
+#include "core/log.h"
+#include "sloav/route.h"
+
+enum { SLOAV_FLAT = 0, SLOAV_NODES = 1 };
+
+/* The last hook reports disagreeing counts: keep the call going (peers are
+ * still owed their messages), end it with MISMATCH, stop streams that carry
+ * what we do not expect. */
+static int sloav_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
+{
+    coll_req_t *r = arg;
+    rt_t *rt = s->aux;
+    int rc;
+
+    if (r->deferred)
+        rt_poison(rt);
+    rc = rt_round(rt, s, m, round);
+    if (rc != ARCOLL_ERR_MISMATCH)
+        return rc;
+    if (!r->deferred)
+        log_err("%s (epoch %llu, %s): %s", coll_type_name(r->type), (unsigned long long)r->epoch,
+                r->alg->name, rt_why(rt));
+    r->deferred = ARCOLL_ERR_MISMATCH;
+    for (uint32_t q = 0; round == 2 * rt_nsteps(rt) && q < r->team->size; q++)
+        if (rt_rejects(rt, q))
+            eng_sched_reject(r, q);
+    return ARCOLL_OK;
+}
+
+static int sloav_start(coll_req_t *r)
+{
+    const struct arcoll_team *t = r->team;
+    const coll_args_t *a = &r->args;
+    const hier_t *h = t->hier;
+    sched_t *s = eng_sched(r);
+    rt_geom_t g = {.n = t->size, .me = t->rank};
+    rt_call_t c = {.scounts = a->scounts,
+                   .sdispls = a->sdispls,
+                   .rcounts = a->rcounts,
+                   .rdispls = a->rdispls,
+                   .in_place = a->in_place,
+                   .thresh = t->ctx->cfg.sloav_max};
+    int rc;
+
+    if (s == NULL)
+        return ARCOLL_ERR_NOMEM;
+    if (r->alg->variant == SLOAV_NODES && h != NULL) {
+        g.nnodes = h->nnodes;
+        g.lmax = h->lmax;
+        g.node_size = h->node_size;
+        g.node_rank = h->node_rank;
+    }
+    rc = rt_build(s, &g, &c);
+    if (rc != ARCOLL_OK) {
+        log_err("%s (%s): out of memory for the call's schedule", coll_type_name(a->type),
+                r->alg->name);
+        return rc;
+    }
+    s->hook = sloav_hook;
+    s->hook_arg = r;
+    /* Every block, empty or not, reaches its destination through chains that
+     * start at its source: a full exchange (protocol.md §5, §14). */
+    return eng_sched_start(r, ENG_SCHED_PAP);
+}
+
+static const char *sloav_unfit(const struct arcoll_team *t, const coll_args_t *a)
+{
+    (void)t;
+    return a->type == COLL_ALLTOALLV ? NULL : "alltoallv only";
+}
+
+const coll_alg_t coll_alg_sloav = {.name = "sloav",
+                                   .unfit = sloav_unfit,
+                                   .fallback = CORE_ALG_PAP,
+                                   .variant = SLOAV_FLAT,
+                                   .start = sloav_start,
+                                   .progress = eng_sched_progress};
+const coll_alg_t coll_alg_sloavx = {.name = "sloavx",
+                                    .unfit = sloav_unfit,
+                                    .fallback = CORE_ALG_PAP,
+                                    .variant = SLOAV_NODES,
+                                    .start = sloav_start,
+                                    .progress = eng_sched_progress};
