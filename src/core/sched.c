@@ -60,6 +60,7 @@ void sched_reset(sched_t *s)
     s->nsend = s->nrecv = s->nlocal = s->nsegs = 0;
     s->tmp_len = 0;
     s->hook = NULL;
+    s->on_size = NULL;
     s->hook_arg = NULL;
 }
 

@@ -74,6 +74,10 @@ typedef struct sched_msg {
      * only after them). For messages nothing else depends on, such as
      * SLOAV's direct blocks. Set it on the message just added. */
     uint8_t unordered;
+    /* Receives of dynamic schedules: the sender's header gives the length,
+     * and sched_t.on_size places the message when its first fragment lands
+     * (one round where two-phase would need a size message first). */
+    uint8_t open;
     uint32_t src_seg, src_nseg; /* local copies: source segments (dest: seg/nseg) */
 } sched_msg_t;
 
@@ -86,6 +90,10 @@ typedef struct sched_mem {
 typedef struct sched sched_t;
 /* A round hook (above): 0, or a status that fails the call. */
 typedef int (*sched_hook_t)(void *arg, sched_t *s, sched_mem_t *m, uint32_t round);
+/* An open receive (s->recv[idx]) is len bytes long: set its segments (grow
+ * TMP if needed). 0; ARCOLL_ERR_MISMATCH rejects the stream like a length
+ * that disagrees; another status fails the call. */
+typedef int (*sched_size_t)(void *arg, sched_t *s, sched_mem_t *m, uint32_t idx, uint64_t len);
 
 struct sched {
     uint32_t nrounds;
@@ -93,9 +101,10 @@ struct sched {
     uint32_t nsend, nrecv, nlocal;
     sched_seg_t *segs;
     uint32_t nsegs;
-    size_t tmp_len;    /* bytes of SCHED_BUF_TMP, 0 if none */
-    sched_hook_t hook; /* dynamic schedules: NULL, or called per round (above) */
-    void *hook_arg;
+    size_t tmp_len;       /* bytes of SCHED_BUF_TMP, 0 if none */
+    sched_hook_t hook;    /* dynamic schedules: NULL, or called per round (above) */
+    sched_size_t on_size; /* open receives (sched_msg_t.open) */
+    void *hook_arg;       /* of both */
     /* capacities (sched_add_* grow them) */
     uint32_t cap_send, cap_recv, cap_local, cap_segs;
     /* Scratch an algorithm keeps with its schedule (reused per call, freed

@@ -361,10 +361,21 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
     const sched_msg_t *m = &x->s.recv[mi];
     uint64_t len = sched_msg_len(&x->s, m), b = t->layout.bounce, flen;
+    int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
         return ARCOLL_OK;
-    if (x->rx_off[p] == 0 && (hdr->size != len || hdr->sig != r->args.sig)) {
+    if (x->rx_off[p] == 0 && m->open && hdr->sig == r->args.sig && x->s.on_size != NULL) {
+        /* The length is the sender's: the algorithm places the message now. */
+        int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
+        if (rc == ARCOLL_OK)
+            rc = sx_count_frags(r, x);
+        if (rc != ARCOLL_OK && rc != ARCOLL_ERR_MISMATCH)
+            return rc;
+        reject = rc == ARCOLL_ERR_MISMATCH;
+        len = sched_msg_len(&x->s, m);
+    }
+    if (x->rx_off[p] == 0 && (reject || hdr->size != len || hdr->sig != r->args.sig)) {
         c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
         if (!r->deferred && hdr->sig != r->args.sig)
@@ -372,6 +383,11 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
                     "rank (count, datatype, op or receive counts differ), or passes on such a "
                     "disagreement",
                     coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p);
+        else if (!r->deferred && reject)
+            log_err("%s (epoch %llu, %s): team rank %u sent a %llu-byte message that this rank "
+                    "cannot take (round %u): its counts disagree with ours",
+                    coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p,
+                    (unsigned long long)hdr->size, m->round);
         else if (!r->deferred)
             log_err("%s (epoch %llu, %s): team rank %u sent %llu bytes where this rank expects "
                     "%llu (round %u): its counts disagree with ours",

@@ -28,10 +28,17 @@ static int sloav_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
         log_err("%s (epoch %llu, %s): %s", coll_type_name(r->type), (unsigned long long)r->epoch,
                 r->alg->name, rt_why(rt));
     r->deferred = ARCOLL_ERR_MISMATCH;
-    for (uint32_t q = 0; round == 2 * rt_nsteps(rt) && q < r->team->size; q++)
-        if (rt_rejects(rt, q))
+    for (uint32_t q = 0; q < r->team->size; q++)
+        if (rt_rejects(rt, q, round))
             eng_sched_reject(r, q);
     return ARCOLL_OK;
+}
+
+/* One-phase steps: an incoming message's length comes from its header. */
+static int sloav_sized(void *arg, sched_t *s, sched_mem_t *m, uint32_t idx, uint64_t len)
+{
+    (void)arg;
+    return rt_sized(s->aux, s, m, idx, len);
 }
 
 static int sloav_start(coll_req_t *r)
@@ -46,7 +53,8 @@ static int sloav_start(coll_req_t *r)
                    .rcounts = a->rcounts,
                    .rdispls = a->rdispls,
                    .in_place = a->in_place,
-                   .thresh = t->ctx->cfg.sloav_max};
+                   .thresh = t->ctx->cfg.sloav_max,
+                   .phases = (int)t->ctx->cfg.sloav_phases};
     int rc;
 
     if (s == NULL)
@@ -64,6 +72,8 @@ static int sloav_start(coll_req_t *r)
         return rc;
     }
     s->hook = sloav_hook;
+    if (s->on_size != NULL)
+        s->on_size = sloav_sized;
     s->hook_arg = r;
     /* Every block, empty or not, reaches its destination through chains that
      * start at its source: a full exchange (protocol.md §5, §14). */

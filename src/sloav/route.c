@@ -29,7 +29,7 @@ typedef struct rt_step {
 } rt_step_t;
 
 struct rt {
-    uint32_t n, me, nnodes, node, lrank, lsize, nsteps;
+    uint32_t n, me, nnodes, node, lrank, lsize, nsteps, phases;
     uint64_t thresh;
     int in_place, bad;
     uint8_t srcbuf;
@@ -42,7 +42,8 @@ struct rt {
     rt_step_t *steps;
     rt_el_t *el; /* the Element Index Table: what this rank holds */
     uint32_t nel, cap_el;
-    uint64_t cursor; /* next free TMP byte */
+    uint64_t cursor;   /* next free TMP byte */
+    uint32_t bad_from; /* sent a message that does not parse: stop its stream */
     char why[192];
 };
 
@@ -172,6 +173,8 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
     rt->node_rank = g->node_rank;
     rt->thresh = c->thresh < RT_STUB ? c->thresh : RT_STUB - 1;
     rt->in_place = c->in_place;
+    rt->phases = c->phases == 1 ? 1 : 2;
+    rt->bad_from = RT_NONE;
     rt->srcbuf = src;
     rt->scounts = sc;
     rt->sdispls = sd;
@@ -222,28 +225,35 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
             if (rc == 0)
                 s->recv[s->nrecv - 1].unordered = 1;
         }
-    /* Routed steps: the size (8 bytes), then the packed message (sized by the hook). */
+    /* Routed steps: the size (8 bytes), then the packed message (sized by the
+     * hook); or the message alone, open at the receiver. */
     for (uint32_t st = 0; rc == 0 && st < rt->nsteps; st++) {
         rt_step_t *p = &rt->steps[st];
+        uint32_t round = rt->phases * st;
         sched_seg_t size = {.off = rt_size_out(st), .len = 8, .buf = SCHED_BUF_TMP},
                     data = {.off = 0, .len = 0, .buf = SCHED_BUF_TMP};
         if (p->to == RT_NONE)
             continue;
-        rc = sched_add_send(s, 2 * st, p->to, &size, 1);
+        if (rt->phases == 2)
+            rc = sched_add_send(s, round++, p->to, &size, 1);
         p->send_data = s->nsend;
         if (rc == 0)
-            rc = sched_add_send(s, 2 * st + 1, p->to, &data, 1);
+            rc = sched_add_send(s, round, p->to, &data, 1);
     }
     for (uint32_t st = 0; rc == 0 && st < rt->nsteps; st++) {
         rt_step_t *p = &rt->steps[st];
+        uint32_t round = rt->phases * st;
         sched_seg_t size = {.off = rt_size_in(st), .len = 8, .buf = SCHED_BUF_TMP},
                     data = {.off = 0, .len = RT_HEAD, .buf = SCHED_BUF_TMP};
         if (p->from == RT_NONE)
             continue;
-        rc = sched_add_recv(s, 2 * st, p->from, SCHED_COPY, &size, 1);
+        if (rt->phases == 2)
+            rc = sched_add_recv(s, round++, p->from, SCHED_COPY, &size, 1);
         p->recv_data = s->nrecv;
         if (rc == 0)
-            rc = sched_add_recv(s, 2 * st + 1, p->from, SCHED_COPY, &data, 1);
+            rc = sched_add_recv(s, round, p->from, SCHED_COPY, &data, 1);
+        if (rc == 0)
+            s->recv[p->recv_data].open = rt->phases == 1;
     }
     if (rc == 0 && !c->in_place && sc[me] > 0) {
         sched_seg_t from = {.off = sd[me], .len = sc[me], .buf = SCHED_BUF_SEND},
@@ -254,8 +264,9 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
         return ARCOLL_ERR_NOMEM;
     /* Every rank runs every step's hooks, with messages or not: the last
      * hook places what arrived. */
-    s->nrounds = 2 * rt->nsteps;
+    s->nrounds = rt->phases * rt->nsteps;
     s->hook = rt_round;
+    s->on_size = rt->phases == 1 ? rt_sized : NULL;
     s->hook_arg = rt;
 
     /* The table starts with this rank's own blocks for everyone else. */
@@ -353,28 +364,18 @@ static int rt_pack(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
     return 0;
 }
 
-/* Step st's size has landed: make room for its message. */
-static int rt_size(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
+/* Step p's message is size bytes: make room for it in TMP. */
+static int rt_land(rt_t *rt, sched_t *s, sched_mem_t *m, rt_step_t *p, uint32_t st, uint64_t size)
 {
-    rt_step_t *p = &rt->steps[st];
-    uint64_t size, most = RT_HEAD + (uint64_t)rt->cap_el * (RT_ENTRY + rt->thresh);
+    uint64_t most = RT_HEAD + (uint64_t)rt->cap_el * (RT_ENTRY + rt->thresh);
+    int rc = 0;
 
-    if (p->from == RT_NONE)
-        return 0;
-    memcpy(&size, m->buf[SCHED_BUF_TMP] + rt_size_in(st), 8);
-    if (rt->bad || size < RT_HEAD || size > most) {
+    if (size < RT_HEAD || size > most) {
         /* A dropped stream leaves the size unwritten: expect the minimum. */
-        int rc = rt->bad ? 0
-                         : rt_mismatch(rt, "team rank %u announced a %llu-byte message in step %u",
-                                       p->from, (unsigned long long)size, st);
+        rc = rt->bad ? 0
+                     : rt_mismatch(rt, "team rank %u announced a %llu-byte message in step %u",
+                                   p->from, (unsigned long long)size, st);
         size = RT_HEAD;
-        s->segs[s->recv[p->recv_data].seg] =
-            (sched_seg_t){.off = rt->cursor, .len = size, .buf = SCHED_BUF_TMP};
-        p->recv_at = rt->cursor;
-        if (sched_mem_tmp(m, rt->cursor + size) != 0)
-            return ARCOLL_ERR_NOMEM;
-        rt->cursor += size;
-        return rc;
     }
     if (sched_mem_tmp(m, rt->cursor + size) != 0)
         return ARCOLL_ERR_NOMEM;
@@ -382,7 +383,29 @@ static int rt_size(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
         (sched_seg_t){.off = rt->cursor, .len = size, .buf = SCHED_BUF_TMP};
     p->recv_at = rt->cursor;
     rt->cursor += size;
-    return 0;
+    return rc;
+}
+
+/* Step st's size has landed (two-phase). */
+static int rt_size(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
+{
+    rt_step_t *p = &rt->steps[st];
+    uint64_t size;
+
+    if (p->from == RT_NONE)
+        return 0;
+    memcpy(&size, m->buf[SCHED_BUF_TMP] + rt_size_in(st), 8);
+    return rt_land(rt, s, m, p, st, rt->bad ? RT_HEAD : size);
+}
+
+int rt_sized(void *arg, sched_t *s, sched_mem_t *m, uint32_t idx, uint64_t len)
+{
+    rt_t *rt = arg;
+
+    for (uint32_t st = 0; st < rt->nsteps; st++)
+        if (rt->steps[st].recv_data == idx)
+            return rt_land(rt, s, m, &rt->steps[st], st, len);
+    return ARCOLL_ERR_INVALID;
 }
 
 /* Step st's message has landed: its entries join the table, pointing at
@@ -400,6 +423,9 @@ static int rt_absorb(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
     at = p->recv_at;
     msg = m->buf[SCHED_BUF_TMP] + at;
     memcpy(&count, msg, 4);
+    /* Whatever goes wrong below, the peer's stream is not what we expect. */
+    if (!rt->bad)
+        rt->bad_from = p->from;
     if (count > rt->cap_el - rt->nel || RT_HEAD + (uint64_t)count * RT_ENTRY > size)
         return rt_mismatch(rt, "team rank %u sent %u elements in step %u", p->from, count, st);
     off = at + RT_HEAD + (uint64_t)count * RT_ENTRY;
@@ -421,6 +447,8 @@ static int rt_absorb(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
     }
     if (off != at + size)
         return rt_mismatch(rt, "team rank %u's message of step %u does not add up", p->from, st);
+    if (!rt->bad)
+        rt->bad_from = RT_NONE;
     return 0;
 }
 
@@ -467,18 +495,18 @@ static int rt_place(rt_t *rt, sched_mem_t *m)
     return rc;
 }
 
-int rt_rejects(const rt_t *rt, uint32_t q)
+int rt_rejects(const rt_t *rt, uint32_t q, uint32_t round)
 {
-    return rt->seen[q] == 2;
+    return q == rt->bad_from || (round == rt->phases * rt->nsteps && rt->seen[q] == 2);
 }
 
 int rt_round(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 {
     rt_t *rt = arg;
-    uint32_t st = round / 2;
+    uint32_t st = round / rt->phases;
     int rc = 0, rc2;
 
-    if (round & 1u)
+    if (round % rt->phases)
         return rt_size(rt, s, m, st);
     if (st > 0)
         rc = rt_absorb(rt, s, m, st - 1);
@@ -496,9 +524,4 @@ const char *rt_why(const rt_t *rt)
 void rt_poison(rt_t *rt)
 {
     rt->bad = 1;
-}
-
-uint32_t rt_nsteps(const rt_t *rt)
-{
-    return rt->nsteps;
 }

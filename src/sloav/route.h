@@ -46,6 +46,9 @@ typedef struct rt_call {
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
     int in_place;
     uint64_t thresh; /* largest routed element, bytes (< 2^32 - 1) */
+    /* 2: each step sends the size, then the message (seed 000); 1: the
+     * message alone, its length taken from the header (open receive). */
+    int phases;
 } rt_call_t;
 
 typedef struct rt rt_t;
@@ -57,13 +60,15 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c);
 /* The hook, for callers that wrap it. ARCOLL_ERR_MISMATCH means the call's
  * counts disagree across ranks (rt_why says how); the schedule can go on. */
 int rt_round(void *arg, sched_t *s, sched_mem_t *m, uint32_t round);
+/* The open receive of a one-phase step landed with len bytes (sched_size_t). */
+int rt_sized(void *arg, sched_t *s, sched_mem_t *m, uint32_t idx, uint64_t len);
 const char *rt_why(const rt_t *rt);
-/* After the last round's hook: 1 if the block from team rank q took another
- * path than this rank expects (stop that stream). */
-int rt_rejects(const rt_t *rt, uint32_t q);
+/* After a hook that reported a mismatch: 1 if the stream from team rank q
+ * carries what this rank does not expect (a message that does not parse, or,
+ * after the last round's hook, a block that took another path than this rank
+ * expects): stop it. */
+int rt_rejects(const rt_t *rt, uint32_t q, uint32_t round);
 /* After a mismatch the hooks only keep the streams going. */
 void rt_poison(rt_t *rt);
-/* Steps of the routed part (for stats and tests). */
-uint32_t rt_nsteps(const rt_t *rt);
 
 #endif
