@@ -1207,7 +1207,7 @@ static void usage(FILE *f)
         "rest none\n"
         "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
         "cores)\n"
-        "  -S, --seed N          seed of the delays (1)\n"
+        "  -S, --seed N          seed of the delays and of random, sparse counts (1)\n"
         "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
         "  -F, --format table|csv|json  output (table)\n"
         "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
