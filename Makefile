@@ -106,7 +106,8 @@ $(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_cloc
 # LD_PRELOAD (docs/embedding.md); its test program and latency benchmark. Only where mpicc
 # exists, like arcoll-bench-mpi.
 SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
-	$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/bin/arcoll-mpi-lat)
+	$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/tests/shim_a2av_test \
+	$(BUILD)/bin/arcoll-mpi-lat)
 all: $(SHIM)
 
 $(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c include/arcoll_mpi.h $(BUILD)/lib/libarcoll.so
@@ -126,6 +127,12 @@ $(BUILD)/tests/shim_coll_test: tests/mpi/shim_coll_test.c include/arcoll_mpi.h
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
 
 $(BUILD)/tests/shim_split_test: tests/mpi/shim_split_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+
+# Plain MPI (no arcoll header): run.sh compares its output with and without the shim.
+$(BUILD)/tests/shim_a2av_test: tests/mpi/shim_a2av_test.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@

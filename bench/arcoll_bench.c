@@ -61,9 +61,10 @@ enum {
     COLL_ALLREDUCE,
     NCOLLS
 };
-/* -D: how the v-forms' byte counts spread around the size column's mean. */
-enum { DIST_UNIFORM, DIST_RANDOM, DIST_SPARSE };
-static const char *const dist_names[] = {"uniform", "random", "sparse"};
+/* -D in the v-forms' table headers (bstat_vcount). */
+static const char *const dist_desc[BSTAT_NDISTS] = {", uniform", ", random 0..2x per call",
+                                                    ", sparse: 90% 0, else 10x",
+                                                    ", one-heavy: 100x to one peer"};
 
 typedef struct opts {
     int colls; /* bit (1 << COLL_*) */
@@ -79,7 +80,7 @@ typedef struct opts {
     int skew;     /* -1 auto, 0 sleep, 1 spin */
     int arrivals; /* -1 auto, 0 measured delays, 1 common clock */
     uint64_t seed;
-    int dist;   /* DIST_* */
+    int dist;   /* -D: BSTAT_DIST_* */
     int median; /* --stat median */
     int validate, full, format, quiet;
     const char *plot, *path;
@@ -119,7 +120,7 @@ typedef struct bench {
     char mpi_info[160];
 
     char *s, *r, *ms, *mr; /* arcoll buffers, MPI's own buffers */
-    size_t buflen, vmax;   /* vmax: a v-form's largest block / the size (-D) */
+    size_t buflen, vtotal; /* vtotal: a rank's largest v-form total / the size (-D) */
     /* The v-forms' counts and displacements (bytes) of the current iteration,
      * and the same as ints for MPI. */
     size_t *sc, *sd, *rc, *rd;
@@ -495,11 +496,11 @@ static void set_counts(bench_t *b, int coll, size_t bytes, uint64_t key)
 
     for (int j = 0; j < b->n; j++) {
         if (coll == COLL_ALLGATHERV) {
-            b->rc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, j, j, key);
+            b->rc[j] = bstat_gvcount(b->o.dist, b->o.seed, bytes, j, b->n, key);
             b->sc[j] = 0;
         } else {
-            b->sc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, b->rank, j, key);
-            b->rc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, j, b->rank, key);
+            b->sc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, b->rank, j, b->n, key);
+            b->rc[j] = bstat_vcount(b->o.dist, b->o.seed, bytes, j, b->rank, b->n, key);
         }
         b->sd[j] = so;
         b->rd[j] = ro;
@@ -761,8 +762,8 @@ static void print_header(const bench_t *b)
                "\"mpi\": %s%s%s,\n \"results\": [",
                ARCOLL_VERSION_STRING, b->n, b->nnodes, b->cores, algs, o->algs[b->base],
                b->spin ? "spin" : "sleep", o->nlates ? "late" : "random",
-               (unsigned long long)o->seed, dist_names[o->dist], o->median ? "median" : "mean",
-               b->shared_clock ? "monotonic" : "delays",
+               (unsigned long long)o->seed, bstat_dist_names[o->dist],
+               o->median ? "median" : "mean", b->shared_clock ? "monotonic" : "delays",
 #ifdef ARCOLL_BENCH_MPI
                "MPI_Barrier",
 #else
@@ -844,10 +845,10 @@ static void print_coll_header(const bench_t *b, int coll)
     if (o->format != FMT_TABLE)
         return;
     printf("\n# %s (size: %s%s)\n%-10s %7s", colls[coll].name, colls[coll].size_is,
-           colls[coll].vcounts ? o->dist == DIST_UNIFORM  ? ", uniform"
-                                 : o->dist == DIST_RANDOM ? ", random 0..2x per call"
-                                                          : ", sparse: 90% 0, else 10x"
-                               : "",
+           !colls[coll].vcounts ? ""
+           : coll == COLL_ALLGATHERV && o->dist == BSTAT_DIST_ONE_HEAVY
+               ? ", one-heavy: one rank's block 100x"
+               : dist_desc[o->dist],
            "# Size", "MIF");
     if (o->nlates)
         printf(" %5s", "late");
@@ -1191,9 +1192,11 @@ static void usage(FILE *f)
         "                        (reduce_scatter), of the vector (allreduce); the "
         "reductions\n"
         "                        sum floor(size / 8) doubles and skip sizes below 8\n"
-        "  -D, --dist uniform|random|sparse   v-forms' counts: all the size; random 0..2x "
-        "per\n"
-        "                        pair and call; sparse 90%% 0, else 10x (uniform)\n"
+        "  -D, --dist uniform|random|sparse|one-heavy   v-forms' counts: all the size;\n"
+        "                        random 0..2x per pair and call; sparse 90%% 0, else 10x;\n"
+        "                        one-heavy the size, but 100x from each rank to one\n"
+        "                        (alltoallv: to rank + 1 + call mod (n - 1); allgatherv:\n"
+        "                        from rank call mod n) (uniform)\n"
         "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
         "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
         "  -f, --full            also min/max per-rank latency and iterations\n"
@@ -1204,7 +1207,7 @@ static void usage(FILE *f)
         "rest none\n"
         "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
         "cores)\n"
-        "  -S, --seed N          seed of the delays (1)\n"
+        "  -S, --seed N          seed of the delays and of random, sparse counts (1)\n"
         "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
         "  -F, --format table|csv|json  output (table)\n"
         "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
@@ -1327,12 +1330,10 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
             }
             break;
         case 'D':
-            o->dist = -1;
-            for (int k = 0; k < 3; k++)
-                if (strcmp(optarg, dist_names[k]) == 0)
-                    o->dist = k;
+            o->dist = bstat_parse_dist(optarg);
             if (o->dist < 0) {
-                snprintf(err, errlen, "--dist: uniform, random or sparse, not %s", optarg);
+                snprintf(err, errlen, "--dist: uniform, random, sparse or one-heavy, not %s",
+                         optarg);
                 return -1;
             }
             break;
@@ -1493,16 +1494,18 @@ static int setup_sweep(bench_t *b, char *err, size_t errlen)
         for (int l = 0; l < o->nlates; l++)
             b->points[b->npoints++] = (point_t){o->mifs[m], o->lates[l]};
     }
-    /* A v-form's block is at most vmax x the mean; MPI counts are ints. */
+    /* A rank's v-form data is at most vtotal x the mean; MPI counts and
+     * displacements are ints. */
     int v = 0, red = 0;
     for (int c = 0; c < NCOLLS; c++) {
         v |= (o->colls >> c & 1) && colls[c].vcounts;
         red |= (o->colls >> c & 1) && colls[c].reduces;
     }
-    b->vmax = !v ? 1 : o->dist == DIST_SPARSE ? 10 : o->dist == DIST_RANDOM ? 2 : 1;
-    if (o->max * b->vmax > INT_MAX / (size_t)arcoll_context_size(b->ctx)) {
-        snprintf(err, errlen, "--message-size: %zu B x %zu x %d ranks does not fit an int", o->max,
-                 b->vmax, arcoll_context_size(b->ctx));
+    int n = arcoll_context_size(b->ctx);
+    b->vtotal = bstat_vtotal(v ? o->dist : BSTAT_DIST_UNIFORM, n);
+    if (o->max > INT_MAX / b->vtotal) {
+        snprintf(err, errlen, "--message-size: %zu B x %zu (%s, %d ranks) does not fit an int",
+                 o->max, b->vtotal, bstat_dist_names[v ? o->dist : BSTAT_DIST_UNIFORM], n);
         return -1;
     }
     if (red && o->max < sizeof(double)) {
@@ -1586,7 +1589,7 @@ static int setup_run(bench_t *b)
     b->bar = calloc((size_t)b->n, sizeof(uint64_t));
     hosts = calloc((size_t)b->n, HOST_LEN);
     mems = calloc((size_t)b->n, sizeof(uint64_t));
-    b->buflen = b->o.max * b->vmax * (size_t)b->n;
+    b->buflen = b->o.max * b->vtotal;
     b->sc = calloc((size_t)b->n, sizeof(size_t));
     b->sd = calloc((size_t)b->n, sizeof(size_t));
     b->rc = calloc((size_t)b->n, sizeof(size_t));

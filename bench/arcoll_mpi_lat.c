@@ -1,16 +1,24 @@
 /*
- * arcoll-mpi-lat: OSU-style latency of MPI_Alltoall and MPI_Allgather in an
- * ordinary MPI program, side by side with PMPI_Alltoall/PMPI_Allgather (the
- * MPI library's own, which a PMPI shim does not see) in the same run, under
- * the same arrival skew. With libarcoll_mpi.so preloaded the MPI_* column is
- * arcoll through the shim; without it both columns are the MPI library, and
- * their ratio shows what the method itself adds (should be ~1).
+ * arcoll-mpi-lat: OSU-style latency of MPI_Alltoall, MPI_Allgather and
+ * MPI_Alltoallv in an ordinary MPI program, side by side with their PMPI_*
+ * forms (the MPI library's own, which a PMPI shim does not see) in the same
+ * run, under the same arrival skew. With libarcoll_mpi.so preloaded the MPI_*
+ * column is arcoll through the shim; without it both columns are the MPI
+ * library, and their ratio shows what the method itself adds (should be ~1).
  *
  *   mpirun -np 4 env LD_PRELOAD=build/lib/libarcoll_mpi.so build/bin/arcoll-mpi-lat
  *
- * Options: -t alltoall|allgather|both, -m [MIN:]MAX bytes per block (1:64k),
+ * Options: -t a comma list of alltoall, allgather, alltoallv, or both
+ * (alltoall,allgather; the default) or all; -m [MIN:]MAX bytes per block
+ * (1:64k), for alltoallv the mean per pair; -D uniform|random|sparse|one-heavy
+ * alltoallv's counts (bstat_vcount, as arcoll-bench -D; uniform), the same
+ * for both columns, drawn afresh per iteration, displacements packed;
  * -i ITERS (200; a tenth above 8 KiB), -x WARMUP (20), -M MIF[,MIF..] (0,32),
- * -s spin|sleep (spin unless ranks outnumber cores), -S SEED, -c (validate).
+ * -s spin|sleep (spin unless ranks outnumber cores), -S SEED (delays and
+ * counts), -c (validate every byte of every call).
+ *
+ *   mpirun -np 4 env LD_PRELOAD=build/lib/libarcoll_mpi.so \
+ *       build/bin/arcoll-mpi-lat -t alltoallv -D one-heavy -m 1:8k -c
  *
  * Each iteration: PMPI_Barrier, then rank r waits delay_r (random in
  * [0, MIF x T), the same draw for both columns), arrives, calls, leaves.
@@ -22,6 +30,7 @@
  * one host: run it on one host. The two columns alternate which goes first.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -36,9 +45,12 @@
 #include "bench/bench_stats.h"
 
 enum { COL_MPI, COL_PMPI, NCOLS };
+enum { C_ALLTOALL, C_ALLGATHER, C_ALLTOALLV, NCOLLS };
+static const char *const coll_names[NCOLLS] = {"alltoall", "allgather", "alltoallv"};
 
 typedef struct lat_opts {
-    int colls[2], ncolls;
+    int colls; /* bit (1 << C_*) */
+    int dist;  /* -D: BSTAT_DIST_* */
     size_t min, max;
     int iters, warmup, spin, validate;
     double mifs[8];
@@ -47,15 +59,41 @@ typedef struct lat_opts {
 } lat_opts_t;
 
 static int rank, nranks;
+/* alltoallv's counts and packed displacements of the current iteration. */
+static int *sc, *sd, *rc, *rd;
 
 static int coll_call(int col, int coll, const char *s, char *r, int bytes)
 {
-    if (coll == 0)
+    switch (coll) {
+    case C_ALLTOALL:
         return col == COL_MPI
                    ? MPI_Alltoall(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD)
                    : PMPI_Alltoall(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
-    return col == COL_MPI ? MPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD)
-                          : PMPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
+    case C_ALLGATHER:
+        return col == COL_MPI
+                   ? MPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD)
+                   : PMPI_Allgather(s, bytes, MPI_BYTE, r, bytes, MPI_BYTE, MPI_COMM_WORLD);
+    default:
+        return col == COL_MPI
+                   ? MPI_Alltoallv(s, sc, sd, MPI_BYTE, r, rc, rd, MPI_BYTE, MPI_COMM_WORLD)
+                   : PMPI_Alltoallv(s, sc, sd, MPI_BYTE, r, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+    }
+}
+
+/* alltoallv's counts of call `key`: a pure function of (seed, src, dst, key),
+ * so both ends of every pair, and both columns, agree. */
+static void set_counts(const lat_opts_t *o, size_t mean, uint64_t key)
+{
+    int so = 0, ro = 0;
+
+    for (int j = 0; j < nranks; j++) {
+        sc[j] = (int)bstat_vcount(o->dist, o->seed, mean, rank, j, nranks, key);
+        rc[j] = (int)bstat_vcount(o->dist, o->seed, mean, j, rank, nranks, key);
+        sd[j] = so;
+        rd[j] = ro;
+        so += sc[j]; /* main keeps max x bstat_vtotal within an int */
+        ro += rc[j];
+    }
 }
 
 /* T(size): half the round trip of a PMPI ping-pong between ranks 0 and 1,
@@ -91,6 +129,49 @@ static unsigned char fill_byte(int from, int to, size_t k, int it)
     return (unsigned char)(from * 29 + to * 7 + (int)(k % 13) + it * 3);
 }
 
+/* Block j of the send (recv 0) or receive (recv 1) buffer: its offset and
+ * length, and the rank it goes to in fill_byte (allgather: 0 for all). */
+static void block(int coll, int recv, int j, size_t bytes, size_t *off, size_t *len, int *to)
+{
+    if (coll == C_ALLTOALLV) {
+        *off = (size_t)(recv ? rd[j] : sd[j]);
+        *len = (size_t)(recv ? rc[j] : sc[j]);
+    } else {
+        *off = (size_t)j * bytes;
+        *len = coll == C_ALLGATHER && !recv && j > 0 ? 0 : bytes;
+    }
+    *to = coll == C_ALLGATHER ? 0 : recv ? rank : j;
+}
+
+static void fill(int coll, char *s, size_t bytes, int tag)
+{
+    for (int j = 0; j < nranks; j++) {
+        size_t off, len;
+        int to;
+        block(coll, 0, j, bytes, &off, &len, &to);
+        for (size_t k = 0; k < len; k++)
+            s[off + k] = (char)fill_byte(rank, to, k, tag);
+    }
+}
+
+/* Wrong blocks of a result, every byte compared. */
+static long check(int coll, const char *r, size_t bytes, int tag)
+{
+    long bad = 0;
+
+    for (int j = 0; j < nranks; j++) {
+        size_t off, len;
+        int to;
+        block(coll, 1, j, bytes, &off, &len, &to);
+        for (size_t k = 0; k < len; k++)
+            if ((unsigned char)r[off + k] != fill_byte(j, to, k, tag)) {
+                bad++;
+                break;
+            }
+    }
+    return bad;
+}
+
 /* One (collective, size, MIF) point: res[col]; returns wrong blocks seen. */
 static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, double t_us, char *s,
                       char *r, bstat_point_t *res)
@@ -103,7 +184,6 @@ static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, doub
     double *delay = malloc(sizeof(double) * nranks), *rank_sum = malloc(sizeof(double) * nranks);
     int *perm = malloc(sizeof(int) * nranks);
     bstat_skew_t sk = {BSTAT_SKEW_RANDOM, mif, 0, o->seed};
-    size_t slen = coll == 0 ? (size_t)bytes * nranks : (size_t)bytes;
     long bad = 0;
 
     if (!mine || !all || !arrive || !lat || !delay || !rank_sum || !perm) {
@@ -111,14 +191,14 @@ static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, doub
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
     for (int it = -warm; it < iters; it++) {
-        bstat_delays(&sk, (uint64_t)(it + warm) * 2654435761u + (uint64_t)bytes, nranks, t_us, perm,
-                     delay);
+        uint64_t key = (uint64_t)(it + warm) * 2654435761u + (uint64_t)bytes;
+        bstat_delays(&sk, key, nranks, t_us, perm, delay);
+        if (coll == C_ALLTOALLV) /* both columns get the same counts */
+            set_counts(o, (size_t)bytes, key);
         for (int k = 0; k < NCOLS; k++) {
             int col = (it + k) % NCOLS; /* alternate which column goes first */
             if (o->validate)
-                for (size_t i = 0; i < slen; i++)
-                    s[i] = (char)fill_byte(rank, coll == 0 ? (int)(i / (size_t)bytes) : 0,
-                                           i % (size_t)bytes, it + col);
+                fill(coll, s, (size_t)bytes, it + col);
             PMPI_Barrier(MPI_COMM_WORLD);
             double tb = now_us();
             if (delay[rank] > 0)
@@ -127,13 +207,8 @@ static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, doub
             if (coll_call(col, coll, s, r, bytes) != MPI_SUCCESS)
                 bad++;
             double t1 = now_us();
-            for (int j = 0; o->validate && j < nranks; j++)
-                for (size_t i = 0; i < (size_t)bytes; i++)
-                    if ((unsigned char)r[(size_t)j * bytes + i] !=
-                        fill_byte(j, coll == 0 ? rank : 0, i, it + col)) {
-                        bad++;
-                        break;
-                    }
+            if (o->validate)
+                bad += check(coll, r, (size_t)bytes, it + col);
             if (it >= 0) {
                 mine[((size_t)it * NCOLS + col) * 2] = t0;
                 mine[((size_t)it * NCOLS + col) * 2 + 1] = t1 - t0;
@@ -166,13 +241,37 @@ static int parse(int argc, char **argv, lat_opts_t *o)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int opt, spin = -1;
 
-    *o = (lat_opts_t){{0, 1}, 2, 1, 65536, 200, 20, 0, 0, {0, 32}, 2, 1};
-    while ((opt = getopt(argc, argv, "t:m:i:x:M:s:S:c")) != -1) {
+    *o = (lat_opts_t){1 << C_ALLTOALL | 1 << C_ALLGATHER,
+                      BSTAT_DIST_UNIFORM,
+                      1,
+                      65536,
+                      200,
+                      20,
+                      0,
+                      0,
+                      {0, 32},
+                      2,
+                      1};
+    while ((opt = getopt(argc, argv, "t:D:m:i:x:M:s:S:c")) != -1) {
         switch (opt) {
         case 't':
-            o->ncolls = strcmp(optarg, "both") == 0 ? 2 : 1;
-            o->colls[0] = strcmp(optarg, "allgather") == 0;
-            if (o->ncolls == 1 && !o->colls[0] && strcmp(optarg, "alltoall") != 0)
+            o->colls = 0;
+            for (char *t = strtok(optarg, ","); t != NULL; t = strtok(NULL, ",")) {
+                int c = 0;
+                while (c < NCOLLS && strcmp(t, coll_names[c]) != 0)
+                    c++;
+                if (c < NCOLLS)
+                    o->colls |= 1 << c;
+                else if (strcmp(t, "both") == 0)
+                    o->colls |= 1 << C_ALLTOALL | 1 << C_ALLGATHER;
+                else if (strcmp(t, "all") == 0)
+                    o->colls |= (1 << NCOLLS) - 1;
+                else
+                    return -1;
+            }
+            break;
+        case 'D':
+            if ((o->dist = bstat_parse_dist(optarg)) < 0)
                 return -1;
             break;
         case 'm': {
@@ -203,7 +302,10 @@ static int parse(int argc, char **argv, lat_opts_t *o)
         default: return -1;
         }
     }
-    if (spin == -2 || o->iters < 1 || o->warmup < 0 || o->nmifs == 0)
+    if (spin == -2 || o->iters < 1 || o->warmup < 0 || o->nmifs == 0 || o->colls == 0)
+        return -1;
+    /* MPI counts and displacements are ints; vtotal is at least n. */
+    if (o->max > INT_MAX / bstat_vtotal(o->dist, nranks))
         return -1;
     o->spin = spin >= 0 ? spin : nranks <= cores;
     return 0;
@@ -211,7 +313,6 @@ static int parse(int argc, char **argv, lat_opts_t *o)
 
 int main(int argc, char **argv)
 {
-    static const char *const names[] = {"alltoall", "allgather"};
     arcoll_mpi_stats_fn stats_fn;
     arcoll_mpi_stats_t s0, s1;
     lat_opts_t o;
@@ -223,8 +324,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (parse(argc, argv, &o) != 0) {
         if (rank == 0)
-            fprintf(stderr, "usage: arcoll-mpi-lat [-t alltoall|allgather|both] [-m [MIN:]MAX] "
-                            "[-i ITERS] [-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c]\n");
+            fprintf(stderr, "usage: arcoll-mpi-lat [-t alltoall,allgather,alltoallv|both|all] "
+                            "[-D uniform|random|sparse|one-heavy] [-m [MIN:]MAX] [-i ITERS] "
+                            "[-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c]\n");
         MPI_Finalize();
         return 2;
     }
@@ -232,30 +334,41 @@ int main(int argc, char **argv)
     memset(&s0, 0, sizeof(s0));
     if (stats_fn != NULL)
         stats_fn(&s0);
-    s = malloc(o.max * (size_t)nranks);
-    r = malloc(o.max * (size_t)nranks);
-    if (s == NULL || r == NULL)
+    /* Room for alltoall's n blocks, or alltoallv's largest total under -D
+     * (never less). */
+    size_t len = o.max * bstat_vtotal(o.dist, nranks);
+    s = malloc(len);
+    r = malloc(len);
+    sc = malloc(4 * sizeof(int) * (size_t)nranks);
+    if (s == NULL || r == NULL || sc == NULL)
         PMPI_Abort(MPI_COMM_WORLD, 1);
-    memset(s, 1, o.max * (size_t)nranks);
+    sd = sc + nranks;
+    rc = sd + nranks;
+    rd = rc + nranks;
+    memset(s, 1, len);
     if (rank == 0) {
         printf("# arcoll-mpi-lat: %d ranks, skew by %s, seed %llu; MPI_* %s\n", nranks,
                o.spin ? "spinning" : "sleeping", (unsigned long long)o.seed,
                stats_fn ? "goes through libarcoll_mpi.so" : "is the MPI library (no shim loaded)");
+        if (o.colls >> C_ALLTOALLV & 1)
+            printf("# alltoallv: bytes = mean count per pair, counts -D %s (the same for both "
+                   "columns)\n",
+                   bstat_dist_names[o.dist]);
         printf("# latency = arrival to exit, mean over ranks and iterations (us); bound = last "
                "arrival - own arrival\n");
         printf("%-9s %8s %5s %8s %9s %10s %10s %9s %10s %10s\n", "coll", "bytes", "MIF", "T(us)",
                "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio",
                stats_fn ? "shim-bnd" : "MPI_-bnd", "PMPI-bnd");
     }
-    for (int c = 0; c < o.ncolls; c++)
-        for (int m = 0; m < o.nmifs; m++)
+    for (int c = 0; c < NCOLLS; c++)
+        for (int m = 0; m < o.nmifs && (o.colls >> c & 1); m++)
             for (size_t b = o.min; b <= o.max; b *= 2) {
                 bstat_point_t res[NCOLS];
                 double t_us = measure_t(s, (int)b);
-                bad += run_point(&o, o.colls[c], (int)b, o.mifs[m], t_us, s, r, res);
+                bad += run_point(&o, c, (int)b, o.mifs[m], t_us, s, r, res);
                 if (rank == 0)
                     printf("%-9s %8zu %5g %8.2f %9.2f %10.2f %10.2f %9.3f %10.2f %10.2f\n",
-                           names[o.colls[c]], b, o.mifs[m], t_us, res[COL_MPI].bound_mean,
+                           coll_names[c], b, o.mifs[m], t_us, res[COL_MPI].bound_mean,
                            res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean,
                            bstat_ratio(res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean),
                            res[COL_MPI].lat_mean - res[COL_MPI].bound_mean,
@@ -265,9 +378,10 @@ int main(int argc, char **argv)
     if (stats_fn != NULL) {
         unsigned long long mine[2], sum[2];
         stats_fn(&s1);
-        mine[0] =
-            s1.alltoall_arcoll + s1.allgather_arcoll - s0.alltoall_arcoll - s0.allgather_arcoll;
-        mine[1] = s1.alltoall_mpi + s1.allgather_mpi - s0.alltoall_mpi - s0.allgather_mpi;
+        mine[0] = s1.alltoall_arcoll + s1.allgather_arcoll + s1.alltoallv_arcoll -
+                  s0.alltoall_arcoll - s0.allgather_arcoll - s0.alltoallv_arcoll;
+        mine[1] = s1.alltoall_mpi + s1.allgather_mpi + s1.alltoallv_mpi - s0.alltoall_mpi -
+                  s0.allgather_mpi - s0.alltoallv_mpi;
         PMPI_Reduce(mine, sum, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0)
             printf("# shim: %llu MPI_* calls ran on arcoll, %llu went to PMPI (all ranks)\n",
@@ -277,6 +391,7 @@ int main(int argc, char **argv)
         printf("arcoll-mpi-lat: %d passed, %d failed\n", bad == 0, bad != 0);
     free(s);
     free(r);
+    free(sc);
     MPI_Finalize();
     return bad == 0 ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t mix64(uint64_t x)
 {
@@ -23,19 +24,58 @@ double bstat_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 
 #define VCOUNT_STREAM 0x56434e54ULL /* "VCNT" */
 
-size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, uint64_t call)
+const char *const bstat_dist_names[BSTAT_NDISTS] = {"uniform", "random", "sparse", "one-heavy"};
+
+int bstat_parse_dist(const char *name)
+{
+    for (int k = 0; k < BSTAT_NDISTS; k++)
+        if (strcmp(name, bstat_dist_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+int bstat_heavy_dst(int src, int n, uint64_t call)
+{
+    if (n <= 1)
+        return src;
+    return (int)(((uint64_t)src + 1 + call % (uint64_t)(n - 1)) % (uint64_t)n);
+}
+
+size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, int n, uint64_t call)
 {
     /* Its own seed stream, apart from the delays' draws of the same seed. */
     double u =
         bstat_uniform(seed ^ VCOUNT_STREAM, (uint64_t)(uint32_t)src << 32 | (uint32_t)dst, call);
 
-    if (dist == 1) {
+    switch (dist) {
+    case BSTAT_DIST_RANDOM: {
         size_t c = (size_t)(u * (double)(2 * mean + 1));
         return c > 2 * mean ? 2 * mean : c; /* the product may round up to 2 mean + 1 */
     }
-    if (dist == 2)
-        return u < 0.9 ? 0 : 10 * mean;
-    return mean;
+    case BSTAT_DIST_SPARSE: return u < 0.9 ? 0 : 10 * mean;
+    case BSTAT_DIST_ONE_HEAVY:
+        return dst == bstat_heavy_dst(src, n, call) ? BSTAT_HEAVY * mean : mean;
+    default: return mean;
+    }
+}
+
+size_t bstat_gvcount(int dist, uint64_t seed, size_t mean, int src, int n, uint64_t call)
+{
+    if (dist == BSTAT_DIST_ONE_HEAVY)
+        return n > 0 && (uint64_t)src == call % (uint64_t)n ? BSTAT_HEAVY * mean : mean;
+    return bstat_vcount(dist, seed, mean, src, src, n, call);
+}
+
+size_t bstat_vtotal(int dist, int n)
+{
+    size_t un = n > 0 ? (size_t)n : 0;
+
+    switch (dist) {
+    case BSTAT_DIST_RANDOM: return 2 * un;
+    case BSTAT_DIST_SPARSE: return 10 * un;
+    case BSTAT_DIST_ONE_HEAVY: return un > 0 ? un - 1 + BSTAT_HEAVY : 0;
+    default: return un;
+    }
 }
 
 int bstat_nlate(double frac, int n)

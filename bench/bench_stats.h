@@ -28,10 +28,39 @@ typedef struct bstat_skew {
  * rank can compute every rank's delay without communicating. */
 double bstat_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 
-/* Bytes src sends dst in the v-forms' call `call` around mean bytes, a pure
- * function of its arguments: dist 0 (uniform) mean; 1 (random) uniform in
- * [0, 2 mean]; 2 (sparse) 0 with probability 0.9, else 10 mean. */
-size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, uint64_t call);
+/* -D: how the v-forms' counts spread around the mean (bstat_vcount). */
+enum {
+    BSTAT_DIST_UNIFORM,   /* every block the mean */
+    BSTAT_DIST_RANDOM,    /* uniform in [0, 2 mean], fresh per pair and call */
+    BSTAT_DIST_SPARSE,    /* 0 with probability 0.9, else 10 mean */
+    BSTAT_DIST_ONE_HEAVY, /* the mean, but BSTAT_HEAVY x to one destination */
+    BSTAT_NDISTS
+};
+#define BSTAT_HEAVY 100
+extern const char *const bstat_dist_names[BSTAT_NDISTS];
+
+/* The BSTAT_DIST_* of a -D name, or -1. */
+int bstat_parse_dist(const char *name);
+
+/* The one destination src sends BSTAT_HEAVY x the mean to in call `call` of
+ * BSTAT_DIST_ONE_HEAVY: (src + 1 + call mod (n - 1)) mod n, never src itself
+ * (unless n is 1). The shift is the same for every source, so each rank also
+ * receives exactly one heavy block, and it rotates per call so that no pair
+ * stays heavy. */
+int bstat_heavy_dst(int src, int n, uint64_t call);
+
+/* Bytes src sends dst (of n ranks) in the v-forms' call `call` around mean
+ * bytes, a pure function of its arguments, so that sender and receiver agree
+ * without communicating (see the BSTAT_DIST_* above). */
+size_t bstat_vcount(int dist, uint64_t seed, size_t mean, int src, int dst, int n, uint64_t call);
+
+/* allgatherv's block of src: bstat_vcount of the pair (src, src), except that
+ * in BSTAT_DIST_ONE_HEAVY the one rank call mod n sends BSTAT_HEAVY x. */
+size_t bstat_gvcount(int dist, uint64_t seed, size_t mean, int src, int n, uint64_t call);
+
+/* The most bytes one rank sends or receives in a v-form call of n ranks, in
+ * units of the mean: what its buffers must hold. */
+size_t bstat_vtotal(int dist, int n);
 
 /* Number of late ranks: round(frac x n), clamped to [0, n]. */
 int bstat_nlate(double frac, int n);

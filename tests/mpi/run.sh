@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Embedding tests: the example channel (examples/oob_channel.c) and the PMPI shim
 # (libarcoll_mpi.so preloaded into ordinary MPI programs: tests/mpi/shim_test.c,
-# shim_coll_test.c, shim_split_test.c, and the Fortran shim_ftest.f90 / shim_ftest08.f90)
+# shim_coll_test.c, shim_split_test.c, shim_a2av_test.c, and the Fortran shim_ftest.f90 /
+# shim_ftest08.f90)
 # at 2-8 ranks, its fallbacks, ARCOLL_PROFILE through it, and proof that the tests fail
 # without it.
 # Usage: tests/mpi/run.sh BUILD_DIR [FILTER]; last line "mpi: N passed, N failed".
@@ -170,6 +171,45 @@ else
     # The latency benchmark through the shim, validating every call.
     t mpi-lat-3-shim ok:"went to PMPI" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         "$B/bin/arcoll-mpi-lat" -m 1:4k -i 10 -x 2 -M 0,16 -c
+    t mpi-lat-3-shim-a2av-one-heavy ok:"1 passed, 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        "$B/bin/arcoll-mpi-lat" -t alltoallv -D one-heavy -m 1:4k -i 10 -x 2 -M 0,16 -c
+    # MPI_Alltoallv/MPI_Ialltoallv with uneven counts (0, 1 and 1 MiB in one call, all 0,
+    # one-heavy, random, in place, a vector type; ints and doubles) on the world and a split
+    # communicator: the program checks every receive buffer itself, and rank 0's digests of
+    # all of them (stdout, in $LOG/NAME.digest) must be the same with the shim as without.
+    AT=$B/tests/shim_a2av_test
+    # a2av NAME NP ENV...: t NAME, stdout to $LOG/NAME.digest, the rest to the log.
+    a2av() {
+        local name=$1 np=$2
+        shift 2
+        t "$name" ok:" 0 failed" bash -c '"$@" >"$0"' "$LOG/$name.digest" \
+            $MPIRUN -np "$np" env "$@" "$AT"
+    }
+    # same NAME REF: NAME's digests are REF's, line for line (and there are some).
+    same() {
+        t "$1-same" ok:"digest lines identical" bash -c \
+            '[ -s "$0" ] && diff "$0" "$1" && echo "$(wc -l <"$1") digest lines identical"' \
+            "$LOG/$2.digest" "$LOG/$1.digest"
+    }
+    for n in 2 3 5 8; do
+        a2av "shim-a2av-$n-plain" $n
+        a2av "shim-a2av-$n" $n LD_PRELOAD="$PRE" ARCOLL_LOG=info
+        same "shim-a2av-$n" "shim-a2av-$n-plain"
+        # The shim served them (its MPI_Finalize line at ARCOLL_LOG=info, as for Fortran).
+        t "shim-a2av-$n-served" ok:"on arcoll" grep -m1 -E \
+            "alltoallv [1-9][0-9]* on arcoll.*ialltoallv [1-9][0-9]* on arcoll" \
+            "$LOG/shim-a2av-$n.log"
+    done
+    a2av shim-a2av-5-direct-zcopy 5 LD_PRELOAD="$PRE" ARCOLL_ALLTOALLV_ALG=direct ARCOLL_PATH=zcopy
+    same shim-a2av-5-direct-zcopy shim-a2av-5-plain
+    a2av shim-a2av-3-copy-small-bounce 3 LD_PRELOAD="$PRE" ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k
+    same shim-a2av-3-copy-small-bounce shim-a2av-3-plain
+    # Both checks can fail: one byte flipped on one rank after the call.
+    t shim-a2av-3-corrupt-is-caught fails:"FAIL random-int world alltoallv 0" bash -c \
+        '"$@" >"$0"' "$LOG/shim-a2av-3-corrupt.digest" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+        SHIM_A2AV_CORRUPT=1 "$AT"
+    t shim-a2av-3-corrupt-digest-differs fails:"random-int world alltoallv 0:" \
+        diff "$LOG/shim-a2av-3-plain.digest" "$LOG/shim-a2av-3-corrupt.digest"
 fi
 
 echo "mpi: $pass passed, $fail failed"

@@ -289,8 +289,8 @@ static void test_vcounts(void **state)
     (void)state;
     for (int k = 0; k < calls; k++)
         for (int dist = 0; dist < 3; dist++) {
-            size_t c = bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k);
-            assert_int_equal(c, bstat_vcount(dist, 7, 100, k % 5, k % 3, (uint64_t)k));
+            size_t c = bstat_vcount(dist, 7, 100, k % 5, k % 3, 5, (uint64_t)k);
+            assert_int_equal(c, bstat_vcount(dist, 7, 100, k % 5, k % 3, 5, (uint64_t)k));
             assert_true(c <= (dist == 2 ? 1000u : dist == 1 ? 200u : 100u));
             assert_true(dist != 2 || c == 0 || c == 1000);
             zeros += dist == 2 && c == 0;
@@ -300,9 +300,47 @@ static void test_vcounts(void **state)
     assert_true(fabs(sum[1] / calls - 100) < 3);
     assert_true(fabs(sum[2] / calls - 100) < 10);
     assert_true(zeros > calls * 0.88 && zeros < calls * 0.92);
-    assert_int_equal(bstat_vcount(1, 1, 0, 0, 1, 1), 0);
-    assert_true(bstat_vcount(1, 1, 100, 0, 1, 1) != bstat_vcount(1, 1, 100, 1, 0, 1) ||
-                bstat_vcount(1, 1, 100, 0, 1, 2) != bstat_vcount(1, 1, 100, 1, 0, 2));
+    assert_int_equal(bstat_vcount(1, 1, 0, 0, 1, 2, 1), 0);
+    assert_true(bstat_vcount(1, 1, 100, 0, 1, 2, 1) != bstat_vcount(1, 1, 100, 1, 0, 2, 1) ||
+                bstat_vcount(1, 1, 100, 0, 1, 2, 2) != bstat_vcount(1, 1, 100, 1, 0, 2, 2));
+}
+
+/* one-heavy: per call and source exactly one block of 100x, never to itself,
+ * each destination receiving exactly one; the totals what vtotal claims. */
+static void test_vcounts_one_heavy(void **state)
+{
+    (void)state;
+    assert_int_equal(bstat_parse_dist("one-heavy"), BSTAT_DIST_ONE_HEAVY);
+    assert_int_equal(bstat_parse_dist("uniform"), BSTAT_DIST_UNIFORM);
+    assert_int_equal(bstat_parse_dist("heavy"), -1);
+    for (int n = 1; n <= 9; n++)
+        for (uint64_t call = 0; call < 20; call++) {
+            int heavy_in[9] = {0}, gheavy = 0;
+            for (int src = 0; src < n; src++) {
+                size_t total = 0;
+                int heavy = 0;
+                for (int dst = 0; dst < n; dst++) {
+                    size_t c = bstat_vcount(BSTAT_DIST_ONE_HEAVY, 3, 10, src, dst, n, call);
+                    assert_true(c == 10 || c == 10 * BSTAT_HEAVY);
+                    if (c != 10) {
+                        heavy++;
+                        heavy_in[dst]++;
+                        assert_int_equal(dst, bstat_heavy_dst(src, n, call));
+                        assert_true(n == 1 || dst != src);
+                    }
+                    total += c;
+                }
+                assert_int_equal(heavy, 1);
+                assert_int_equal(total, 10 * bstat_vtotal(BSTAT_DIST_ONE_HEAVY, n));
+                gheavy += bstat_gvcount(BSTAT_DIST_ONE_HEAVY, 3, 10, src, n, call) != 10;
+            }
+            for (int dst = 0; dst < n; dst++)
+                assert_int_equal(heavy_in[dst], 1);
+            assert_int_equal(gheavy, 1);
+        }
+    /* The destination moves from call to call. */
+    assert_true(bstat_heavy_dst(0, 4, 0) != bstat_heavy_dst(0, 4, 1));
+    assert_int_equal(bstat_vtotal(BSTAT_DIST_SPARSE, 4), 40);
 }
 
 int main(void)
@@ -325,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_vcounts),
+        cmocka_unit_test(test_vcounts_one_heavy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
