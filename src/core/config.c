@@ -92,9 +92,9 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_SLOAV_MAX", CFG_SIZE, CFG_OFF(sloav_max), NULL, "2k", 0, (1L << 31), 1,
      "sloav/sloavx alltoallv: blocks up to this size are routed in log steps, larger ones "
      "go direct (decided per block by its length, which both its ends know)"},
-    {"ARCOLL_SLOAV_PHASES", CFG_LONG, CFG_OFF(sloav_phases), NULL, "2", 1, 2, 1,
-     "sloav/sloavx: 2 = each step sends the size, then the data (seed 000); 1 = the data "
-     "alone, its length read from the message header (half the start-ups)"},
+    {"ARCOLL_SLOAV_PHASES", CFG_LONG, CFG_OFF(sloav_phases), NULL, "1", 1, 2, 1,
+     "sloav/sloavx: 1 = each step sends its data alone, the receiver reads the length from "
+     "the message header; 2 = the size first, then the data (seed 000: twice the start-ups)"},
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
      "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
     {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0, "log level on stderr"},

@@ -129,14 +129,15 @@ for shape in 8:2 8:4 6:3,1 7:3,2,2 16:4; do
     n=${shape%%:*} k=${shape#*:}
     run "a2av-$n-nodes-$k" ok env ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" a2av
 done
-# One-phase steps (ARCOLL_SLOAV_PHASES=1: the length from the header, no size message).
+# Seed 000's two-phase steps (ARCOLL_SLOAV_PHASES=2: a size message, then the data; the
+# default sends the data alone and the receiver reads its length from the header).
 for n in 5 16; do
-    run "mpirun-$n-a2av-1phase" ok env ARCOLL_SLOAV_PHASES=1 $MPIRUN -np $n "$T/coll_test" a2av
+    run "mpirun-$n-a2av-2phase" ok env ARCOLL_SLOAV_PHASES=2 $MPIRUN -np $n "$T/coll_test" a2av
 done
-run a2av-8-nodes-3-1phase ok env ARCOLL_SLOAV_PHASES=1 ARCOLL_NODE_SIZE=3 $MPIRUN -np 8 \
+run a2av-8-nodes-3-2phase ok env ARCOLL_SLOAV_PHASES=2 ARCOLL_NODE_SIZE=3 $MPIRUN -np 8 \
     "$T/coll_test" a2av
 for n in 3 8; do
-    run "mpirun-$n-vbad-1phase" ok env ARCOLL_SLOAV_PHASES=1 $MPIRUN -np $n "$T/coll_test" vbad
+    run "mpirun-$n-vbad-2phase" ok env ARCOLL_SLOAV_PHASES=2 $MPIRUN -np $n "$T/coll_test" vbad
 done
 for alg in sloav sloavx; do
     run "mpirun-5-vskew-$alg" ok env VSKEW_ALG=$alg ARCOLL_NODE_SIZE=2 $MPIRUN -np 5 \

@@ -210,9 +210,9 @@ else
     same shim-a2av-5-sloav shim-a2av-5-plain
     a2av shim-a2av-8-sloavx-nodes2 8 LD_PRELOAD="$PRE" ARCOLL_ALLTOALLV_ALG=sloavx ARCOLL_NODE_SIZE=2
     same shim-a2av-8-sloavx-nodes2 shim-a2av-8-plain
-    a2av shim-a2av-3-sloav-1phase 3 LD_PRELOAD="$PRE" ARCOLL_ALLTOALLV_ALG=sloav \
-        ARCOLL_SLOAV_PHASES=1
-    same shim-a2av-3-sloav-1phase shim-a2av-3-plain
+    a2av shim-a2av-3-sloav-2phase 3 LD_PRELOAD="$PRE" ARCOLL_ALLTOALLV_ALG=sloav \
+        ARCOLL_SLOAV_PHASES=2
+    same shim-a2av-3-sloav-2phase shim-a2av-3-plain
     # Both checks can fail: one byte flipped on one rank after the call.
     t shim-a2av-3-corrupt-is-caught fails:"FAIL random-int world alltoallv 0" bash -c \
         '"$@" >"$0"' "$LOG/shim-a2av-3-corrupt.digest" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
