@@ -123,6 +123,15 @@ ap pair_vskew vskew 1000 200
 for alg in ring rdd rdh; do
     VSKEW_ALG=$alg ap pair_vskew_$alg vskew 1000 200
 done
+# The logarithmic alltoallv (src/sloav/) across the nodes: sloav, sloavx and pap x the four
+# count distributions x sizes x in place x nonblocking x routing limits, and blocks of 0, 1
+# and 1 MiB mixed in one call (as in the single guest: all of it at one and two ranks per
+# node, the limits rotating from cell to cell at four), where sloavx's nodes are the guests;
+# then 1000 back-to-back skewed calls of sloavx.
+AP_PPN=1 ap pair_a2av_np2 a2av
+ap pair_a2av a2av
+COLL_A2AV_QUICK=1 AP_PPN=4 ap pair_a2av_quick_np8 a2av
+VSKEW_ALG=sloavx ap pair_vskew_sloavx vskew 1000 200
 # ==== end of arcoll tests ================================================================
 
 step "done"

@@ -177,6 +177,20 @@ av verbs_inflight_np3 3 ok "$T/coll_test" inflight
 ARCOLL_NODE_SIZE=2 av verbs_split_nodes2_np4 4 ok "$T/coll_test" split
 av verbs_split_np3 3 ok "$T/coll_test" split
 av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
+# The logarithmic alltoallv (src/sloav/): sloav, sloavx and pap x the four count
+# distributions x sizes x in place x nonblocking x routing limits (ARCOLL_SLOAV_MAX 2k, 0,
+# 64k), and blocks of 0, 1 and 1 MiB mixed in one call; sloavx on pretend nodes of 2; 1000
+# back-to-back skewed calls of each (vbad above covers their cross-rank mismatches). All of
+# it at 2 ranks and on the pretend nodes; the others rotate the limits from cell to cell
+# (COLL_A2AV_QUICK: every limit still meets every distribution and size).
+av verbs_a2av_np2 2 ok "$T/coll_test" a2av
+for np in 3 5 8 16; do
+    av verbs_a2av_quick_np$np $np ok env COLL_A2AV_QUICK=1 "$T/coll_test" a2av
+done
+ARCOLL_NODE_SIZE=2 av verbs_a2av_nodes2_np8 8 ok "$T/coll_test" a2av
+for alg in sloav sloavx; do
+    VSKEW_ALG=$alg av verbs_vskew_${alg}_np4 4 ok "$T/coll_test" vskew 1000 200
+done
 # ==== end of arcoll tests ================================================================
 
 step "done"
