@@ -187,10 +187,13 @@ int arcoll_iallgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t b
  * the reductions, whose arguments (count, dtype, op, rcounts) must be equal
  * everywhere, every message carries a signature of them, and a rank that
  * found a disagreement poisons what it sends on, so every rank whose result
- * depends on it gets ARCOLL_ERR_MISMATCH too; alltoallv (not in place) checks
- * each block's length against its receiver's before sending a byte, so both
- * the sender and the receiver of a disagreeing block get it. A mismatch fails
- * the team, like a timeout.
+ * depends on it gets ARCOLL_ERR_MISMATCH too; alltoallv by pap or direct (not
+ * in place) checks each block's length against its receiver's before sending
+ * a byte, so both the sender and the receiver of a disagreeing block get it;
+ * sloav and sloavx relay small blocks through other ranks, so only the
+ * destination can compare: it (and the ranks its later messages reach) gets
+ * ARCOLL_ERR_MISMATCH, the sender of a relayed block may return ARCOLL_OK.
+ * A mismatch fails the team, like a timeout.
  * [serialized]
  */
 #define ARCOLL_IN_PLACE ((const void *)1)

@@ -69,7 +69,8 @@ static const cfg_var_t cfg_vars[] = {
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
      "rdh (recursive doubling in distance-halving order, seed 003) or auto"},
     {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "pap", 0, 0, 1,
-     "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), or auto"},
+     "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), sloav or "
+     "sloavx (logarithmic, seed 000), or auto"},
     {"ARCOLL_ALLGATHERV_ALG", CFG_ENUM, CFG_OFF(allgatherv_alg), cfg_algs, "auto", 0, 0, 1,
      "allgatherv algorithm: direct, pap, ring, rdd, rdh or auto (by size)"},
     {"ARCOLL_REDUCE_SCATTER_ALG", CFG_ENUM, CFG_OFF(reduce_scatter_alg), cfg_algs, "auto", 0, 0, 1,

@@ -43,7 +43,9 @@ int sched_mem_tmp(sched_mem_t *m, size_t len)
     char *p;
 
     if (len <= m->tmp_cap)
-        return 0;
+        return ARCOLL_OK;
+    if (m->pinned)
+        return ARCOLL_INPROGRESS;
     while (want < len)
         want = want > SIZE_MAX / 2 ? len : want * 2;
     p = realloc(m->buf[SCHED_BUF_TMP], want);
@@ -51,7 +53,7 @@ int sched_mem_tmp(sched_mem_t *m, size_t len)
         return ARCOLL_ERR_NOMEM;
     m->buf[SCHED_BUF_TMP] = p;
     m->tmp_cap = want;
-    return 0;
+    return ARCOLL_OK;
 }
 
 void sched_reset(sched_t *s)

@@ -40,10 +40,13 @@
  * it received before): the shape (who sends to whom, in which round) is fixed
  * at start, the lengths are not. An optional hook runs once for each round
  * r = 0 .. nrounds, after every receive of rounds < r was applied and every
- * send of rounds < r completed locally, and before any send or receive of
- * round r moves a byte (it counts as a local copy of round r, rule 4). It
- * may rewrite the segments of messages of rounds >= r (lengths included) and
- * grow TMP (sched_mem_tmp); hook(nrounds) runs after everything else.
+ * send of rounds < r was written (the channel may still be reading it:
+ * sched_mem_t.pinned), and before any send or receive of round r moves a
+ * byte (it counts as a local copy of round r, rule 4). It may rewrite the
+ * segments of messages of rounds >= r (lengths included) and grow TMP
+ * (sched_mem_tmp); hook(nrounds) runs after everything else but the
+ * unordered messages. A hook that returns ARCOLL_INPROGRESS changed nothing
+ * and runs again later.
  */
 #ifndef ARCOLL_CORE_SCHED_H
 #define ARCOLL_CORE_SCHED_H
@@ -85,6 +88,11 @@ typedef struct sched_msg {
 typedef struct sched_mem {
     char *buf[SCHED_NBUF];
     size_t tmp_cap;
+    /* Set by the executor while channel operations may still read TMP (a
+     * put the channel queued keeps its source pointer): TMP must not move,
+     * so sched_mem_tmp refuses to grow it (ARCOLL_INPROGRESS) and the hook
+     * or on_size returns that, having changed nothing, to be called again. */
+    int pinned;
 } sched_mem_t;
 
 typedef struct sched sched_t;
@@ -129,7 +137,8 @@ int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t
 /* At least len bytes of aux, kept (zeroed only where new): NULL if out of memory. */
 void *sched_aux(sched_t *s, size_t len);
 /* Grow TMP to at least len bytes, keeping its contents (segments name TMP by
- * offset, so they stay valid). 0 or ARCOLL_ERR_NOMEM. */
+ * offset, so they stay valid). ARCOLL_OK, ARCOLL_ERR_NOMEM, or
+ * ARCOLL_INPROGRESS if it would have to move while pinned. */
 int sched_mem_tmp(sched_mem_t *m, size_t len);
 /* Total bytes of a message's (or a local copy's destination) segments. */
 uint64_t sched_msg_len(const sched_t *s, const sched_msg_t *m);

@@ -22,6 +22,16 @@
 #include "core/reduce.h"
 
 #define SX_NONE UINT32_MAX
+/* Folded into the header signature of unordered messages: a receiver can
+ * never take one for an ordered message of the same length, or the reverse
+ * (their order in a stream differs between the ends only when the ends
+ * disagree on which blocks go direct). */
+#define SX_SIG_UNORDERED 0x5a5a0f0f3c3c9696ULL
+
+static uint64_t sx_sig(const coll_req_t *r, const sched_msg_t *m)
+{
+    return r->args.sig ^ (m->unordered ? SX_SIG_UNORDERED : 0);
+}
 
 typedef struct sched_exec {
     sched_t s;
@@ -260,7 +270,10 @@ static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
             int rc;
             if (h > x->recv_ok || h > x->send_ok)
                 return ARCOLL_OK;
+            x->mem.pinned = outstanding != 0;
             rc = s->hook(s->hook_arg, s, &x->mem, h);
+            if (rc == ARCOLL_INPROGRESS)
+                return ARCOLL_OK; /* TMP must grow but may not move yet */
             if (rc == ARCOLL_OK)
                 rc = sx_count_frags(r, x);
             if (rc != ARCOLL_OK)
@@ -350,6 +363,13 @@ void eng_sched_reject(coll_req_t *r, uint32_t p)
                           &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
+void eng_sched_reject_pending(coll_req_t *r)
+{
+    for (uint32_t p = 0; p < r->team->size; p++)
+        if (r->sx->rx_head[p] != SX_NONE)
+            eng_sched_reject(r, p);
+}
+
 /* Receive what landed from peer p: one fragment at most (the next one needs
  * our credit first). */
 static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
@@ -360,14 +380,16 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
     const sched_msg_t *m = &x->s.recv[mi];
-    uint64_t len = sched_msg_len(&x->s, m), b = t->layout.bounce, flen;
+    uint64_t len = sched_msg_len(&x->s, m), b = t->layout.bounce, flen, sig = sx_sig(r, m);
     int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
         return ARCOLL_OK;
-    if (x->rx_off[p] == 0 && m->open && hdr->sig == r->args.sig && x->s.on_size != NULL) {
+    if (x->rx_off[p] == 0 && m->open && hdr->sig == sig && x->s.on_size != NULL) {
         /* The length is the sender's: the algorithm places the message now. */
         int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
+        if (rc == ARCOLL_INPROGRESS)
+            return ARCOLL_OK; /* taken once TMP may move */
         if (rc == ARCOLL_OK)
             rc = sx_count_frags(r, x);
         if (rc != ARCOLL_OK && rc != ARCOLL_ERR_MISMATCH)
@@ -375,10 +397,15 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         reject = rc == ARCOLL_ERR_MISMATCH;
         len = sched_msg_len(&x->s, m);
     }
-    if (x->rx_off[p] == 0 && (reject || hdr->size != len || hdr->sig != r->args.sig)) {
+    if (x->rx_off[p] == 0 && (reject || hdr->size != len || hdr->sig != sig)) {
         c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
-        if (!r->deferred && hdr->sig != r->args.sig)
+        if (!r->deferred && hdr->sig == (sig ^ SX_SIG_UNORDERED))
+            log_err("%s (epoch %llu, %s): team rank %u sent a block direct where this rank "
+                    "expects it routed, or the reverse (round %u): its counts disagree with ours",
+                    coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p,
+                    m->round);
+        else if (!r->deferred && hdr->sig != sig)
             log_err("%s (epoch %llu, %s): team rank %u called it with other arguments than this "
                     "rank (count, datatype, op or receive counts differ), or passes on such a "
                     "disagreement",
@@ -456,7 +483,7 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     if (at == 0) {
         /* size, sig (copied at the call, chan.h). After a mismatch here, what we
          * send is poisoned: ranks downstream learn of it instead of using it. */
-        uint64_t hdr[2] = {len, r->deferred ? ~r->args.sig : r->args.sig};
+        uint64_t sig = sx_sig(r, m), hdr[2] = {len, r->deferred ? ~sig : sig};
         rc = c->ops->put(c, cr, hdr, sizeof(hdr), NULL, dst, off + offsetof(wire_slot_hdr_t, size));
         if (rc != ARCOLL_OK)
             return rc;
@@ -559,7 +586,9 @@ int eng_sched_start(coll_req_t *r, int mode)
     rc = sx_plan(r, x);
     if (rc != ARCOLL_OK)
         return rc;
-    if (sched_mem_tmp(&x->mem, x->s.tmp_len) != 0) {
+    /* The slot's previous call completed with nothing outstanding. */
+    x->mem.pinned = 0;
+    if (sched_mem_tmp(&x->mem, x->s.tmp_len) != ARCOLL_OK) {
         log_err("%s: out of memory for a %zu-byte scratch buffer", coll_type_name(r->type),
                 x->s.tmp_len);
         return ARCOLL_ERR_NOMEM;
@@ -598,6 +627,7 @@ int eng_sched_progress(coll_req_t *r)
     outstanding = c->ops->progress(c);
     if (outstanding < 0)
         return coll_fail(r, outstanding);
+    x->mem.pinned = outstanding != 0;
     rc = sx_locals(r, x, outstanding);
     for (uint32_t p = 0; rc == ARCOLL_OK && x->recvs && p < t->size; p++)
         if (x->rx_head[p] != SX_NONE)

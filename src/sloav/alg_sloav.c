@@ -10,9 +10,11 @@
 
 enum { SLOAV_FLAT = 0, SLOAV_NODES = 1 };
 
-/* The last hook reports disagreeing counts: keep the call going (peers are
- * still owed their messages), end it with MISMATCH, stop streams that carry
- * what we do not expect. */
+/* A hook that finds disagreeing counts keeps the call going (peers are
+ * still owed their messages), ends it with MISMATCH and stops the streams
+ * that carry what we do not expect. After the last hook of a failed call the
+ * direct blocks still awaited may never come (a poisoned call skips the path
+ * checks that would tell which): stop waiting for all of them. */
 static int sloav_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 {
     coll_req_t *r = arg;
@@ -22,15 +24,19 @@ static int sloav_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
     if (r->deferred)
         rt_poison(rt);
     rc = rt_round(rt, s, m, round);
-    if (rc != ARCOLL_ERR_MISMATCH)
-        return rc;
-    if (!r->deferred)
-        log_err("%s (epoch %llu, %s): %s", coll_type_name(r->type), (unsigned long long)r->epoch,
-                r->alg->name, rt_why(rt));
-    r->deferred = ARCOLL_ERR_MISMATCH;
-    for (uint32_t q = 0; q < r->team->size; q++)
-        if (rt_rejects(rt, q, round))
-            eng_sched_reject(r, q);
+    if (rc != ARCOLL_OK && rc != ARCOLL_ERR_MISMATCH)
+        return rc; /* INPROGRESS (it runs again), or a local failure */
+    if (rt_failed(rt)) {
+        if (!r->deferred)
+            log_err("%s (epoch %llu, %s): %s", coll_type_name(r->type),
+                    (unsigned long long)r->epoch, r->alg->name, rt_why(rt));
+        r->deferred = ARCOLL_ERR_MISMATCH;
+        for (uint32_t q = 0; q < r->team->size; q++)
+            if (rt_rejects(rt, q, round))
+                eng_sched_reject(r, q);
+    }
+    if (r->deferred && round == s->nrounds)
+        eng_sched_reject_pending(r);
     return ARCOLL_OK;
 }
 

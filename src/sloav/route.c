@@ -44,6 +44,7 @@ struct rt {
     uint32_t nel, cap_el;
     uint64_t cursor;   /* next free TMP byte */
     uint32_t bad_from; /* sent a message that does not parse: stop its stream */
+    uint32_t absorbed; /* steps whose received message joined the table */
     char why[192];
 };
 
@@ -155,15 +156,22 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
     uint8_t src = c->in_place ? SCHED_BUF_RECV : SCHED_BUF_SEND;
     const size_t *sc = c->in_place ? c->rcounts : c->scounts,
                  *sd = c->in_place ? c->rdispls : c->sdispls;
-    uint64_t fixed;
+    uint64_t fixed, cap;
     rt_t *rt;
     int rc = 0;
 
     sched_reset(s);
     /* What one rank can hold at once: its subtree's blocks while gathering
-     * or scattering, or as a leader one (source node, destination node)
-     * group per node. */
-    rt = rt_alloc(s, n, 2 * G + B, n * lmax + n);
+     * or scattering; as a leader after step b, for each of the M distances
+     * one (source node, destination node) group of at most lmax^2 elements
+     * (neither end of the groups ranges over distinct nodes when nodes are
+     * unequal); never more than every block of the call. */
+    cap = (uint64_t)M * lmax * lmax;
+    cap = cap < (uint64_t)n * n ? cap : (uint64_t)n * n;
+    cap = cap > n ? cap : n;
+    if (cap > UINT32_MAX / 2)
+        return ARCOLL_ERR_NOMEM;
+    rt = rt_alloc(s, n, 2 * G + B, (uint32_t)cap);
     if (rt == NULL)
         return ARCOLL_ERR_NOMEM;
     rt->n = n;
@@ -327,6 +335,7 @@ static int rt_pack(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
     uint64_t need = RT_HEAD, at;
     uint32_t count = 0, keep = 0;
     char *out, *ent, *data;
+    int rc;
 
     if (p->to == RT_NONE)
         return 0;
@@ -335,8 +344,9 @@ static int rt_pack(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
             count++;
             need += RT_ENTRY + rt->el[i].len;
         }
-    if (sched_mem_tmp(m, rt->cursor + need) != 0)
-        return ARCOLL_ERR_NOMEM;
+    rc = sched_mem_tmp(m, rt->cursor + need); /* before anything changes (INPROGRESS) */
+    if (rc != ARCOLL_OK)
+        return rc;
     at = rt->cursor;
     rt->cursor += need;
     out = m->buf[SCHED_BUF_TMP] + at;
@@ -367,23 +377,22 @@ static int rt_pack(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
 /* Step p's message is size bytes: make room for it in TMP. */
 static int rt_land(rt_t *rt, sched_t *s, sched_mem_t *m, rt_step_t *p, uint32_t st, uint64_t size)
 {
-    uint64_t most = RT_HEAD + (uint64_t)rt->cap_el * (RT_ENTRY + rt->thresh);
-    int rc = 0;
+    uint64_t most = RT_HEAD + (uint64_t)rt->cap_el * (RT_ENTRY + rt->thresh), take = size;
+    int rc;
 
-    if (size < RT_HEAD || size > most) {
-        /* A dropped stream leaves the size unwritten: expect the minimum. */
-        rc = rt->bad ? 0
-                     : rt_mismatch(rt, "team rank %u announced a %llu-byte message in step %u",
-                                   p->from, (unsigned long long)size, st);
-        size = RT_HEAD;
-    }
-    if (sched_mem_tmp(m, rt->cursor + size) != 0)
-        return ARCOLL_ERR_NOMEM;
+    if (size < RT_HEAD || size > most)
+        take = RT_HEAD;                       /* it will be rejected: expect the minimum */
+    rc = sched_mem_tmp(m, rt->cursor + take); /* before anything changes (INPROGRESS) */
+    if (rc != ARCOLL_OK)
+        return rc;
     s->segs[s->recv[p->recv_data].seg] =
-        (sched_seg_t){.off = rt->cursor, .len = size, .buf = SCHED_BUF_TMP};
+        (sched_seg_t){.off = rt->cursor, .len = take, .buf = SCHED_BUF_TMP};
     p->recv_at = rt->cursor;
-    rt->cursor += size;
-    return rc;
+    rt->cursor += take;
+    if (take != size && !rt->bad)
+        return rt_mismatch(rt, "team rank %u announced a %llu-byte message in step %u", p->from,
+                           (unsigned long long)size, st);
+    return ARCOLL_OK;
 }
 
 /* Step st's size has landed (two-phase). */
@@ -508,8 +517,11 @@ int rt_round(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 
     if (round % rt->phases)
         return rt_size(rt, s, m, st);
-    if (st > 0)
+    /* A hook that must wait (INPROGRESS) runs again: absorb once. */
+    if (st > 0 && rt->absorbed < st) {
+        rt->absorbed = st;
         rc = rt_absorb(rt, s, m, st - 1);
+    }
     if (rc != 0 && rc != ARCOLL_ERR_MISMATCH)
         return rc;
     rc2 = st == rt->nsteps ? rt_place(rt, m) : rt_pack(rt, s, m, st);
@@ -519,6 +531,11 @@ int rt_round(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 const char *rt_why(const rt_t *rt)
 {
     return rt->why;
+}
+
+int rt_failed(const rt_t *rt)
+{
+    return rt->bad;
 }
 
 void rt_poison(rt_t *rt)

@@ -63,6 +63,8 @@ int rt_round(void *arg, sched_t *s, sched_mem_t *m, uint32_t round);
 /* The open receive of a one-phase step landed with len bytes (sched_size_t). */
 int rt_sized(void *arg, sched_t *s, sched_mem_t *m, uint32_t idx, uint64_t len);
 const char *rt_why(const rt_t *rt);
+/* A mismatch was found (or rt_poison'ed): the call ends with MISMATCH. */
+int rt_failed(const rt_t *rt);
 /* After a hook that reported a mismatch: 1 if the stream from team rank q
  * carries what this rank does not expect (a message that does not parse, or,
  * after the last round's hook, a block that took another path than this rank

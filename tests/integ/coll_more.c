@@ -725,7 +725,7 @@ static void test_vbad(arcoll_context_t ctx)
         /* kinds 3..8 are alltoallv's, which pap, direct, sloav and sloavx
          * serve; sloav(x) only alltoallv */
         int a2av = a < 2 || a >= 5;
-        for (int kind = a >= 5 ? 3 : 0; kind < (a2av ? 9 : 3); kind++) {
+        for (int kind = a >= 5 ? 3 : 0; kind < (a >= 5 ? 11 : a2av ? 9 : 3); kind++) {
             arcoll_team_t t = NULL;
             char what[96];
             rc = arcoll_team_split(world, 0, 0, &t);
@@ -755,17 +755,29 @@ static void test_vbad(arcoll_context_t ctx)
                  * threshold 16k), 5: 0/8, 6: 8/0, 7: 8/80K and 8: 80K/8 (the
                  * two ends' lengths pick different paths; for sloav(x):
                  * routed at one end, direct at the other). */
-                static const size_t sent[] = {11, 80 * 1024 + 3, 0, 8, 8, 80 * 1024};
-                static const size_t want[] = {8, 80 * 1024, 8, 0, 80 * 1024, 8};
+                static const size_t sent[] = {11, 80 * 1024 + 3, 0, 8, 8, 80 * 1024, 2040, 3000};
+                static const size_t want[] = {8, 80 * 1024, 8, 0, 80 * 1024, 8, 2056, 4000};
                 const size_t stride = 96 * 1024;
                 for (int j = 0; j < n; j++) {
                     c[j] = me == 0 && j == 1 ? sent[kind - 3] : 8;
                     c2[j] = me == 1 && j == 0 ? want[kind - 3] : 8;
                     d[j] = d2[j] = (size_t)j * stride;
                 }
+                /* sloav(x), limit 2k: kind 9, a routed 2040-byte block whose
+                 * packed message (2056 bytes) is exactly the direct block its
+                 * receiver expects; kind 10, two disagreements at rank 1 (a
+                 * direct block's length, and from rank 2 a routed block where
+                 * a direct one is expected). */
+                if (kind == 10 && n > 2) {
+                    c[1] = me == 2 ? 100 : c[1];
+                    c2[2] = me == 1 ? 3000 : c2[2];
+                }
+                if (kind >= 9)
+                    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
                 set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
                 rc = arcoll_alltoallv(t, big, c, d, bigout, c2, d2);
                 set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+                set(ctx, "ARCOLL_SLOAV_MAX", "16k");
             }
             snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
             if (kind >= 3 && (me > 1 || (me == 0 && a >= 5)))

@@ -125,7 +125,7 @@ run mpirun-3-vskew-mixed-slow ok $MPIRUN -np 3 "$T/coll_test" vskew 300 3000
 for n in 1 2 3 4 5 8 16; do
     run "mpirun-$n-a2av" ok $MPIRUN -np $n "$T/coll_test" a2av
 done
-for shape in 8:2 8:4 6:3,1 7:3,2,2 16:4; do
+for shape in 8:2 8:4 6:3,1 7:3,2,2 16:4 11:5; do
     n=${shape%%:*} k=${shape#*:}
     run "a2av-$n-nodes-$k" ok env ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" a2av
 done

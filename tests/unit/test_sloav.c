@@ -177,7 +177,13 @@ static int sim_run(sim_t *sim, int kind, uint64_t seed, size_t max, uint64_t thr
             sim_rank_t *r = &sim->r[i];
             int rc;
             assert_int_equal(r->s.nrounds, nr); /* every rank runs every step */
+            /* First while the channel still reads TMP: a hook that must
+             * grow it waits (INPROGRESS) and runs again unchanged. */
+            r->m.pinned = 1;
             rc = r->s.hook(r->s.hook_arg, &r->s, &r->m, h);
+            r->m.pinned = 0;
+            if (rc == ARCOLL_INPROGRESS)
+                rc = r->s.hook(r->s.hook_arg, &r->s, &r->m, h);
             if (rc == ARCOLL_ERR_MISMATCH) {
                 r->mismatch = 1;
                 continue;
@@ -212,8 +218,12 @@ static int sim_run(sim_t *sim, int kind, uint64_t seed, size_t max, uint64_t thr
                 uint32_t ri = (*nx)++;
                 const sched_msg_t *rm = &b->s.recv[ri];
                 if (rm->open) { /* its length is the sender's (one-phase) */
-                    int rc =
-                        b->s.on_size(b->s.hook_arg, &b->s, &b->m, ri, sched_msg_len(&a->s, sm));
+                    uint64_t len = sched_msg_len(&a->s, sm);
+                    b->m.pinned = 1;
+                    int rc = b->s.on_size(b->s.hook_arg, &b->s, &b->m, ri, len);
+                    b->m.pinned = 0;
+                    if (rc == ARCOLL_INPROGRESS)
+                        rc = b->s.on_size(b->s.hook_arg, &b->s, &b->m, ri, len);
                     if (rc == ARCOLL_ERR_MISMATCH)
                         b->mismatch = 1;
                     else
@@ -312,6 +322,7 @@ static void test_sloavx_nodes(void **state)
         {6, 2, {3, 3}, 1},       {7, 3, {3, 2, 2}, 0},  {6, 2, {5, 1}, 0},
         {5, 1, {5}, 0},          {12, 3, {4, 4, 4}, 1}, {9, 4, {1, 3, 2, 3}, 0},
         {16, 2, {8, 8}, 0},      {2, 2, {1, 1}, 0},     {13, 5, {3, 2, 3, 2, 3}, 1},
+        {11, 3, {5, 5, 1}, 0},   {17, 3, {8, 8, 1}, 0},
     };
     (void)state;
     for (phases = 1; phases <= 2; phases++)
@@ -320,6 +331,19 @@ static void test_sloavx_nodes(void **state)
             sim_nodes(&sim, shapes[i].sizes, shapes[i].nnodes, shapes[i].interleave);
             sweep(&sim, 0);
         }
+    phases = 2;
+    /* random shapes, consecutive or interleaved */
+    srand(7);
+    for (int it = 0; it < 300; it++) {
+        uint32_t nn = 2 + (uint32_t)rand() % 7, sz[8], tot = 0;
+        for (uint32_t e = 0; e < nn; e++)
+            tot += sz[e] = 1 + (uint32_t)rand() % 8;
+        sim_t sim = {.n = tot};
+        sim_nodes(&sim, sz, nn, it & 1);
+        phases = 1 + (it & 2) / 2;
+        sim_run(&sim, it % 4, (uint64_t)it, 1 + (size_t)it % 100, (uint64_t)(it % 3) * 40,
+                it % 5 == 0, -1, 0, 0, NULL);
+    }
     phases = 2;
 }
 
