@@ -548,7 +548,8 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
 int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *out)
 {
     struct arcoll_context *ctx;
-    uint64_t mine[2], *digests = NULL; /* per rank: settings digest, ARCOLL_PROFILE set */
+    /* per rank: settings digest; bit 0 ARCOLL_PROFILE set, bit 1 its host oversubscribed */
+    uint64_t mine[2], *digests = NULL;
     int *world = NULL, profile = 0;
     int rc;
 
@@ -606,12 +607,13 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
         goto err_boot;
     }
     mine[0] = core_config_digest(&ctx->cfg);
-    mine[1] = ctx->cfg.profile[0] != '\0';
+    mine[1] = (uint64_t)(ctx->cfg.profile[0] != '\0') | (uint64_t)ctx->oversubscribed << 1;
     rc = ctx->boot->allgather(ctx->boot, mine, digests, sizeof(mine));
     if (rc != ARCOLL_OK)
         goto err_digests;
     for (int i = 0; i < ctx->boot->size; i++) {
-        profile |= digests[2 * i + 1] != 0;
+        profile |= (digests[2 * i + 1] & 1) != 0;
+        ctx->job_oversubscribed |= (digests[2 * i + 1] & 2) != 0;
         if (digests[2 * i] != mine[0]) {
             log_err(
                 "arcoll_init: rank %d has different ARCOLL_* settings than rank %d "

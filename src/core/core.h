@@ -47,7 +47,8 @@ struct arcoll_context {
     chan_t *chan;
     core_config_t cfg;
     boot_topo_t topo;
-    int oversubscribed;
+    int oversubscribed;     /* this host has more local ranks than processing units */
+    int job_oversubscribed; /* some host of the job has: agreed at init, for the tune table */
     uint32_t next_team_id;
     struct arcoll_team *teams; /* world first */
     regcache_t *regcache;      /* registrations of user buffers (zcopy) */

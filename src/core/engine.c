@@ -13,6 +13,7 @@
 #include "core/engine.h"
 #include "core/log.h"
 #include "core/profile.h"
+#include "core/tune.h"
 
 #define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
 
@@ -74,12 +75,23 @@ int eng_zcopy_pick(const coll_req_t *r, size_t len)
     const struct arcoll_context *ctx = r->team->ctx;
     int path = ctx->cfg.path;
 
+    if (path == CORE_PATH_AUTO && ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE &&
+        (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER)) {
+        /* The tuning table's path rules: measured per job shape (over=). */
+        core_tune_shape_t shape;
+        core_tune_shape_team(r->team, &shape);
+        path = core_tune_path(&ctx->cfg.tune, (int)r->type, len, &shape);
+        if (path < 0)
+            path = CORE_PATH_AUTO;
+    }
     if (path == CORE_PATH_AUTO) {
         size_t thr = ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE ? ctx->chan->zcopy_threshold
                                                                        : ctx->cfg.zcopy_threshold;
         path = len >= thr ? CORE_PATH_ZCOPY : CORE_PATH_COPY;
     }
-    /* The channel said so once, at init: all ranks agree. */
+    /* Every input above is the same on every rank (the table, the agreed
+     * shape, the length both ends of the pair share); the channel said
+     * whether it can at init: all ranks agree. */
     return path == CORE_PATH_ZCOPY && ctx->chan->zcopy;
 }
 

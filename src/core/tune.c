@@ -122,11 +122,70 @@ static int tune_alg(const char *name)
     return -1;
 }
 
+/* "yes"/"no" (over=) or a channel name (chan=): the value, -1 if not valid. */
+static int tune_word(const char *arg, const char *const *words, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(arg, words[i]) == 0)
+            return i;
+    return -1;
+}
+
+static const char *const tune_yesno[] = {"no", "yes"};
+static const char *const tune_chans[] = {"smp", "verbs"};  /* CORE_CHANNEL_* order */
+static const char *const tune_paths[] = {"copy", "zcopy"}; /* CORE_PATH_* order */
+
+/* The conditions between the byte range and the target. */
+static int tune_conds_parse(core_tune_rule_t *r, char **f, int nf, const char *text,
+                            const tune_src_t *src, unsigned idx)
+{
+    int have_ppn = 0, have_nodes = 0;
+
+    r->ppn_lo = r->nodes_lo = 1;
+    r->ppn_hi = r->nodes_hi = CORE_TUNE_INF;
+    r->over = r->chan = -1;
+    for (int i = 2; i < nf - 1; i++) {
+        uint32_t *lo, *hi;
+        int *seen;
+        const char *arg;
+        if (strncasecmp(f[i], "over=", 5) == 0 || strncasecmp(f[i], "chan=", 5) == 0) {
+            int is_over = tolower((unsigned char)f[i][0]) == 'o';
+            int *dst = is_over ? &r->over : &r->chan;
+            if (*dst >= 0)
+                return tune_fail(src, idx, text, "condition \"%s\" given twice", f[i]);
+            *dst =
+                is_over ? tune_word(f[i] + 5, tune_yesno, 2) : tune_word(f[i] + 5, tune_chans, 2);
+            if (*dst < 0)
+                return tune_fail(src, idx, text, "bad condition \"%s\": expected %s", f[i],
+                                 is_over ? "over=yes or over=no" : "chan=smp or chan=verbs");
+            continue;
+        }
+        if (strncasecmp(f[i], "ppn=", 4) == 0) {
+            lo = &r->ppn_lo, hi = &r->ppn_hi, seen = &have_ppn, arg = f[i] + 4;
+        } else if (strncasecmp(f[i], "nodes=", 6) == 0) {
+            lo = &r->nodes_lo, hi = &r->nodes_hi, seen = &have_nodes, arg = f[i] + 6;
+        } else {
+            return tune_fail(src, idx, text,
+                             "unknown condition \"%s\": allowed are ppn=A-B, nodes=A-B, "
+                             "over=yes|no and chan=smp|verbs",
+                             f[i]);
+        }
+        if ((*seen)++)
+            return tune_fail(src, idx, text, "condition \"%s\" given twice", f[i]);
+        if (tune_count(arg, lo, hi) != 0 || *lo > *hi)
+            return tune_fail(src, idx, text,
+                             "bad range \"%s\": expected A or A-B, inclusive, with 1 <= A <= B "
+                             "(B may be inf)",
+                             f[i]);
+    }
+    return ARCOLL_OK;
+}
+
 /* One rule, already cut out and trimmed. */
 static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *src, unsigned idx)
 {
     char text[TUNE_RULE_LEN], *f[8];
-    int nf = 0, have_ppn = 0, have_nodes = 0;
+    int nf = 0, rc;
 
     snprintf(text, sizeof(text), "%s", rule); /* rule is cut into fields below */
     for (char *p = rule; nf < 8; nf++) {
@@ -140,8 +199,8 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
     }
     if (nf < 3 || f[nf - 1][0] != '@')
         return tune_fail(src, idx, text,
-                         "expected COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG (the algorithm last, "
-                         "after '@')");
+                         "expected COLL:LO-HI[:ppn=A-B][:nodes=A-B][:over=yes|no][:chan=smp|verbs]"
+                         ":@ALG or :@copy|zcopy (the target last, after '@')");
     memset(r, 0, sizeof(*r));
     r->coll = -1;
     for (int c = 0; c < 2; c++)
@@ -160,33 +219,20 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
                          "byte range \"%s\" is empty: LO must be below HI (LO inclusive, HI "
                          "exclusive)",
                          f[1]);
-    r->ppn_lo = r->nodes_lo = 1;
-    r->ppn_hi = r->nodes_hi = CORE_TUNE_INF;
-    for (int i = 2; i < nf - 1; i++) {
-        uint32_t *lo, *hi;
-        int *seen;
-        const char *arg;
-        if (strncasecmp(f[i], "ppn=", 4) == 0) {
-            lo = &r->ppn_lo, hi = &r->ppn_hi, seen = &have_ppn, arg = f[i] + 4;
-        } else if (strncasecmp(f[i], "nodes=", 6) == 0) {
-            lo = &r->nodes_lo, hi = &r->nodes_hi, seen = &have_nodes, arg = f[i] + 6;
-        } else {
-            return tune_fail(src, idx, text,
-                             "unknown condition \"%s\": allowed are ppn=A-B and nodes=A-B", f[i]);
-        }
-        if ((*seen)++)
-            return tune_fail(src, idx, text, "condition \"%s\" given twice", f[i]);
-        if (tune_count(arg, lo, hi) != 0 || *lo > *hi)
-            return tune_fail(src, idx, text,
-                             "bad range \"%s\": expected A or A-B, inclusive, with 1 <= A <= B "
-                             "(B may be inf)",
-                             f[i]);
+    rc = tune_conds_parse(r, f, nf, text, src, idx);
+    if (rc != ARCOLL_OK)
+        return rc;
+    r->path = tune_word(f[nf - 1] + 1, tune_paths, 2);
+    if (r->path >= 0) {
+        r->alg = -1; /* a path rule */
+        return ARCOLL_OK;
     }
     r->alg = tune_alg(f[nf - 1] + 1);
     if (r->alg < 0)
         return tune_fail(src, idx, text,
-                         "unknown algorithm \"%s\"; allowed: direct, pap, shm_direct, pap_shm, "
-                         "sa, sa_direct, rd, leader, ring, rdd, rdh",
+                         "unknown algorithm \"%s\"; allowed: direct, pap, shm_direct, "
+                         "pap_shm, sa, sa_direct, rd, leader, ring, rdd, rdh (or a path rule's "
+                         "copy, zcopy)",
                          f[nf - 1] + 1);
     if (r->alg == CORE_ALG_AUTO)
         return tune_fail(src, idx, text, "auto cannot be a rule's algorithm: name the one to run");
@@ -278,7 +324,7 @@ int core_tune_set(core_tune_t *tab, const char *value)
 
     if (value == NULL) {
         log_err("ARCOLL_TUNE=(null) is not valid; expected default, rules "
-                "COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG separated by '#', or file:PATH");
+                "COLL:LO-HI[:CONDITION...]:@TARGET separated by '#', or file:PATH");
         return ARCOLL_ERR_CONFIG;
     }
     memset(&t, 0, sizeof(t));
@@ -376,7 +422,12 @@ const char *core_tune_get(const core_tune_t *tab, char *buf, size_t len)
                  tune_size_str(r->lo, lo, sizeof(lo)), tune_size_str(r->hi, hi, sizeof(hi)));
         tune_cat_count(buf, len, &used, "ppn", r->ppn_lo, r->ppn_hi);
         tune_cat_count(buf, len, &used, "nodes", r->nodes_lo, r->nodes_hi);
-        tune_cat(buf, len, &used, ":@%s", core_alg_name(r->alg));
+        if (r->over >= 0)
+            tune_cat(buf, len, &used, ":over=%s", tune_yesno[r->over]);
+        if (r->chan >= 0)
+            tune_cat(buf, len, &used, ":chan=%s", tune_chans[r->chan]);
+        tune_cat(buf, len, &used, ":@%s",
+                 r->path >= 0 ? tune_paths[r->path] : core_alg_name(r->alg));
     }
     return buf;
 }
@@ -398,6 +449,8 @@ uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h)
         h = tune_hash(h, r->hi);
         h = tune_hash(h, (uint64_t)r->ppn_lo << 32 | r->ppn_hi);
         h = tune_hash(h, (uint64_t)r->nodes_lo << 32 | r->nodes_hi);
+        h = tune_hash(h, (uint64_t)(r->path + 1) << 16 | (uint64_t)(r->over + 1) << 8 |
+                             (uint64_t)(r->chan + 1));
     }
     return h;
 }
@@ -420,6 +473,8 @@ void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t
     out->nodes = team_size;
     out->ppn = 1;
     out->equal = 1;
+    out->over = 0;
+    out->chan = 0;
     if (h == NULL)
         return;
     out->nodes = h->nnodes;
@@ -449,26 +504,54 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
     }
 }
 
+/* Whether a rule's collective, size and conditions match (not its target). */
+static int tune_match(const core_tune_rule_t *r, int coll, size_t bytes,
+                      const core_tune_shape_t *shape)
+{
+    return r->coll == coll && bytes >= r->lo && (bytes < r->hi || r->hi == SIZE_MAX) &&
+           shape->ppn >= r->ppn_lo && shape->ppn <= r->ppn_hi && shape->nodes >= r->nodes_lo &&
+           shape->nodes <= r->nodes_hi && (r->over < 0 || r->over == shape->over) &&
+           (r->chan < 0 || r->chan == shape->chan);
+}
+
 int core_tune_pick(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape)
 {
     for (uint32_t i = 0; i < tab->n; i++) {
         const core_tune_rule_t *r = &tab->rule[i];
-        if (r->coll == coll && bytes >= r->lo && (bytes < r->hi || r->hi == SIZE_MAX) &&
-            shape->ppn >= r->ppn_lo && shape->ppn <= r->ppn_hi && shape->nodes >= r->nodes_lo &&
-            shape->nodes <= r->nodes_hi && core_tune_fits(r->alg, shape))
+        if (r->alg >= 0 && tune_match(r, coll, bytes, shape) && core_tune_fits(r->alg, shape))
             return r->alg;
     }
     return CORE_ALG_PAP;
 }
 
+int core_tune_path(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape)
+{
+    for (uint32_t i = 0; i < tab->n; i++) {
+        const core_tune_rule_t *r = &tab->rule[i];
+        if (r->path >= 0 && tune_match(r, coll, bytes, shape))
+            return r->path;
+    }
+    return -1;
+}
+
 _Static_assert(CORE_TUNE_ALLTOALL == (int)COLL_ALLTOALL &&
                    CORE_TUNE_ALLGATHER == (int)COLL_ALLGATHER,
                "a coll_type_t is a CORE_TUNE_* collective");
+_Static_assert(CORE_CHANNEL_SMP == 0 && CORE_CHANNEL_VERBS == 1 && CORE_PATH_COPY == 0 &&
+                   CORE_PATH_ZCOPY == 1,
+               "tune_chans and tune_paths follow the enums");
+
+void core_tune_shape_team(const struct arcoll_team *t, core_tune_shape_t *out)
+{
+    core_tune_shape(t->hier, t->size, out);
+    out->over = t->ctx->job_oversubscribed;
+    out->chan = t->ctx->cfg.channel;
+}
 
 int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes)
 {
     core_tune_shape_t shape;
 
-    core_tune_shape(t->hier, t->size, &shape);
+    core_tune_shape_team(t, &shape);
     return core_tune_pick(&t->ctx->cfg.tune, coll, bytes, &shape);
 }

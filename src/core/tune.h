@@ -2,9 +2,14 @@
  * the tuning table of ARCOLL_TUNE rules, then the built-in default table
  * (docs/configuration.md, "Tuning table").
  *
- * A rule is COLL:LO-HI[:ppn=A-B][:nodes=A-B]:@ALG; rules are separated by '#'.
- * LO-HI are bytes per rank, LO inclusive, HI exclusive (or inf); ppn and nodes
- * are inclusive ranges of the team's shape. The first matching rule wins. */
+ * A rule is COLL:LO-HI[:ppn=A-B][:nodes=A-B][:over=yes|no][:chan=smp|verbs]:@TARGET;
+ * rules are separated by '#'. LO-HI are bytes per rank, LO inclusive, HI
+ * exclusive (or inf); ppn and nodes are inclusive ranges of the team's shape;
+ * over is whether the job has more ranks on a node than processing units
+ * (agreed at init); chan is the context's channel. TARGET is an algorithm
+ * (an algorithm rule, used with ARCOLL_*_ALG=auto) or copy/zcopy (a path
+ * rule, used with ARCOLL_PATH=auto and ARCOLL_ZCOPY_THRESHOLD=auto). The
+ * first matching rule of its kind wins. */
 #ifndef ARCOLL_CORE_TUNE_H
 #define ARCOLL_CORE_TUNE_H
 
@@ -20,7 +25,10 @@ enum { CORE_TUNE_ALLTOALL, CORE_TUNE_ALLGATHER };
 
 typedef struct core_tune_rule {
     int coll;                    /* CORE_TUNE_ALLTOALL or CORE_TUNE_ALLGATHER */
-    int alg;                     /* CORE_ALG_*, never auto */
+    int alg;                     /* CORE_ALG_*, never auto; -1 in a path rule */
+    int path;                    /* CORE_PATH_COPY or _ZCOPY in a path rule; -1 otherwise */
+    int over;                    /* -1 any, 0 not oversubscribed, 1 oversubscribed */
+    int chan;                    /* -1 any, or CORE_CHANNEL_* */
     size_t lo, hi;               /* bytes per rank in [lo, hi); hi == SIZE_MAX: no bound */
     uint32_t ppn_lo, ppn_hi;     /* ranks per node, inclusive */
     uint32_t nodes_lo, nodes_hi; /* nodes, inclusive */
@@ -37,6 +45,8 @@ typedef struct core_tune {
 typedef struct core_tune_shape {
     uint32_t nodes, ppn; /* nodes, and ranks on the fullest node */
     int equal;           /* every node holds ppn ranks */
+    int over;            /* the job is oversubscribed (agreed at init) */
+    int chan;            /* CORE_CHANNEL_* */
 } core_tune_shape_t;
 
 struct hier;
@@ -54,8 +64,10 @@ uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h);
 /* One line saying where the rules come from, for arcoll_info. */
 const char *core_tune_source(const core_tune_t *tab, char *buf, size_t len);
 
-/* The team's shape from its node grouping (NULL: no node holds two members). */
+/* The team's shape from its node grouping (NULL: no node holds two members);
+ * over and chan are 0 (core_tune_shape_team fills them from the context). */
 void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t *out);
+void core_tune_shape_team(const struct arcoll_team *t, core_tune_shape_t *out);
 /* Whether an algorithm can run on the shape: the node algorithms need a node
  * holding two ranks, sa/sa_direct/rd also equal nodes. */
 int core_tune_fits(int alg, const core_tune_shape_t *shape);
@@ -65,5 +77,8 @@ int core_tune_pick(const core_tune_t *tab, int coll, size_t bytes, const core_tu
 /* The same for a team, with its context's table (coll_alg_pick); coll may be
  * a coll_type_t (same values). */
 int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes);
+/* The path of the first matching path rule (CORE_PATH_COPY or _ZCOPY), -1 if
+ * none matches. */
+int core_tune_path(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape);
 
 #endif

@@ -31,7 +31,7 @@ static int setup(void **state)
 
 static core_tune_shape_t shape(uint32_t nodes, uint32_t ppn, int equal)
 {
-    core_tune_shape_t s = {nodes, ppn, equal};
+    core_tune_shape_t s = {nodes, ppn, equal, 0, CORE_CHANNEL_SMP};
     return s;
 }
 
@@ -301,6 +301,64 @@ static void test_default_table(void **state)
     assert_int_equal(pick(&tab, A2A, 1024, 2, 2, 1), CORE_ALG_PAP);
     /* sa cannot run on unequal nodes: its rule is passed over. */
     assert_int_equal(pick(&tab, A2A, 100, 2, 3, 0), CORE_ALG_PAP);
+}
+
+/* ---- path rules ---------------------------------------------------------- */
+
+static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan)
+{
+    core_tune_shape_t s = {1, 2, 1, over, chan};
+    return core_tune_path(tab, coll, bytes, &s);
+}
+
+static void test_path_rules(void **state)
+{
+    static const struct {
+        const char *value, *text1, *text2;
+    } bad[] = {
+        {"alltoall:0-1:over=maybe:@zcopy", "bad condition \"over=maybe\"", "over=yes or over=no"},
+        {"alltoall:0-1:chan=ib:@zcopy", "bad condition \"chan=ib\"", "chan=smp or chan=verbs"},
+        {"alltoall:0-1:over=no:over=yes:@copy", "given twice", NULL},
+        {"alltoall:0-1:chan=smp:chan=smp:@copy", "given twice", NULL},
+        {"alltoall:0-1:over:@copy", "unknown condition \"over\"", "over=yes|no"},
+        {"alltoall:0-1:@zcop", "unknown algorithm \"zcop\"", "copy, zcopy"},
+    };
+    core_tune_t tab, other;
+    char buf[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        set_bad(bad[i].value, bad[i].text1, bad[i].text2);
+
+    set_ok(&tab, "alltoall:64k-inf:over=no:chan=smp:@zcopy#alltoall:1m-inf:over=yes:@zcopy#"
+                 "allgather:0-inf:chan=verbs:@copy#alltoall:0-inf:@direct");
+    /* Path rules only by their conditions; algorithm rules are not paths. */
+    assert_int_equal(path_of(&tab, A2A, 65535, 0, CORE_CHANNEL_SMP), -1);
+    assert_int_equal(path_of(&tab, A2A, 65536, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+    assert_int_equal(path_of(&tab, A2A, 65536, 0, CORE_CHANNEL_VERBS), -1);
+    assert_int_equal(path_of(&tab, A2A, 65536, 1, CORE_CHANNEL_SMP), -1);
+    assert_int_equal(path_of(&tab, A2A, 1 << 20, 1, CORE_CHANNEL_VERBS), CORE_PATH_ZCOPY);
+    assert_int_equal(path_of(&tab, AG, 1, 1, CORE_CHANNEL_VERBS), CORE_PATH_COPY);
+    assert_int_equal(path_of(&tab, AG, 1, 1, CORE_CHANNEL_SMP), -1);
+    /* ... and path rules are not algorithms: the algorithm rule still serves. */
+    assert_int_equal(pick(&tab, A2A, 1 << 20, 1, 2, 1), CORE_ALG_DIRECT);
+    assert_int_equal(pick(&tab, AG, 1, 1, 2, 1), CORE_ALG_PAP);
+    /* An algorithm rule with over= matches only that shape. */
+    set_ok(&other, "alltoall:0-inf:over=yes:@direct");
+    assert_int_equal(pick(&other, A2A, 1, 1, 2, 1), CORE_ALG_PAP); /* over 0 */
+
+    /* The canonical form reads back to the same rules; the digest sees them. */
+    core_tune_get(&tab, buf, sizeof(buf));
+    assert_string_equal(buf, "alltoall:64k-inf:over=no:chan=smp:@zcopy#alltoall:1m-inf:over=yes:"
+                             "@zcopy#allgather:0-inf:chan=verbs:@copy#alltoall:0-inf:@direct");
+    set_ok(&other, buf);
+    assert_true(core_tune_digest(&tab, 1) == core_tune_digest(&other, 1));
+    set_ok(&other, "alltoall:64k-inf:over=yes:chan=smp:@zcopy#alltoall:1m-inf:over=yes:@zcopy#"
+                   "allgather:0-inf:chan=verbs:@copy#alltoall:0-inf:@direct");
+    assert_true(core_tune_digest(&tab, 1) != core_tune_digest(&other, 1));
+    set_ok(&other, "alltoall:64k-inf:over=no:chan=smp:@copy#alltoall:1m-inf:over=yes:@zcopy#"
+                   "allgather:0-inf:chan=verbs:@copy#alltoall:0-inf:@direct");
+    assert_true(core_tune_digest(&tab, 1) != core_tune_digest(&other, 1));
 }
 
 /* ---- pick -------------------------------------------------------------- */
@@ -598,6 +656,7 @@ int main(void)
         cmocka_unit_test_setup(test_parse_errors, setup),
         cmocka_unit_test_setup(test_file, setup),
         cmocka_unit_test_setup(test_default_table, setup),
+        cmocka_unit_test_setup(test_path_rules, setup),
         cmocka_unit_test_setup(test_pick, setup),
         cmocka_unit_test_setup(test_fits, setup),
         cmocka_unit_test_setup(test_shape, setup),
