@@ -8,6 +8,7 @@
 
 #include "arcoll.h"
 #include "core/coll.h"
+#include "core/engine.h"
 #include "verbs/verbs.h"
 
 #define INFO_MAX_BYTES ((size_t)1 << 40) /* sizes above this print as "inf" */
@@ -44,7 +45,7 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
                                         : -1; /* no table: auto's built-in rule */
     size_t cut[2 * (CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX) + 48], n = 0;
     size_t from = 0;
-    int last_run = -1, last_picked = -1;
+    int last_run = -1, last_picked = -1, last_zc = -1;
     const char *last_why = NULL;
 
     for (int i = 0; i <= 40; i++)
@@ -56,18 +57,22 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
         cut[n++] = tab->rule[i].hi;
     }
     cut[n++] = t->ctx->cfg.shm_max + 1;
+    cut[n++] = t->ctx->chan->zcopy_threshold;
     if (t->hier != NULL)
         cut[n++] = t->hier->max_bytes + 1;
     qsort(cut, n, sizeof(cut[0]), info_cmp);
     for (size_t i = 0; i <= n; i++) {
         char a[32], b[32];
         const char *why = NULL;
-        int picked = -1, run = -1;
+        int picked = -1, run = -1, zc = -1;
         if (i < n && (cut[i] == 0 || cut[i] > INFO_MAX_BYTES || (i > 0 && cut[i] == cut[i - 1])))
             continue;
         if (i < n)
             run = coll_alg_resolve(t, type, cut[i], alg, &picked, &why);
-        if (i < n && run == last_run && picked == last_picked && why == last_why)
+        /* The path matters to the flat algorithms of alltoall and allgather. */
+        if (run >= 0 && coll_alg_by_id(run)->tx_progress != NULL && coll >= 0)
+            zc = eng_path_zcopy(t, (int)type, cut[i]);
+        if (i < n && run == last_run && picked == last_picked && why == last_why && zc == last_zc)
             continue;
         if (last_run >= 0) {
             char range[80];
@@ -78,10 +83,12 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
                    core_alg_name(last_picked));
             if (last_why != NULL)
                 printf(" (falls back to %s: %s)", core_alg_name(last_run), last_why);
+            if (last_zc >= 0)
+                printf(" [%s]", last_zc ? "zcopy" : "copy");
             printf("\n");
         }
         from = i < n ? cut[i] : 0;
-        last_run = run, last_picked = picked, last_why = why;
+        last_run = run, last_picked = picked, last_why = why, last_zc = zc;
     }
 }
 

@@ -70,17 +70,17 @@ int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff)
     return ARCOLL_OK;
 }
 
-int eng_zcopy_pick(const coll_req_t *r, size_t len)
+int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len)
 {
-    const struct arcoll_context *ctx = r->team->ctx;
+    const struct arcoll_context *ctx = t->ctx;
     int path = ctx->cfg.path;
 
     if (path == CORE_PATH_AUTO && ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE &&
-        (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER)) {
+        (type == COLL_ALLTOALL || type == COLL_ALLGATHER)) {
         /* The tuning table's path rules: measured per job shape (over=). */
         core_tune_shape_t shape;
-        core_tune_shape_team(r->team, &shape);
-        path = core_tune_path(&ctx->cfg.tune, (int)r->type, len, &shape);
+        core_tune_shape_team(t, &shape);
+        path = core_tune_path(&ctx->cfg.tune, type, len, &shape);
         if (path < 0)
             path = CORE_PATH_AUTO;
     }
@@ -93,6 +93,11 @@ int eng_zcopy_pick(const coll_req_t *r, size_t len)
      * shape, the length both ends of the pair share); the channel said
      * whether it can at init: all ranks agree. */
     return path == CORE_PATH_ZCOPY && ctx->chan->zcopy;
+}
+
+int eng_zcopy_pick(const coll_req_t *r, size_t len)
+{
+    return eng_path_zcopy(r->team, (int)r->type, len);
 }
 
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)

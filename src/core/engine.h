@@ -103,10 +103,13 @@ int coll_tx_continue(coll_req_t *r);
 int coll_advertise(coll_req_t *r, const chan_rkey_t *rkey, uint64_t boff);
 /* Post one advertisement to one peer (alltoallv: each peer gets its own). */
 int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv);
-/* Whether a block of len bytes per peer goes zero-copy (ARCOLL_PATH,
- * ARCOLL_ZCOPY_THRESHOLD, the channel): both ends of a pair ask it with the
- * length they agree on. */
+/* Whether a block of len bytes per peer goes zero-copy (ARCOLL_PATH, the
+ * tuning table's path rules, ARCOLL_ZCOPY_THRESHOLD, the channel): both ends
+ * of a pair ask it with the length they agree on. */
 int eng_zcopy_pick(const coll_req_t *r, size_t len);
+/* The same for a team, a collective (coll_type_t) and a message length, outside
+ * a call (arcoll_info). */
+int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);
 /* Read a peer's advertisement for this epoch; 1 if present. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 /* The block to (tx) or from the peer has their_size bytes there (UINT64_MAX:

@@ -215,9 +215,12 @@ TUNE+="allgather:0-2:@direct#allgather:2-inf:nodes=2-inf:@pap_shm"
 AUTO="env COLL_TEST_ALGS=auto ARCOLL_ALLTOALL_ALG=auto ARCOLL_ALLGATHER_ALG=auto"
 run tune-4-nodes-2-matrix ok $AUTO ARCOLL_NODE_SIZE=2 ARCOLL_TUNE="$TUNE" $MPIRUN -np 4 \
     "$T/coll_test" matrix
+# A flat algorithm's line ends in its path ([copy] or [zcopy], from the path rules or the threshold).
+P=' \[z?copy\]$'
 run tune-4-nodes-2-info "text:alltoall +auto +1 B-8 B +pap_shm$|alltoall +auto +8 B-4 KiB +shm_direct$|\
-alltoall +auto +4 KiB-inf +direct$|allgather +auto +1 B-2 B +direct$|allgather +auto +2 B-65537 B +pap_shm$|\
-allgather +auto +65537 B-inf +pap_shm \(falls back to pap: messages above ARCOLL_SHM_MAX|\
+alltoall +auto +4 KiB-[0-9]+ [KM]iB +direct$P|allgather +auto +1 B-2 B +direct$P|\
+allgather +auto +2 B-65537 B +pap_shm$|\
+allgather +auto +65537 B-[^p]+pap_shm \(falls back to pap: messages above ARCOLL_SHM_MAX|\
 ARCOLL_TUNE\): ARCOLL_TUNE string: 5 rules" \
     $AUTO ARCOLL_NODE_SIZE=2 ARCOLL_TUNE="$TUNE" $MPIRUN -np 4 "$B/bin/arcoll_info"
 # Unequal nodes, rules from a file: sa cannot run there, so auto passes its rule over.
@@ -225,9 +228,20 @@ printf '; integ: unequal nodes\n\nalltoall:0-1k:@sa # alltoall:0-64:@shm_direct\
     "allgather:0-inf:ppn=3:@shm_direct" >"$LOG/tune-file.txt"
 run tune-4-nodes-3,1-file-matrix ok $AUTO ARCOLL_NODE_SIZE=3,1 ARCOLL_TUNE="file:$LOG/tune-file.txt" \
     $MPIRUN -np 4 "$T/coll_test" matrix
-run tune-4-nodes-3,1-file-info "text:alltoall +auto +1 B-64 B +shm_direct$|alltoall +auto +64 B-inf +pap$|\
+run tune-4-nodes-3,1-file-info "text:alltoall +auto +1 B-64 B +shm_direct$|alltoall +auto +64 B-[0-9]+ [KM]iB +pap$P|\
 allgather +auto +1 B-65537 B +shm_direct$|tune-file.txt: 3 rules" \
     $AUTO ARCOLL_NODE_SIZE=3,1 ARCOLL_TUNE="file:$LOG/tune-file.txt" $MPIRUN -np 4 "$B/bin/arcoll_info"
+# Path rules: over= is the job's shape, agreed at init (4 ranks oversubscribe a host of fewer
+# than 4 processing units); both ends of every pair take the same path, so the data checks out.
+PT='alltoall:0-inf:over=yes:@copy#alltoall:64k-inf:over=no:@zcopy#allgather:0-inf:@copy'
+run tune-path-2-info "text:alltoall +pap +1 B-64 KiB +pap \[copy\]$|alltoall +pap +64 KiB-inf +pap \[zcopy\]$|\
+allgather +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$B/bin/arcoll_info"
+if [ "$(nproc)" -lt 4 ]; then
+    run tune-path-4-over-info "text:alltoall +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
+        $MPIRUN -np 4 "$B/bin/arcoll_info"
+fi
+run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" matrix
+run tune-path-4-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 4 "$T/coll_test" matrix
 run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \
     env ARCOLL_TUNE="alltoall:0-256:@pap#allgather:0-inf:@sa" $MPIRUN -np 2 "$T/coll_test" matrix
 run tune-differs-across-ranks-fails "fails:has different ARCOLL_* settings" \
