@@ -67,8 +67,10 @@ static const char *const dist_desc[BSTAT_NDISTS] = {", uniform", ", random 0..2x
                                                     ", one-heavy: 100x to one peer"};
 
 typedef struct opts {
-    int colls; /* bit (1 << COLL_*) */
-    const char *algs[MAX_ALGS];
+    int colls;                      /* bit (1 << COLL_*) */
+    const char *algs[MAX_ALGS];     /* as given: ALG or ALG/PATH, the column's name */
+    const char *alg_path[MAX_ALGS]; /* PATH of ALG/PATH; NULL: the run's path (-p) */
+    char alg_name[MAX_ALGS][32];    /* ALG of ALG/PATH */
     int nalgs;
     const char *baseline; /* NULL: mpi, else direct, else the first */
     size_t min, max;
@@ -130,6 +132,8 @@ typedef struct bench {
     int *perm;
     uint64_t iter_key;
     const char *cur_alg[NCOLLS]; /* last value set, to skip redundant config_set */
+    char base_path[16];          /* ARCOLL_PATH of columns without /PATH */
+    const char *cur_path;        /* last ARCOLL_PATH set */
 
     long checked, failed;
     row_t *rows;
@@ -197,6 +201,21 @@ static int set_alg(bench_t *b, int coll, const char *alg)
     if (check(b, arcoll_config_set(b->ctx, var, alg), var))
         return 1;
     b->cur_alg[coll] = alg;
+    return 0;
+}
+
+/* Column a's algorithm and data path (ALG/PATH compares paths in one run). */
+static int set_column(bench_t *b, int coll, int a)
+{
+    const char *path = b->o.alg_path[a] ? b->o.alg_path[a] : b->base_path;
+
+    if (set_alg(b, coll, b->o.alg_name[a]))
+        return 1;
+    if (b->cur_path != NULL && strcmp(b->cur_path, path) == 0)
+        return 0;
+    if (check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", path), "ARCOLL_PATH"))
+        return 1;
+    b->cur_path = path;
     return 0;
 }
 
@@ -663,7 +682,7 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
                 goto out;
             double tb = now_us();
             /* Set after the barrier, which may itself be an arcoll allgather. */
-            if (!b->is_mpi[a] && set_alg(b, coll, o->algs[a]))
+            if (!b->is_mpi[a] && set_column(b, coll, a))
                 goto out;
             if (b->delay[b->rank] > 0)
                 wait_until(tb + b->delay[b->rank], b->spin);
@@ -1183,7 +1202,9 @@ static void usage(FILE *f)
         "                        each -t collective's ARCOLL_*_ALG names (e.g. ring, rdd, "
         "rdh,\n"
         "                        shm_direct, pap_shm; auto)%s; every one must serve every "
-        "-t\n"
+        "-t;\n"
+        "                        ALG/copy, ALG/zcopy, ALG/auto: that algorithm on that data\n"
+        "                        path (pap/copy,pap/zcopy compares the paths in one run)\n"
         "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
         "the first)\n"
         "  -m, --message-size [MIN:]MAX   k/M suffixes (1:1M): bytes per peer (alltoall), "
@@ -1344,6 +1365,17 @@ static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
                     snprintf(err, errlen, "--alg: at most %d algorithms", MAX_ALGS);
                     return -1;
                 }
+                char *slash = strchr(tok, '/');
+                size_t nlen = slash ? (size_t)(slash - tok) : strlen(tok);
+                if (nlen == 0 || nlen >= sizeof(o->alg_name[0]) ||
+                    (slash && strcmp(slash + 1, "copy") != 0 && strcmp(slash + 1, "zcopy") != 0 &&
+                     strcmp(slash + 1, "auto") != 0)) {
+                    snprintf(err, errlen, "--alg %s: expected ALG or ALG/copy|zcopy|auto", tok);
+                    return -1;
+                }
+                memcpy(o->alg_name[o->nalgs], tok, nlen);
+                o->alg_name[o->nalgs][nlen] = '\0';
+                o->alg_path[o->nalgs] = slash ? slash + 1 : NULL;
                 o->algs[o->nalgs++] = tok;
             }
             if (o->nalgs == 0) {
@@ -1462,7 +1494,13 @@ static int setup_sweep(bench_t *b, char *err, size_t errlen)
 
     b->base = -1;
     for (int a = 0; a < o->nalgs; a++) {
-        b->is_mpi[a] = strcmp(o->algs[a], "mpi") == 0;
+        if (o->alg_name[a][0] == '\0') /* a default column: no /PATH */
+            snprintf(o->alg_name[a], sizeof(o->alg_name[a]), "%s", o->algs[a]);
+        b->is_mpi[a] = strcmp(o->alg_name[a], "mpi") == 0;
+        if (b->is_mpi[a] && o->alg_path[a] != NULL) {
+            snprintf(err, errlen, "--alg %s: the MPI library's path is its own", o->algs[a]);
+            return -1;
+        }
 #ifndef ARCOLL_BENCH_MPI
         if (b->is_mpi[a]) {
             snprintf(err, errlen,
@@ -1853,7 +1891,7 @@ int main(int argc, char **argv)
     for (int a = 0; a < b->o.nalgs; a++)
         for (int c = 0; c < NCOLLS; c++)
             if (!b->is_mpi[a] && b->o.colls & (1 << c) &&
-                arcoll_config_set(b->ctx, colls[c].alg_var, b->o.algs[a]) != ARCOLL_OK) {
+                arcoll_config_set(b->ctx, colls[c].alg_var, b->o.alg_name[a]) != ARCOLL_OK) {
                 if (arcoll_context_rank(b->ctx) == 0)
                     fprintf(stderr, "arcoll-bench: --alg %s: not an algorithm of %s (%s)\n",
                             b->o.algs[a], colls[c].name, arcoll_last_error(b->ctx));
@@ -1864,6 +1902,8 @@ int main(int argc, char **argv)
         rc = 2;
         goto out_fin;
     }
+    const char *cur = arcoll_config_get(b->ctx, "ARCOLL_PATH");
+    snprintf(b->base_path, sizeof(b->base_path), "%s", cur ? cur : "auto");
     if (setup_run(b) != 0)
         goto out_local;
     setup_ok = 1;

@@ -76,11 +76,14 @@ int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len)
     int path = ctx->cfg.path;
 
     if (path == CORE_PATH_AUTO && ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE &&
-        (type == COLL_ALLTOALL || type == COLL_ALLGATHER)) {
-        /* The tuning table's path rules: measured per job shape (over=). */
+        (type == COLL_ALLTOALL || type == COLL_ALLGATHER || type == COLL_ALLTOALLV)) {
+        /* The tuning table's path rules: measured per job shape (over=). An
+         * alltoallv block costs what an alltoall block of its length does;
+         * its receiver alone decides and advertises the path (protocol §6). */
         core_tune_shape_t shape;
         core_tune_shape_team(t, &shape);
-        path = core_tune_path(&ctx->cfg.tune, type, len, &shape);
+        path = core_tune_path(&ctx->cfg.tune, type == COLL_ALLTOALLV ? COLL_ALLTOALL : type, len,
+                              &shape);
         if (path < 0)
             path = CORE_PATH_AUTO;
     }

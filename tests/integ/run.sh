@@ -233,13 +233,33 @@ allgather +auto +1 B-65537 B +shm_direct$|tune-file.txt: 3 rules" \
     $AUTO ARCOLL_NODE_SIZE=3,1 ARCOLL_TUNE="file:$LOG/tune-file.txt" $MPIRUN -np 4 "$B/bin/arcoll_info"
 # Path rules: over= is the job's shape, agreed at init (4 ranks oversubscribe a host of fewer
 # than 4 processing units); both ends of every pair take the same path, so the data checks out.
-PT='alltoall:0-inf:over=yes:@copy#alltoall:64k-inf:over=no:@zcopy#allgather:0-inf:@copy'
-run tune-path-2-info "text:alltoall +pap +1 B-64 KiB +pap \[copy\]$|alltoall +pap +64 KiB-inf +pap \[zcopy\]$|\
-allgather +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$B/bin/arcoll_info"
+# The user's rules come first; where none matches, the default table's (zero-copy from 32 KiB
+# with ranks <= cores on smp) answer.
+PT='alltoall:0-inf:over=yes:@copy#alltoall:0-16k:over=no:@zcopy#alltoall:16k-128k:over=no:@copy#'
+PT+='allgather:0-inf:@copy'
+run tune-path-2-info "text:alltoall +pap +1 B-16 KiB +pap \[zcopy\]$|alltoall +pap +16 KiB-128 KiB +pap \[copy\]$|\
+alltoall +pap +128 KiB-inf +pap \[zcopy\]$|allgather +pap +1 B-inf +pap \[copy\]$" \
+    env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$B/bin/arcoll_info"
+run tune-path-2-default-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|alltoall +pap +32 KiB-inf +pap \[zcopy\]$|\
+allgather +pap +1 B-32 KiB +pap \[copy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
+    $MPIRUN -np 2 "$B/bin/arcoll_info"
 if [ "$(nproc)" -lt 4 ]; then
     run tune-path-4-over-info "text:alltoall +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"
+    run tune-path-4-over-default-info "text:alltoall +pap +1 B-64 KiB +pap \[copy\]$|\
+alltoall +pap +64 KiB-inf +pap \[zcopy\]$|allgather +pap +64 KiB-inf +pap \[zcopy\]$" \
+        $MPIRUN -np 4 "$B/bin/arcoll_info"
 fi
+# arcoll-bench compares paths side by side (ALG/PATH, data checked); arcoll-tune.sh writes
+# rules that a job then reads (a tiny sweep: only that the file is whole and valid).
+run bench-paths-2 ok $MPIRUN -np 2 "$B/bin/arcoll-bench" -t both -a pap/copy,pap/zcopy,direct \
+    -m 16k:64k -M 0,8 -i 20 -x 2 -c -q
+run bench-paths-bad-fails "fails:--alg pap/fast: expected ALG or ALG/copy|zcopy|auto" \
+    $MPIRUN -np 2 "$B/bin/arcoll-bench" -a pap/fast -m 1k -i 2
+run tune-tool-2 "text:^alltoall:[0-9k]+-[0-9a-z]+:over=no:chan=smp:@z?copy$|\
+; np=2 over=no alltoall|ARCOLL_TUNE\): file .*tool.tune: [1-4] rules" \
+    sh -c "TUNE_SIZES=8k:128k TUNE_REPS=1 TUNE_ITERS=20 bench/arcoll-tune.sh $B $LOG/tool.tune 2 &&
+        cat $LOG/tool.tune && ARCOLL_TUNE=file:$LOG/tool.tune $MPIRUN -np 2 $B/bin/arcoll_info"
 run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" matrix
 run tune-path-4-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 4 "$T/coll_test" matrix
 run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \

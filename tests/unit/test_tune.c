@@ -303,6 +303,35 @@ static void test_default_table(void **state)
     assert_int_equal(pick(&tab, A2A, 100, 2, 3, 0), CORE_ALG_PAP);
 }
 
+static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan);
+
+/* The default path rules (bench/arcoll-tune.sh on a 2-core host): zero-copy from 32 KiB per
+ * peer with ranks <= cores, from 64 KiB oversubscribed; on verbs none (the channel's own
+ * threshold decides). */
+static void test_default_paths(void **state)
+{
+    static const int colls[] = {A2A, AG};
+    core_tune_t tab;
+
+    (void)state;
+    set_ok(&tab, "default");
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(path_of(&tab, colls[c], 1, 0, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+        assert_int_equal(path_of(&tab, colls[c], 32767, 0, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+        assert_int_equal(path_of(&tab, colls[c], 32768, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+        assert_int_equal(path_of(&tab, colls[c], SIZE_MAX, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+        assert_int_equal(path_of(&tab, colls[c], 32768, 1, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+        assert_int_equal(path_of(&tab, colls[c], 65535, 1, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+        assert_int_equal(path_of(&tab, colls[c], 65536, 1, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+        assert_int_equal(path_of(&tab, colls[c], 1 << 20, 0, CORE_CHANNEL_VERBS), -1);
+        assert_int_equal(path_of(&tab, colls[c], 1 << 20, 1, CORE_CHANNEL_VERBS), -1);
+    }
+    /* ARCOLL_TUNE rules come first. */
+    set_ok(&tab, "alltoall:0-inf:@copy");
+    assert_int_equal(path_of(&tab, A2A, 1 << 20, 0, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+    assert_int_equal(path_of(&tab, AG, 1 << 20, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+}
+
 /* ---- path rules ---------------------------------------------------------- */
 
 static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan)
@@ -332,14 +361,18 @@ static void test_path_rules(void **state)
 
     set_ok(&tab, "alltoall:64k-inf:over=no:chan=smp:@zcopy#alltoall:1m-inf:over=yes:@zcopy#"
                  "allgather:0-inf:chan=verbs:@copy#alltoall:0-inf:@direct");
-    /* Path rules only by their conditions; algorithm rules are not paths. */
-    assert_int_equal(path_of(&tab, A2A, 65535, 0, CORE_CHANNEL_SMP), -1);
+    /* Path rules only by their conditions; algorithm rules are not paths. Where no user
+     * rule matches, the default table's path rules (smp only, test_default_paths) answer. */
+    assert_int_equal(path_of(&tab, A2A, 65535, 0, CORE_CHANNEL_VERBS), -1);
     assert_int_equal(path_of(&tab, A2A, 65536, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
     assert_int_equal(path_of(&tab, A2A, 65536, 0, CORE_CHANNEL_VERBS), -1);
-    assert_int_equal(path_of(&tab, A2A, 65536, 1, CORE_CHANNEL_SMP), -1);
+    assert_int_equal(path_of(&tab, A2A, 65536, 1, CORE_CHANNEL_VERBS), -1);
     assert_int_equal(path_of(&tab, A2A, 1 << 20, 1, CORE_CHANNEL_VERBS), CORE_PATH_ZCOPY);
     assert_int_equal(path_of(&tab, AG, 1, 1, CORE_CHANNEL_VERBS), CORE_PATH_COPY);
-    assert_int_equal(path_of(&tab, AG, 1, 1, CORE_CHANNEL_SMP), -1);
+    assert_int_equal(path_of(&tab, AG, 1 << 20, 0, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
+    /* The user's rule wins over the default's (which says copy at 1 B on smp). */
+    set_ok(&other, "allgather:0-inf:chan=smp:@zcopy");
+    assert_int_equal(path_of(&other, AG, 1, 1, CORE_CHANNEL_SMP), CORE_PATH_ZCOPY);
     /* ... and path rules are not algorithms: the algorithm rule still serves. */
     assert_int_equal(pick(&tab, A2A, 1 << 20, 1, 2, 1), CORE_ALG_DIRECT);
     assert_int_equal(pick(&tab, AG, 1, 1, 2, 1), CORE_ALG_PAP);
@@ -656,6 +689,7 @@ int main(void)
         cmocka_unit_test_setup(test_parse_errors, setup),
         cmocka_unit_test_setup(test_file, setup),
         cmocka_unit_test_setup(test_default_table, setup),
+        cmocka_unit_test_setup(test_default_paths, setup),
         cmocka_unit_test_setup(test_path_rules, setup),
         cmocka_unit_test_setup(test_pick, setup),
         cmocka_unit_test_setup(test_fits, setup),
