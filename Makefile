@@ -107,7 +107,7 @@ $(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_cloc
 # exists, like arcoll-bench-mpi.
 SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
 	$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/tests/shim_a2av_test \
-	$(BUILD)/bin/arcoll-mpi-lat)
+	$(BUILD)/bin/arcoll-mpi-lat $(BUILD)/bin/arcoll-transpose)
 all: $(SHIM)
 
 $(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c include/arcoll_mpi.h $(BUILD)/lib/libarcoll.so
@@ -151,11 +151,17 @@ $(SHIM_FTEST): $(BUILD)/tests/%: tests/mpi/%.f90
 		$(MPIFC) -O1 -g -Wall -Werror $< -o $@; \
 	else echo "  SKIP    $@: no $(MPIFC) or its Fortran compiler (Debian package gfortran)"; fi
 
-$(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h \
+$(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h bench/bench_shim.h \
 		include/arcoll_mpi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ -lm
+
+# An FFT-transpose step (pack, MPI_Alltoall, unpack) on fresh buffers, shim vs PMPI.
+$(BUILD)/bin/arcoll-transpose: bench/arcoll_transpose.c bench/bench_clock.h bench/bench_shim.h include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
 
 # A toy MPI channel embedding arcoll through the public API (docs/embedding.md).
 EXAMPLES := $(BUILD)/examples/oob_channel

@@ -5,14 +5,18 @@
 #
 #   bench/arcoll-tune.sh BUILD OUT.tune [NP...]        (NP: 2 4 by default)
 #
-# Per NP, arcoll-bench runs `pap/copy,pap/zcopy` side by side (the same calls alternate paths,
-# so noise hits both), MIF 0, median latency per size, TUNE_REPS times; the medians of the
-# repetitions decide. The crossover of a collective is the smallest size from which zero-copy is
+# Per NP, TUNE_BENCH=bench (the default): arcoll-bench runs `pap/copy,pap/zcopy` side by side
+# (the same calls alternate paths, so noise hits both), MIF 0, median latency per size;
+# TUNE_BENCH=shim: an unmodified MPI benchmark (arcoll-mpi-lat) through the PMPI shim, one run
+# per path (ARCOLL_PATH=copy, =zcopy, alternating), each size's latency taken as a ratio to Open
+# MPI's in the same run (which cancels the run-to-run drift of a shared machine). TUNE_REPS
+# times; the medians of the repetitions decide. The crossover of a collective is the smallest size from which zero-copy is
 # never more than TUNE_TIE (3%) slower than copy at any larger size: ties go to zero-copy, which
 # moves every byte once instead of twice. A job's shape is over=yes when NP exceeds the cores
 # (nproc), else over=no; rules carry chan=smp (the channel measured).
-# Environment: TUNE_LAUNCH (mpirun; as root add the ALLOW_RUN_AS_ROOT variables), TUNE_SIZES
-# (1k:4m), TUNE_REPS (3), TUNE_TIE (0.03), TUNE_ITERS (arcoll-bench -i; its default).
+# Environment: TUNE_LAUNCH (mpirun; as root add the ALLOW_RUN_AS_ROOT variables), TUNE_BENCH,
+# TUNE_SIZES (1k:4m), TUNE_REPS (3), TUNE_TIE (0.03), TUNE_ITERS (the benchmark's -i; its
+# default, 1000 for shim).
 # The measurements are kept in OUT.csv; the medians go into OUT as comments (";" lines).
 set -euo pipefail
 B=${1:?usage: bench/arcoll-tune.sh BUILD OUT.tune [NP...]}
@@ -25,8 +29,13 @@ REPS=${TUNE_REPS:-3}
 TIE=${TUNE_TIE:-0.03}
 CORES=$(nproc)
 LAUNCH=${TUNE_LAUNCH:-mpirun}
-BENCH=$B/bin/arcoll-bench
-[ -x "$BENCH" ] || { echo "arcoll-tune: no $BENCH (make BUILD=$B)" >&2; exit 2; }
+MODE=${TUNE_BENCH:-bench}
+case $MODE in
+bench) BENCH=$B/bin/arcoll-bench UNIT=us ;;
+shim) BENCH=$B/bin/arcoll-mpi-lat UNIT="x Open MPI" ITERS=${TUNE_ITERS:-1000} ;;
+*) echo "arcoll-tune: TUNE_BENCH=bench or shim, not $MODE" >&2; exit 2 ;;
+esac
+[ -x "$BENCH" ] || { echo "arcoll-tune: no $BENCH (make BUILD=$B; shim: needs mpicc)" >&2; exit 2; }
 CSV=$OUT.csv
 : >"$CSV"
 
@@ -40,17 +49,29 @@ for np in "${NPS[@]}"; do
     [ "$LAUNCH" = mpirun ] || extra=()
     for rep in $(seq 1 "$REPS"); do
         echo "arcoll-tune: np=$np over=$over repetition $rep/$REPS" >&2
-        # shellcheck disable=SC2086
-        $LAUNCH -np "$np" "${extra[@]}" "$BENCH" -t both -a pap/copy,pap/zcopy -m "$SIZES" -M 0 \
-            --stat median -F csv -q ${TUNE_ITERS:+-i $TUNE_ITERS} |
-            awk -F, -v np="$np" -v over="$over" -v rep="$rep" \
-                '$1 == "alltoall" || $1 == "allgather" { print np "," over "," rep "," $1 "," $2 "," $8 "," $9 }' \
-                >>"$CSV"
+        if [ "$MODE" = bench ]; then
+            # shellcheck disable=SC2086
+            $LAUNCH -np "$np" "${extra[@]}" "$BENCH" -t both -a pap/copy,pap/zcopy -m "$SIZES" \
+                -M 0 --stat median -F csv -q ${TUNE_ITERS:+-i $TUNE_ITERS} |
+                awk -F, -v np="$np" -v over="$over" -v rep="$rep" '$1 == "alltoall" ||
+                    $1 == "allgather" { print np "," over "," rep "," $1 "," $2 "," $8 "," $9 }' \
+                    >>"$CSV"
+            continue
+        fi
+        for path in copy zcopy; do
+            $LAUNCH -np "$np" "${extra[@]}" env ARCOLL_PATH=$path \
+                LD_PRELOAD="$(realpath "$B/lib/libarcoll_mpi.so")" "$BENCH" -t both -m "$SIZES" \
+                -M 0 -i "$ITERS" -x $((ITERS / 10)) -o "$OUT.run.csv" >/dev/null
+            awk -F, -v np="$np" -v over="$over" -v rep="$rep" -v col="pap/$path" 'NR > 1 {
+                print np "," over "," rep "," $1 "," $2 "," col "," $8 }' "$OUT.run.csv" >>"$CSV"
+        done
+        rm -f "$OUT.run.csv"
     done
 done
 
 # CSV: np,over,rep,coll,size,column,latency. Medians over repetitions, then the crossover.
-awk -F, -v tie="$TIE" -v cores="$CORES" -v sizes="$SIZES" -v reps="$REPS" '
+awk -F, -v tie="$TIE" -v cores="$CORES" -v sizes="$SIZES" -v reps="$REPS" -v mode="$MODE" \
+    -v unit="$UNIT" '
 function median(key,    n, i, j, t, v) {
     n = split(vals[key], v, " ")
     for (i = 2; i <= n; i++)
@@ -72,12 +93,18 @@ END {
     for (s in sz) list[++ns] = s + 0
     for (i = 2; i <= ns; i++)
         for (j = i; j > 1 && list[j - 1] > list[j]; j--) { t = list[j]; list[j] = list[j - 1]; list[j - 1] = t }
-    printf "; arcoll-tune: path rules measured on this machine (%d cores), arcoll-bench\n", cores
-    printf "; -t both -a pap/copy,pap/zcopy -m %s -M 0 --stat median, median of %d runs;\n", sizes, reps
+    if (mode == "bench") {
+        printf "; arcoll-tune: path rules measured on this machine (%d cores), arcoll-bench\n", cores
+        printf "; -t both -a pap/copy,pap/zcopy -m %s -M 0 --stat median, median of %d runs;\n", sizes, reps
+    } else {
+        printf "; arcoll-tune: path rules measured on this machine (%d cores), arcoll-mpi-lat\n", cores
+        printf "; through libarcoll_mpi.so, -t both -m %s -M 0, ARCOLL_PATH=copy and =zcopy, latency\n", sizes
+        printf "; over Open MPI in the same run, median of %d runs;\n", reps
+    }
     printf "; zero-copy from the smallest size after which it is never > %.0f%% slower.\n", tie * 100
     for (np in nps) for (c in colls) {
         cross = -1
-        printf "; np=%s over=%s %s: size copy(us) zcopy(us) zcopy/copy\n", np, shape[np], c
+        printf "; np=%s over=%s %s: size copy(%s) zcopy(%s) zcopy/copy\n", np, shape[np], c, unit, unit
         for (i = 1; i <= ns; i++) {
             kc = np SUBSEP c SUBSEP list[i] SUBSEP "pap/copy"
             kz = np SUBSEP c SUBSEP list[i] SUBSEP "pap/zcopy"

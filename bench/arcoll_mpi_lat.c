@@ -13,9 +13,17 @@
  * (1:64k), for alltoallv the mean per pair; -D uniform|random|sparse|one-heavy
  * alltoallv's counts (bstat_vcount, as arcoll-bench -D; uniform), the same
  * for both columns, drawn afresh per iteration, displacements packed;
- * -i ITERS (200; a tenth above 8 KiB), -x WARMUP (20), -M MIF[,MIF..] (0,32),
- * -s spin|sleep (spin unless ranks outnumber cores), -S SEED (delays and
- * counts), -c (validate every byte of every call).
+ * -i ITERS (200; a tenth above 8 KiB, fewer again above 1 MiB, at least 5),
+ * -x WARMUP (20), -M MIF[,MIF..] (0,32), -s spin|sleep (spin unless ranks
+ * outnumber cores), -S SEED (delays and counts), -c (validate every byte of
+ * every call), -o FILE (every row also as CSV). Sizes go up to 32 MiB.
+ *
+ * The memcpy column is the limit a single-copy collective approaches: the
+ * time for every rank at once (after a barrier, sharing the memory system as
+ * in the collective) to memcpy the bytes it must receive (alltoall and
+ * allgather: n x size; alltoallv: its counts' sum) between two buffers of
+ * their own, same iteration count, mean over ranks; mcpy/shim is that over
+ * the shim's latency (1.0: as fast as one plain copy).
  *
  *   mpirun -np 4 env LD_PRELOAD=build/lib/libarcoll_mpi.so \
  *       build/bin/arcoll-mpi-lat -t alltoallv -D one-heavy -m 1:8k -c
@@ -29,7 +37,7 @@
  * round trip). Arrivals use CLOCK_MONOTONIC, which all ranks share only on
  * one host: run it on one host. The two columns alternate which goes first.
  */
-#include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
@@ -42,6 +50,7 @@
 
 #include "arcoll_mpi.h"
 #include "bench/bench_clock.h"
+#include "bench/bench_shim.h"
 #include "bench/bench_stats.h"
 
 enum { COL_MPI, COL_PMPI, NCOLS };
@@ -56,6 +65,7 @@ typedef struct lat_opts {
     double mifs[8];
     int nmifs;
     uint64_t seed;
+    const char *csv; /* -o */
 } lat_opts_t;
 
 static int rank, nranks;
@@ -172,11 +182,40 @@ static long check(int coll, const char *r, size_t bytes, int tag)
     return bad;
 }
 
+/* Iterations at a size: bstat_iters, then proportionally fewer above 1 MiB
+ * so a 32 MiB row stays a few seconds (at least `floor`). */
+static int lat_iters(size_t bytes, int n, int floor)
+{
+    int it = bstat_iters(bytes, n);
+
+    if (bytes > ((size_t)1 << 20))
+        it = (int)((double)it * (double)((size_t)1 << 20) / (double)bytes);
+    return it > floor ? it : floor < n ? floor : n;
+}
+
+/* The memcpy limit of a point: mean over ranks of one copy of `len` bytes. */
+static double memcpy_limit(char *dst, const char *src, size_t len, int iters)
+{
+    double sum = 0;
+
+    for (int it = -1; it < iters; it++) {
+        PMPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_us();
+        memcpy(dst, src, len);
+        if (it >= 0)
+            sum += now_us() - t0;
+    }
+    sum /= iters;
+    PMPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / nranks;
+}
+
 /* One (collective, size, MIF) point: res[col]; returns wrong blocks seen. */
 static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, double t_us, char *s,
                       char *r, bstat_point_t *res)
 {
-    int iters = bstat_iters((size_t)bytes, o->iters), warm = bstat_iters((size_t)bytes, o->warmup);
+    int iters = lat_iters((size_t)bytes, o->iters, 5),
+        warm = lat_iters((size_t)bytes, o->warmup, 1);
     size_t nrec = (size_t)iters * NCOLS * 2;
     double *mine = malloc(nrec * sizeof(double)), *all = malloc(nrec * sizeof(double) * nranks);
     double *arrive = malloc(sizeof(double) * (size_t)iters * nranks);
@@ -251,8 +290,9 @@ static int parse(int argc, char **argv, lat_opts_t *o)
                       0,
                       {0, 32},
                       2,
-                      1};
-    while ((opt = getopt(argc, argv, "t:D:m:i:x:M:s:S:c")) != -1) {
+                      1,
+                      NULL};
+    while ((opt = getopt(argc, argv, "t:D:m:i:x:M:s:S:co:")) != -1) {
         switch (opt) {
         case 't':
             o->colls = 0;
@@ -282,7 +322,7 @@ static int parse(int argc, char **argv, lat_opts_t *o)
                     return -1;
             }
             if (bstat_parse_size(colon ? colon + 1 : optarg, &o->max) != 0 || o->min < 1 ||
-                o->max < o->min || o->max > (1u << 20))
+                o->max < o->min || o->max > (32u << 20))
                 return -1;
             break;
         }
@@ -299,6 +339,7 @@ static int parse(int argc, char **argv, lat_opts_t *o)
             break;
         case 'S': o->seed = strtoull(optarg, NULL, 0); break;
         case 'c': o->validate = 1; break;
+        case 'o': o->csv = optarg; break;
         default: return -1;
         }
     }
@@ -317,7 +358,8 @@ int main(int argc, char **argv)
     arcoll_mpi_stats_t s0, s1;
     lat_opts_t o;
     long bad = 0;
-    char *s, *r;
+    char *s, *r, *ms, *mr;
+    FILE *csv = NULL;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -326,26 +368,32 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "usage: arcoll-mpi-lat [-t alltoall,allgather,alltoallv|both|all] "
                             "[-D uniform|random|sparse|one-heavy] [-m [MIN:]MAX] [-i ITERS] "
-                            "[-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c]\n");
+                            "[-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c] "
+                            "[-o FILE.csv]\n");
         MPI_Finalize();
         return 2;
     }
-    stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
-    memset(&s0, 0, sizeof(s0));
-    if (stats_fn != NULL)
-        stats_fn(&s0);
+    stats_fn = bench_shim_stats(&s0);
     /* Room for alltoall's n blocks, or alltoallv's largest total under -D
      * (never less). */
     size_t len = o.max * bstat_vtotal(o.dist, nranks);
     s = malloc(len);
     r = malloc(len);
+    ms = malloc(len); /* the memcpy limit's own buffers */
+    mr = malloc(len);
     sc = malloc(4 * sizeof(int) * (size_t)nranks);
-    if (s == NULL || r == NULL || sc == NULL)
+    if (s == NULL || r == NULL || ms == NULL || mr == NULL || sc == NULL)
         PMPI_Abort(MPI_COMM_WORLD, 1);
+    if (rank == 0 && o.csv != NULL && (csv = fopen(o.csv, "w")) == NULL) {
+        fprintf(stderr, "arcoll-mpi-lat: -o %s: %s\n", o.csv, strerror(errno));
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
     sd = sc + nranks;
     rc = sd + nranks;
     rd = rc + nranks;
     memset(s, 1, len);
+    memset(ms, 1, len);
+    memset(mr, 0, len);
     if (rank == 0) {
         printf("# arcoll-mpi-lat: %d ranks, skew by %s, seed %llu; MPI_* %s\n", nranks,
                o.spin ? "spinning" : "sleeping", (unsigned long long)o.seed,
@@ -356,9 +404,16 @@ int main(int argc, char **argv)
                    bstat_dist_names[o.dist]);
         printf("# latency = arrival to exit, mean over ranks and iterations (us); bound = last "
                "arrival - own arrival\n");
-        printf("%-9s %8s %5s %8s %9s %10s %10s %9s %10s %10s\n", "coll", "bytes", "MIF", "T(us)",
-               "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio",
-               stats_fn ? "shim-bnd" : "MPI_-bnd", "PMPI-bnd");
+        printf("# memcpy = every rank at once copies the bytes it receives (us); mcpy/shim = "
+               "memcpy over the MPI_* column\n");
+        printf("%-9s %8s %5s %8s %9s %10s %10s %9s %10s %10s %10s %9s\n", "coll", "bytes", "MIF",
+               "T(us)", "bound", stats_fn ? "shim" : "MPI_", "PMPI", "ratio",
+               stats_fn ? "shim-bnd" : "MPI_-bnd", "PMPI-bnd", "memcpy", "mcpy/shim");
+        if (csv != NULL)
+            fprintf(csv,
+                    "coll,bytes,mif,T_us,bound_us,%s_us,pmpi_us,ratio,memcpy_us,"
+                    "memcpy_frac\n",
+                    stats_fn ? "shim" : "mpi");
     }
     for (int c = 0; c < NCOLLS; c++)
         for (int m = 0; m < o.nmifs && (o.colls >> c & 1); m++)
@@ -366,13 +421,25 @@ int main(int argc, char **argv)
                 bstat_point_t res[NCOLS];
                 double t_us = measure_t(s, (int)b);
                 bad += run_point(&o, c, (int)b, o.mifs[m], t_us, s, r, res);
-                if (rank == 0)
-                    printf("%-9s %8zu %5g %8.2f %9.2f %10.2f %10.2f %9.3f %10.2f %10.2f\n",
+                /* alltoallv: the counts of the last iteration, which are typical */
+                size_t mlen = (size_t)nranks * b;
+                if (c == C_ALLTOALLV)
+                    mlen = (size_t)rd[nranks - 1] + (size_t)rc[nranks - 1];
+                double mc = memcpy_limit(mr, ms, mlen, lat_iters(b, o.iters, 5));
+                double ratio = bstat_ratio(res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean);
+                double frac = bstat_ratio(mc, res[COL_MPI].lat_mean);
+                if (rank == 0) {
+                    printf("%-9s %8zu %5g %8.2f %9.2f %10.2f %10.2f %9.3f %10.2f %10.2f %10.2f "
+                           "%9.3f\n",
                            coll_names[c], b, o.mifs[m], t_us, res[COL_MPI].bound_mean,
-                           res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean,
-                           bstat_ratio(res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean),
+                           res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean, ratio,
                            res[COL_MPI].lat_mean - res[COL_MPI].bound_mean,
-                           res[COL_PMPI].lat_mean - res[COL_PMPI].bound_mean);
+                           res[COL_PMPI].lat_mean - res[COL_PMPI].bound_mean, mc, frac);
+                    if (csv != NULL)
+                        fprintf(csv, "%s,%zu,%g,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                                coll_names[c], b, o.mifs[m], t_us, res[COL_MPI].bound_mean,
+                                res[COL_MPI].lat_mean, res[COL_PMPI].lat_mean, ratio, mc, frac);
+                }
                 fflush(stdout);
             }
     if (stats_fn != NULL) {
@@ -389,8 +456,12 @@ int main(int argc, char **argv)
     }
     if (rank == 0)
         printf("arcoll-mpi-lat: %d passed, %d failed\n", bad == 0, bad != 0);
+    if (csv != NULL)
+        fclose(csv);
     free(s);
     free(r);
+    free(ms);
+    free(mr);
     free(sc);
     MPI_Finalize();
     return bad == 0 ? 0 : 1;

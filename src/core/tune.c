@@ -27,16 +27,17 @@
  */
 static const char tune_default[] = "alltoall:0-inf:@pap#"
                                    "allgather:0-inf:@pap#"
-                                   /* Path rules: bench/arcoll-tune.sh build t 2 4 (see
-                                    * docs/configuration.md, "The default table"). */
+                                   /* Path rules: TUNE_BENCH=shim bench/arcoll-tune.sh
+                                    * build t 2 4 (docs/configuration.md, "The default
+                                    * table"). */
                                    "alltoall:0-32k:over=no:chan=smp:@copy#"
                                    "alltoall:32k-inf:over=no:chan=smp:@zcopy#"
                                    "allgather:0-32k:over=no:chan=smp:@copy#"
                                    "allgather:32k-inf:over=no:chan=smp:@zcopy#"
-                                   "alltoall:0-64k:over=yes:chan=smp:@copy#"
-                                   "alltoall:64k-inf:over=yes:chan=smp:@zcopy#"
-                                   "allgather:0-64k:over=yes:chan=smp:@copy#"
-                                   "allgather:64k-inf:over=yes:chan=smp:@zcopy";
+                                   "alltoall:0-32k:over=yes:chan=smp:@copy#"
+                                   "alltoall:32k-inf:over=yes:chan=smp:@zcopy#"
+                                   "allgather:0-32k:over=yes:chan=smp:@copy#"
+                                   "allgather:32k-inf:over=yes:chan=smp:@zcopy";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 

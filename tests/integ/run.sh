@@ -246,8 +246,8 @@ allgather +pap +1 B-32 KiB +pap \[copy\]$|allgather +pap +32 KiB-inf +pap \[zcop
 if [ "$(nproc)" -lt 4 ]; then
     run tune-path-4-over-info "text:alltoall +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"
-    run tune-path-4-over-default-info "text:alltoall +pap +1 B-64 KiB +pap \[copy\]$|\
-alltoall +pap +64 KiB-inf +pap \[zcopy\]$|allgather +pap +64 KiB-inf +pap \[zcopy\]$" \
+    run tune-path-4-over-default-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|\
+alltoall +pap +32 KiB-inf +pap \[zcopy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"
 fi
 # arcoll-bench compares paths side by side (ALG/PATH, data checked); arcoll-tune.sh writes

@@ -173,6 +173,26 @@ else
         "$B/bin/arcoll-mpi-lat" -m 1:4k -i 10 -x 2 -M 0,16 -c
     t mpi-lat-3-shim-a2av-one-heavy ok:"1 passed, 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         "$B/bin/arcoll-mpi-lat" -t alltoallv -D one-heavy -m 1:4k -i 10 -x 2 -M 0,16 -c
+    # Sizes up to 32 MiB per peer (both paths), the memcpy column and the CSV.
+    t mpi-lat-2-shim-large-csv ok:"1 passed, 0 failed" bash -c '"$@" && grep -q \
+        "^allgather,33554432,0,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*$" "$0"' \
+        "$LOG/mpi-lat.csv" $MPIRUN -np 2 env LD_PRELOAD="$PRE" "$B/bin/arcoll-mpi-lat" \
+        -m 8m:32m -i 10 -x 1 -M 0 -c -o "$LOG/mpi-lat.csv"
+    # arcoll-tune.sh through the shim (a tiny sweep: the tool runs and writes a table that a
+    # job accepts).
+    t tune-shim-2 ok:"tuning table (ARCOLL_TUNE): file" bash -c 'TUNE_BENCH=shim \
+        TUNE_SIZES=8k:64k TUNE_REPS=1 TUNE_ITERS=50 bench/arcoll-tune.sh "$0" "$1/tune-shim.tune" 2 &&
+        ARCOLL_TUNE="file:$1/tune-shim.tune" mpirun -np 2 "$0/bin/arcoll_info"' "$B" "$LOG"
+    # The FFT-transpose step on fresh buffers (every element checked after every step), and
+    # proof that the check catches one wrong element.
+    for n in 2 4; do
+        t transpose-$n-shim ok:"1 passed, 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" \
+            "$B/bin/arcoll-transpose" -n 64,256,1024 -s 4 -x 1 -k 2 -c
+    done
+    t transpose-3-shim-corrupt-fails "fails:0 passed, 1 failed" $MPIRUN -np 3 env \
+        LD_PRELOAD="$PRE" ARCOLL_TRANSPOSE_CORRUPT=1 "$B/bin/arcoll-transpose" -n 96 -s 2 -c
+    t transpose-3-bad-n-fails "fails:N=100 is not a multiple of 3 ranks" $MPIRUN -np 3 \
+        "$B/bin/arcoll-transpose" -n 100
     # MPI_Alltoallv/MPI_Ialltoallv with uneven counts (0, 1 and 1 MiB in one call, all 0,
     # one-heavy, random, in place, a vector type; ints and doubles) on the world and a split
     # communicator: the program checks every receive buffer itself, and rank 0's digests of
