@@ -8,11 +8,13 @@
 #
 # Per NP: SWEEP_REPS (3) repetitions of MIF 0 over SWEEP_SIZES (1:32m), each configuration a
 # separate mpirun, configurations interleaved within a repetition; then MIF 32 and 512 once per
-# configuration over SWEEP_SKEW_SIZES (1:1m); SWEEP_ITERS (1000) iterations per size. Configurations: `after` (BUILD's shim) and, with
+# configuration over SWEEP_SKEW_SIZES (1:1m); SWEEP_ITERS (1000) iterations per size.
+# Configurations: `after` (BUILD's shim) and, with
 # SWEEP_BEFORE, `before` (that build's shim). Every run measures Open MPI (the PMPI column) in the
 # same run, so a ratio is always arcoll / Open MPI of one run; the tables give the median over
 # repetitions of each run's ratio, Open MPI's and the memcpy limit's median times.
 # Output in OUTDIR: one CSV per run, summary.csv, tables.md, ratio-np<NP>.png, commands.txt.
+# SWEEP_REPORT_ONLY=1 makes the summary, tables and plots again from OUTDIR's CSVs.
 set -euo pipefail
 B=${1:?usage: bench/perf-sweep.sh BUILD OUTDIR [NP...]}
 OUT=${2:?usage: bench/perf-sweep.sh BUILD OUTDIR [NP...]}
@@ -25,7 +27,7 @@ SKEW_SIZES=${SWEEP_SKEW_SIZES:-1:1m}
 ITERS=${SWEEP_ITERS:-1000} # arcoll-mpi-lat -i: a tenth above 8 KiB, fewer above 1 MiB (>= 5)
 CORES=$(nproc)
 mkdir -p "$OUT"
-: >"$OUT/commands.txt"
+[ -n "${SWEEP_REPORT_ONLY:-}" ] || : >"$OUT/commands.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 CFGS=(after)
 declare -A SHIM=([after]=$(realpath "$B/lib/libarcoll_mpi.so"))
@@ -50,6 +52,7 @@ run() {
 }
 
 for np in "${NPS[@]}"; do
+    [ -z "${SWEEP_REPORT_ONLY:-}" ] || break
     for rep in $(seq 1 "$REPS"); do
         for cfg in "${CFGS[@]}"; do
             run "$np" "$cfg" "r$rep" 0 "$SIZES"
@@ -141,7 +144,7 @@ set terminal pngcairo size 900,500 noenhanced
 set output '$OUT/ratio-np$np.png'
 set title 'arcoll (PMPI shim) / Open MPI 4.1, np=$np, MIF 0, median of $REPS runs (lower is better)'
 set logscale x 2
-set format x '%.0s%cB'
+set format x '%.0b %BB'
 set xlabel 'bytes per peer'
 set ylabel 'latency ratio'
 set yrange [0:2.5]
