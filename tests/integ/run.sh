@@ -251,13 +251,14 @@ alltoall +pap +32 KiB-inf +pap \[zcopy\]$|allgather +pap +32 KiB-inf +pap \[zcop
         $MPIRUN -np 4 "$B/bin/arcoll_info"
 fi
 # arcoll-bench compares paths side by side (ALG/PATH, data checked); arcoll-tune.sh writes
-# rules that a job then reads (a tiny sweep: only that the file is whole and valid).
+# rules that a job then reads (a tiny, noisy sweep: which rules it finds is not checked, only
+# that both tables are in the file and the file is valid).
 run bench-paths-2 ok $MPIRUN -np 2 "$B/bin/arcoll-bench" -t both -a pap/copy,pap/zcopy,direct \
     -m 16k:64k -M 0,8 -i 20 -x 2 -c -q
 run bench-paths-bad-fails "fails:--alg pap/fast: expected ALG or ALG/copy|zcopy|auto" \
     $MPIRUN -np 2 "$B/bin/arcoll-bench" -a pap/fast -m 1k -i 2
-run tune-tool-2 "text:^alltoall:[0-9k]+-[0-9a-z]+:over=no:chan=smp:@z?copy$|\
-; np=2 over=no alltoall|ARCOLL_TUNE\): file .*tool.tune: [1-4] rules" \
+run tune-tool-2 "text:^; np=2 over=no alltoall: size|^; np=2 over=no allgather: size|\
+ARCOLL_TUNE\): file .*tool.tune: [0-4] rules?," \
     sh -c "TUNE_SIZES=8k:128k TUNE_REPS=1 TUNE_ITERS=20 bench/arcoll-tune.sh $B $LOG/tool.tune 2 &&
         cat $LOG/tool.tune && ARCOLL_TUNE=file:$LOG/tool.tune $MPIRUN -np 2 $B/bin/arcoll_info"
 run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" matrix
