@@ -16,7 +16,7 @@
 # (nproc), else over=no; rules carry chan=smp (the channel measured).
 # Environment: TUNE_LAUNCH (mpirun; as root add the ALLOW_RUN_AS_ROOT variables), TUNE_BENCH,
 # TUNE_SIZES (1k:4m), TUNE_REPS (3), TUNE_TIE (0.03), TUNE_ITERS (the benchmark's -i; its
-# default, 1000 for shim).
+# default, 1000 for shim), TUNE_PRELOAD (shim: LD_PRELOAD; BUILD's libarcoll_mpi.so).
 # The measurements are kept in OUT.csv; the medians go into OUT as comments (";" lines).
 set -euo pipefail
 B=${1:?usage: bench/arcoll-tune.sh BUILD OUT.tune [NP...]}
@@ -32,7 +32,10 @@ LAUNCH=${TUNE_LAUNCH:-mpirun}
 MODE=${TUNE_BENCH:-bench}
 case $MODE in
 bench) BENCH=$B/bin/arcoll-bench UNIT=us ;;
-shim) BENCH=$B/bin/arcoll-mpi-lat UNIT="x Open MPI" ITERS=${TUNE_ITERS:-1000} ;;
+shim)
+    BENCH=$B/bin/arcoll-mpi-lat UNIT="x Open MPI" ITERS=${TUNE_ITERS:-1000}
+    PRELOAD=${TUNE_PRELOAD:-$(realpath "$B/lib/libarcoll_mpi.so")}
+    ;;
 *) echo "arcoll-tune: TUNE_BENCH=bench or shim, not $MODE" >&2; exit 2 ;;
 esac
 [ -x "$BENCH" ] || { echo "arcoll-tune: no $BENCH (make BUILD=$B; shim: needs mpicc)" >&2; exit 2; }
@@ -59,8 +62,8 @@ for np in "${NPS[@]}"; do
             continue
         fi
         for path in copy zcopy; do
-            $LAUNCH -np "$np" "${extra[@]}" env ARCOLL_PATH=$path \
-                LD_PRELOAD="$(realpath "$B/lib/libarcoll_mpi.so")" "$BENCH" -t both -m "$SIZES" \
+            $LAUNCH -np "$np" "${extra[@]}" env ARCOLL_PATH=$path LD_PRELOAD="$PRELOAD" \
+                "$BENCH" -t both -m "$SIZES" \
                 -M 0 -i "$ITERS" -x $((ITERS / 10)) -o "$OUT.run.csv" >/dev/null
             awk -F, -v np="$np" -v over="$over" -v rep="$rep" -v col="pap/$path" 'NR > 1 {
                 print np "," over "," rep "," $1 "," $2 "," col "," $8 }' "$OUT.run.csv" >>"$CSV"

@@ -180,7 +180,7 @@ else
         -m 8m:32m -i 10 -x 1 -M 0 -c -o "$LOG/mpi-lat.csv"
     # arcoll-tune.sh through the shim (a tiny sweep: the tool runs and writes a table that a
     # job accepts).
-    t tune-shim-2 ok:"tuning table (ARCOLL_TUNE): file" bash -c 'TUNE_BENCH=shim \
+    t tune-shim-2 ok:"tuning table (ARCOLL_TUNE): file" env TUNE_PRELOAD="$PRE" bash -c 'TUNE_BENCH=shim \
         TUNE_SIZES=8k:64k TUNE_REPS=1 TUNE_ITERS=50 bench/arcoll-tune.sh "$0" "$1/tune-shim.tune" 2 &&
         ARCOLL_TUNE="file:$1/tune-shim.tune" mpirun -np 2 "$0/bin/arcoll_info"' "$B" "$LOG"
     # The FFT-transpose step on fresh buffers (every element checked after every step), and
