@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # arcoll-tune: measure this machine's copy / zero-copy crossover for alltoall and allgather,
 # separately for jobs with ranks <= cores and oversubscribed ones, and write a tune file of
-# path rules (docs/configuration.md, "Path rules") that ARCOLL_TUNE=file:OUT uses.
+# path rules (docs/configuration.md, "Path rules") that ARCOLL_TUNE=file:OUT uses; through the
+# shim (TUNE_BENCH=shim) also serve rules: the sizes where Open MPI was faster than arcoll on
+# both paths, which the shim then hands to Open MPI (@mpi).
 #
 #   bench/arcoll-tune.sh BUILD OUT.tune [NP...]        (NP: 2 4 by default)
 #
@@ -12,10 +14,11 @@
 # MPI's in the same run (which cancels the run-to-run drift of a shared machine). TUNE_REPS
 # times; the medians of the repetitions decide. The crossover of a collective is the smallest size from which zero-copy is
 # never more than TUNE_TIE (3%) slower than copy at any larger size: ties go to zero-copy, which
-# moves every byte once instead of twice. A job's shape is over=yes when NP exceeds the cores
+# moves every byte once instead of twice. A serve rule (shim only) covers each run of sizes at
+# which the faster path is more than TUNE_TIE slower than Open MPI. A job's shape is over=yes when NP exceeds the cores
 # (nproc), else over=no; rules carry chan=smp (the channel measured).
 # Environment: TUNE_LAUNCH (mpirun; as root add the ALLOW_RUN_AS_ROOT variables), TUNE_BENCH,
-# TUNE_SIZES (1k:4m), TUNE_REPS (3), TUNE_TIE (0.03), TUNE_ITERS (the benchmark's -i; its
+# TUNE_SIZES (1k:4m; shim: 1:4m), TUNE_REPS (3), TUNE_TIE (0.03), TUNE_ITERS (the benchmark's -i; its
 # default, 1000 for shim), TUNE_PRELOAD (shim: LD_PRELOAD; BUILD's libarcoll_mpi.so).
 # The measurements are kept in OUT.csv; the medians go into OUT as comments (";" lines).
 set -euo pipefail
@@ -25,6 +28,7 @@ shift 2
 NPS=("$@")
 [ ${#NPS[@]} -gt 0 ] || NPS=(2 4)
 SIZES=${TUNE_SIZES:-1k:4m}
+[ "${TUNE_BENCH:-bench}" = shim ] && SIZES=${TUNE_SIZES:-1:4m}
 REPS=${TUNE_REPS:-3}
 TIE=${TUNE_TIE:-0.03}
 CORES=$(nproc)
@@ -62,7 +66,9 @@ for np in "${NPS[@]}"; do
             continue
         fi
         for path in copy zcopy; do
+            # @arcoll: measure arcoll at every size, whatever the serve rules in force say.
             $LAUNCH -np "$np" "${extra[@]}" env ARCOLL_PATH=$path LD_PRELOAD="$PRELOAD" \
+                ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll" \
                 "$BENCH" -t both -m "$SIZES" \
                 -M 0 -i "$ITERS" -x $((ITERS / 10)) -o "$OUT.run.csv" >/dev/null
             awk -F, -v np="$np" -v over="$over" -v rep="$rep" -v col="pap/$path" 'NR > 1 {
@@ -105,6 +111,8 @@ END {
         printf "; over Open MPI in the same run, median of %d runs;\n", reps
     }
     printf "; zero-copy from the smallest size after which it is never > %.0f%% slower.\n", tie * 100
+    if (mode == "shim")
+        printf "; @mpi (the shim hands the call to Open MPI) where both paths are > %.0f%% slower.\n", tie * 100
     for (np in nps) for (c in colls) {
         cross = -1
         printf "; np=%s over=%s %s: size copy(%s) zcopy(%s) zcopy/copy\n", np, shape[np], c, unit, unit
@@ -124,6 +132,28 @@ END {
         else
             printf "%s:0-%s:over=%s:chan=smp:@copy\n%s:%s-inf:over=%s:chan=smp:@zcopy\n", c,
                 human(cross), shape[np], c, human(cross), shape[np]
+        if (mode != "shim") continue
+        # Serve rules: each run of sizes where the faster path loses to Open MPI by more than
+        # the tie; a run starting at the smallest size measured starts at 0, one ending at the
+        # largest stops at twice that size.
+        lo = -1
+        for (i = 1; i <= ns + 1; i++) {
+            slow = 0
+            if (i <= ns) {
+                kc = np SUBSEP c SUBSEP list[i] SUBSEP "pap/copy"
+                kz = np SUBSEP c SUBSEP list[i] SUBSEP "pap/zcopy"
+                if (!(kc in vals) || !(kz in vals)) continue
+                best = median(kc); if (median(kz) < best) best = median(kz)
+                slow = best > 1 + tie
+            }
+            if (slow && lo < 0) lo = i
+            if (!slow && lo >= 0) {
+                from = lo == 1 ? 0 : human(list[lo])
+                to = human((i > ns) ? 2 * list[ns] : list[i]) # not beyond what was measured
+                printf "%s:%s-%s:over=%s:chan=smp:@mpi\n", c, from, to, shape[np]
+                lo = -1
+            }
+        }
     }
 }' "$CSV" >"$OUT"
 cat "$OUT"

@@ -153,6 +153,18 @@ int arcoll_team_free(arcoll_team_t team);
 int arcoll_team_rank(arcoll_team_t team);
 int arcoll_team_size(arcoll_team_t team);
 
+/* Collectives the tuning table's serve rules name. */
+typedef enum { ARCOLL_COLL_ALLTOALL = 0, ARCOLL_COLL_ALLGATHER = 1 } arcoll_coll_t;
+/* For an embedding MPI library: 1 if the tuning table (ARCOLL_TUNE, then the
+ * built-in table) says the MPI library should keep calls of coll with this
+ * many bytes per rank (alltoall: per peer) on this team for itself, because
+ * arcoll measured slower there (a serve rule with target @mpi,
+ * docs/configuration.md); 0 otherwise or on a bad handle. The answer depends
+ * only on the team's shape, the settings agreed at init and bytes, so every
+ * member answers alike for the same bytes. arcoll's own collectives ignore
+ * serve rules. [serialized] */
+int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes);
+
 /* alltoall: block i of sbuf (bytes each) goes to team rank i, block j of
  * rbuf comes from team rank j. allgather: sbuf (bytes) is sent to all,
  * rbuf holds size*bytes. bytes == 0 is a local no-op. Buffers must not

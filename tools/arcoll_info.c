@@ -45,7 +45,8 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
                                         : -1; /* no table: auto's built-in rule */
     size_t cut[2 * (CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX) + 48], n = 0;
     size_t from = 0;
-    int last_run = -1, last_picked = -1, last_zc = -1;
+    int last_run = -1, last_picked = -1, last_zc = -1, last_host = 0;
+    core_tune_shape_t shape;
     const char *last_why = NULL;
 
     for (int i = 0; i <= 40; i++)
@@ -61,10 +62,11 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
     if (t->hier != NULL)
         cut[n++] = t->hier->max_bytes + 1;
     qsort(cut, n, sizeof(cut[0]), info_cmp);
+    core_tune_shape_team(t, &shape);
     for (size_t i = 0; i <= n; i++) {
         char a[32], b[32];
         const char *why = NULL;
-        int picked = -1, run = -1, zc = -1;
+        int picked = -1, run = -1, zc = -1, host = 0;
         if (i < n && (cut[i] == 0 || cut[i] > INFO_MAX_BYTES || (i > 0 && cut[i] == cut[i - 1])))
             continue;
         if (i < n)
@@ -72,7 +74,11 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
         /* The path matters to the flat algorithms of alltoall and allgather. */
         if (run >= 0 && coll_alg_by_id(run)->tx_progress != NULL && coll >= 0)
             zc = eng_path_zcopy(t, (int)type, cut[i]);
-        if (i < n && run == last_run && picked == last_picked && why == last_why && zc == last_zc)
+        /* A serve rule sends the shim's calls of this size to MPI. */
+        if (i < n && coll >= 0)
+            host = core_tune_host(tab, coll, cut[i], &shape);
+        if (i < n && run == last_run && picked == last_picked && why == last_why && zc == last_zc &&
+            host == last_host)
             continue;
         if (last_run >= 0) {
             char range[80];
@@ -83,12 +89,14 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
                    core_alg_name(last_picked));
             if (last_why != NULL)
                 printf(" (falls back to %s: %s)", core_alg_name(last_run), last_why);
+            if (last_host)
+                printf(" (the shim: MPI's)");
             if (last_zc >= 0)
                 printf(" [%s]", last_zc ? "zcopy" : "copy");
             printf("\n");
         }
         from = i < n ? cut[i] : 0;
-        last_run = run, last_picked = picked, last_why = why, last_zc = zc;
+        last_run = run, last_picked = picked, last_why = why, last_zc = zc, last_host = host;
     }
 }
 

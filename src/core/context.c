@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/profile.h"
 #include "core/split.h"
+#include "core/tune.h"
 
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
@@ -881,6 +882,21 @@ int arcoll_team_size(arcoll_team_t team)
 {
     return core_team_check(team, "arcoll_team_size") == ARCOLL_OK ? (int)team->size : -1;
 }
+
+int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes)
+{
+    core_tune_shape_t shape;
+
+    if ((coll != ARCOLL_COLL_ALLTOALL && coll != ARCOLL_COLL_ALLGATHER) ||
+        core_team_check(team, "arcoll_team_host_serves") != ARCOLL_OK)
+        return 0;
+    core_tune_shape_team(team, &shape);
+    return core_tune_host(&team->ctx->cfg.tune, (int)coll, bytes, &shape);
+}
+
+_Static_assert((int)ARCOLL_COLL_ALLTOALL == CORE_TUNE_ALLTOALL &&
+                   (int)ARCOLL_COLL_ALLGATHER == CORE_TUNE_ALLGATHER,
+               "arcoll_coll_t follows the tuning table's collectives");
 
 /* Live handles of nonblocking calls: a handle is checked against this list,
  * so that a spent or finalized one is an error, not a use after free. */

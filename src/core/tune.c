@@ -37,7 +37,13 @@ static const char tune_default[] = "alltoall:0-inf:@pap#"
                                    "alltoall:0-32k:over=yes:chan=smp:@copy#"
                                    "alltoall:32k-inf:over=yes:chan=smp:@zcopy#"
                                    "allgather:0-32k:over=yes:chan=smp:@copy#"
-                                   "allgather:32k-inf:over=yes:chan=smp:@zcopy";
+                                   "allgather:32k-inf:over=yes:chan=smp:@zcopy#"
+                                   /* Serve rules, for the PMPI shim: with ranks <= cores,
+                                    * 1-256 B per peer measured 1.14-1.44x slower than Open
+                                    * MPI's vader (docs/performance.md), so the shim passes
+                                    * those calls to it. */
+                                   "alltoall:0-512:over=no:chan=smp:@mpi#"
+                                   "allgather:0-512:over=no:chan=smp:@mpi";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 
@@ -143,8 +149,9 @@ static int tune_word(const char *arg, const char *const *words, int n)
 }
 
 static const char *const tune_yesno[] = {"no", "yes"};
-static const char *const tune_chans[] = {"smp", "verbs"};  /* CORE_CHANNEL_* order */
-static const char *const tune_paths[] = {"copy", "zcopy"}; /* CORE_PATH_* order */
+static const char *const tune_chans[] = {"smp", "verbs"};   /* CORE_CHANNEL_* order */
+static const char *const tune_paths[] = {"copy", "zcopy"};  /* CORE_PATH_* order */
+static const char *const tune_serves[] = {"arcoll", "mpi"}; /* CORE_TUNE_SERVE_* order */
 
 /* The conditions between the byte range and the target. */
 static int tune_conds_parse(core_tune_rule_t *r, char **f, int nf, const char *text,
@@ -211,7 +218,7 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
     if (nf < 3 || f[nf - 1][0] != '@')
         return tune_fail(src, idx, text,
                          "expected COLL:LO-HI[:ppn=A-B][:nodes=A-B][:over=yes|no][:chan=smp|verbs]"
-                         ":@ALG or :@copy|zcopy (the target last, after '@')");
+                         ":@ALG, :@copy|zcopy or :@mpi|arcoll (the target last, after '@')");
     memset(r, 0, sizeof(*r));
     r->coll = -1;
     for (int c = 0; c < 2; c++)
@@ -233,9 +240,10 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
     rc = tune_conds_parse(r, f, nf, text, src, idx);
     if (rc != ARCOLL_OK)
         return rc;
+    r->serve = tune_word(f[nf - 1] + 1, tune_serves, 2);
     r->path = tune_word(f[nf - 1] + 1, tune_paths, 2);
-    if (r->path >= 0) {
-        r->alg = -1; /* a path rule */
+    if (r->path >= 0 || r->serve >= 0) {
+        r->alg = -1; /* a path or serve rule */
         return ARCOLL_OK;
     }
     r->alg = tune_alg(f[nf - 1] + 1);
@@ -243,7 +251,7 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
         return tune_fail(src, idx, text,
                          "unknown algorithm \"%s\"; allowed: direct, pap, shm_direct, "
                          "pap_shm, sa, sa_direct, rd, leader, ring, rdd, rdh (or a path rule's "
-                         "copy, zcopy)",
+                         "copy, zcopy, or a serve rule's mpi, arcoll)",
                          f[nf - 1] + 1);
     if (r->alg == CORE_ALG_AUTO)
         return tune_fail(src, idx, text, "auto cannot be a rule's algorithm: name the one to run");
@@ -438,7 +446,9 @@ const char *core_tune_get(const core_tune_t *tab, char *buf, size_t len)
         if (r->chan >= 0)
             tune_cat(buf, len, &used, ":chan=%s", tune_chans[r->chan]);
         tune_cat(buf, len, &used, ":@%s",
-                 r->path >= 0 ? tune_paths[r->path] : core_alg_name(r->alg));
+                 r->path >= 0    ? tune_paths[r->path]
+                 : r->serve >= 0 ? tune_serves[r->serve]
+                                 : core_alg_name(r->alg));
     }
     return buf;
 }
@@ -460,8 +470,8 @@ uint64_t core_tune_digest(const core_tune_t *tab, uint64_t h)
         h = tune_hash(h, r->hi);
         h = tune_hash(h, (uint64_t)r->ppn_lo << 32 | r->ppn_hi);
         h = tune_hash(h, (uint64_t)r->nodes_lo << 32 | r->nodes_hi);
-        h = tune_hash(h, (uint64_t)(r->path + 1) << 16 | (uint64_t)(r->over + 1) << 8 |
-                             (uint64_t)(r->chan + 1));
+        h = tune_hash(h, (uint64_t)(r->serve + 1) << 24 | (uint64_t)(r->path + 1) << 16 |
+                             (uint64_t)(r->over + 1) << 8 | (uint64_t)(r->chan + 1));
     }
     return h;
 }
@@ -543,6 +553,16 @@ int core_tune_path(const core_tune_t *tab, int coll, size_t bytes, const core_tu
             return r->path;
     }
     return -1;
+}
+
+int core_tune_host(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape)
+{
+    for (uint32_t i = 0; i < tab->n; i++) {
+        const core_tune_rule_t *r = &tab->rule[i];
+        if (r->serve >= 0 && tune_match(r, coll, bytes, shape))
+            return r->serve == CORE_TUNE_SERVE_HOST;
+    }
+    return 0;
 }
 
 _Static_assert(CORE_TUNE_ALLTOALL == (int)COLL_ALLTOALL &&

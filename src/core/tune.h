@@ -7,9 +7,11 @@
  * exclusive (or inf); ppn and nodes are inclusive ranges of the team's shape;
  * over is whether the job has more ranks on a node than processing units
  * (agreed at init); chan is the context's channel. TARGET is an algorithm
- * (an algorithm rule, used with ARCOLL_*_ALG=auto) or copy/zcopy (a path
- * rule, used with ARCOLL_PATH=auto and ARCOLL_ZCOPY_THRESHOLD=auto). The
- * first matching rule of its kind wins. */
+ * (an algorithm rule, used with ARCOLL_*_ALG=auto), copy/zcopy (a path
+ * rule, used with ARCOLL_PATH=auto and ARCOLL_ZCOPY_THRESHOLD=auto) or
+ * mpi/arcoll (a serve rule: whether an embedding MPI library, such as the
+ * PMPI shim, should keep the call for itself; arcoll's own API ignores it).
+ * The first matching rule of its kind wins. */
 #ifndef ARCOLL_CORE_TUNE_H
 #define ARCOLL_CORE_TUNE_H
 
@@ -23,10 +25,14 @@ enum { CORE_TUNE_ALLTOALL, CORE_TUNE_ALLGATHER };
 #define CORE_TUNE_FILE        256
 #define CORE_TUNE_INF         UINT32_MAX /* "inf" as the upper end of ppn/nodes */
 
+/* Serve rules: @arcoll, @mpi (the tune_serves order). */
+enum { CORE_TUNE_SERVE_ARCOLL, CORE_TUNE_SERVE_HOST };
+
 typedef struct core_tune_rule {
     int coll;                    /* CORE_TUNE_ALLTOALL or CORE_TUNE_ALLGATHER */
     int alg;                     /* CORE_ALG_*, never auto; -1 in a path rule */
     int path;                    /* CORE_PATH_COPY or _ZCOPY in a path rule; -1 otherwise */
+    int serve;                   /* CORE_TUNE_SERVE_* in a serve rule; -1 otherwise */
     int over;                    /* -1 any, 0 not oversubscribed, 1 oversubscribed */
     int chan;                    /* -1 any, or CORE_CHANNEL_* */
     size_t lo, hi;               /* bytes per rank in [lo, hi); hi == SIZE_MAX: no bound */
@@ -80,5 +86,9 @@ int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes);
 /* The path of the first matching path rule (CORE_PATH_COPY or _ZCOPY), -1 if
  * none matches. */
 int core_tune_path(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape);
+
+/* Whether the first matching serve rule is @mpi (the embedding MPI library
+ * keeps the call): 1 yes, 0 for @arcoll or no matching rule. */
+int core_tune_host(const core_tune_t *tab, int coll, size_t bytes, const core_tune_shape_t *shape);
 
 #endif

@@ -237,12 +237,19 @@ allgather +auto +1 B-65537 B +shm_direct$|tune-file.txt: 3 rules" \
 # with ranks <= cores on smp) answer.
 PT='alltoall:0-inf:over=yes:@copy#alltoall:0-16k:over=no:@zcopy#alltoall:16k-128k:over=no:@copy#'
 PT+='allgather:0-inf:@copy'
-run tune-path-2-info "text:alltoall +pap +1 B-16 KiB +pap \[zcopy\]$|alltoall +pap +16 KiB-128 KiB +pap \[copy\]$|\
-alltoall +pap +128 KiB-inf +pap \[zcopy\]$|allgather +pap +1 B-inf +pap \[copy\]$" \
+# Below 512 B per peer with ranks <= cores, the default serve rules keep the shim's calls in MPI.
+M=" \(the shim: MPI's\)"
+run tune-path-2-info "text:alltoall +pap +1 B-512 B +pap$M \[zcopy\]$|alltoall +pap +512 B-16 KiB +pap \[zcopy\]$|\
+alltoall +pap +16 KiB-128 KiB +pap \[copy\]$|alltoall +pap +128 KiB-inf +pap \[zcopy\]$|\
+allgather +pap +1 B-512 B +pap$M \[copy\]$|allgather +pap +512 B-inf +pap \[copy\]$" \
     env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$B/bin/arcoll_info"
-run tune-path-2-default-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|alltoall +pap +32 KiB-inf +pap \[zcopy\]$|\
-allgather +pap +1 B-32 KiB +pap \[copy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
+run tune-path-2-default-info "text:alltoall +pap +1 B-512 B +pap$M \[copy\]$|alltoall +pap +512 B-32 KiB +pap \[copy\]$|\
+alltoall +pap +32 KiB-inf +pap \[zcopy\]$|allgather +pap +1 B-512 B +pap$M \[copy\]$|\
+allgather +pap +512 B-32 KiB +pap \[copy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
     $MPIRUN -np 2 "$B/bin/arcoll_info"
+# A user's @arcoll rule before the default's @mpi keeps the calls in arcoll.
+run tune-serve-2-arcoll-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|allgather +pap +1 B-512 B +pap$M \[copy\]$" \
+    env ARCOLL_TUNE="alltoall:0-inf:@arcoll" $MPIRUN -np 2 "$B/bin/arcoll_info"
 if [ "$(nproc)" -lt 4 ]; then
     run tune-path-4-over-info "text:alltoall +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"

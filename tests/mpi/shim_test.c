@@ -34,6 +34,9 @@ enum { ALLTOALL, ALLGATHER };
 enum { MODE_SHIM, MODE_MULTIPLE, MODE_PLAIN };
 
 static int mode, wrank, wsize;
+/* SHIM_TEST_MPI_BELOW=N: the tuning table's serve rules hand calls of fewer
+ * than N bytes per peer to PMPI (the default table: 512 with ranks <= cores). */
+static long mpi_below;
 static int copies; /* calls of the application's attribute copy callback */
 static long passed, failed;
 static arcoll_mpi_stats_fn stats_fn;
@@ -92,6 +95,10 @@ static void coll_once(const char *cname, MPI_Comm comm, int coll, MPI_Datatype t
         MPI_Comm_size(comm, &n);
     MPI_Type_get_extent(type, &lb, &extent);
     size_t blk = (size_t)count * (size_t)extent;
+    int tsize = 0;
+    MPI_Type_size(type, &tsize);
+    if (expect == EXPECT_ARCOLL && count > 0 && (long)count * tsize < mpi_below)
+        expect = EXPECT_PMPI;
     size_t slen = coll == ALLTOALL ? blk * (size_t)n : blk;
     unsigned char *sbuf = malloc(slen + 1), *rbuf = malloc(blk * (size_t)n + 1),
                   *ref = malloc(blk * (size_t)n + 1);
@@ -228,6 +235,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
+    if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
+        mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
     if (mode != MODE_PLAIN && stats_fn == NULL) {
         if (wrank == 0)
             fprintf(stderr, "shim_test: libarcoll_mpi.so is not loaded (LD_PRELOAD it)\n");

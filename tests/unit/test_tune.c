@@ -393,6 +393,50 @@ static void test_path_rules(void **state)
     assert_true(core_tune_digest(&tab, 1) != core_tune_digest(&other, 1));
 }
 
+/* ---- serve rules (@mpi, @arcoll) ---------------------------------------- */
+
+static int host_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan)
+{
+    core_tune_shape_t s = {1, 2, 1, over, chan};
+    return core_tune_host(tab, coll, bytes, &s);
+}
+
+static void test_serve_rules(void **state)
+{
+    core_tune_t tab, other;
+    char buf[512];
+
+    (void)state;
+    set_bad("alltoall:0-1:@mp", "unknown algorithm \"mp\"", "mpi, arcoll");
+    /* The default: the shim keeps 0-511 B per peer in MPI with ranks <= cores on smp only. */
+    set_ok(&tab, "default");
+    for (int c = 0; c < 2; c++) {
+        int coll = c ? AG : A2A;
+        assert_int_equal(host_of(&tab, coll, 0, 0, CORE_CHANNEL_SMP), 1);
+        assert_int_equal(host_of(&tab, coll, 511, 0, CORE_CHANNEL_SMP), 1);
+        assert_int_equal(host_of(&tab, coll, 512, 0, CORE_CHANNEL_SMP), 0);
+        assert_int_equal(host_of(&tab, coll, 8, 1, CORE_CHANNEL_SMP), 0);
+        assert_int_equal(host_of(&tab, coll, 8, 0, CORE_CHANNEL_VERBS), 0);
+        /* Serve rules are neither algorithms nor paths. */
+        assert_int_equal(pick(&tab, coll, 8, 1, 2, 1), CORE_ALG_PAP);
+        assert_int_equal(path_of(&tab, coll, 8, 0, CORE_CHANNEL_SMP), CORE_PATH_COPY);
+    }
+    /* A user's @arcoll before the default's @mpi keeps the calls in arcoll. */
+    set_ok(&other, "alltoall:0-inf:@arcoll");
+    assert_int_equal(host_of(&other, A2A, 8, 0, CORE_CHANNEL_SMP), 0);
+    assert_int_equal(host_of(&other, AG, 8, 0, CORE_CHANNEL_SMP), 1);
+    set_ok(&other, "allgather:1k-2k:chan=verbs:@mpi");
+    assert_int_equal(host_of(&other, AG, 1024, 1, CORE_CHANNEL_VERBS), 1);
+    assert_int_equal(host_of(&other, AG, 2048, 1, CORE_CHANNEL_VERBS), 0);
+    /* Canonical form and digest. */
+    core_tune_get(&other, buf, sizeof(buf));
+    assert_string_equal(buf, "allgather:1k-2k:chan=verbs:@mpi");
+    set_ok(&tab, "allgather:1k-2k:chan=verbs:@arcoll");
+    assert_true(core_tune_digest(&tab, 1) != core_tune_digest(&other, 1));
+    set_ok(&tab, buf);
+    assert_true(core_tune_digest(&tab, 1) == core_tune_digest(&other, 1));
+}
+
 /* ---- pick -------------------------------------------------------------- */
 
 static void test_pick(void **state)
@@ -690,6 +734,7 @@ int main(void)
         cmocka_unit_test_setup(test_default_table, setup),
         cmocka_unit_test_setup(test_default_paths, setup),
         cmocka_unit_test_setup(test_path_rules, setup),
+        cmocka_unit_test_setup(test_serve_rules, setup),
         cmocka_unit_test_setup(test_pick, setup),
         cmocka_unit_test_setup(test_fits, setup),
         cmocka_unit_test_setup(test_shape, setup),
