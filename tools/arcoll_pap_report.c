@@ -281,23 +281,33 @@ err:
     return -1;
 }
 
-static int rep_file_read(const char *prefix, int rank, rep_rank_t *r)
+/* Opens rank's profile into t and names it in path[len]; 0, or -1 having said why. The
+ * tool opens FILE.<rank>; tests/fuzz/fuzz_profile.c opens parts of its input. */
+typedef int rep_open_fn(void *arg, int rank, core_text_t *t, char *path, size_t len);
+
+static int rep_file_open(void *arg, int rank, core_text_t *t, char *path, size_t len)
+{
+    snprintf(path, len, "%s.%d", (const char *)arg, rank);
+    if (core_text_open(t, path, REP_FILE_MAX) == 0)
+        return 0;
+    if (errno == EFBIG)
+        rep_error("%s: larger than %llu bytes (the limit of a profile)", path, REP_FILE_MAX);
+    else if (errno == EINVAL)
+        rep_error("%s: not a regular file (devices and FIFOs are refused)", path);
+    else
+        rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
+                  strerror(errno));
+    return -1;
+}
+
+static int rep_file_read(rep_open_fn *open_fn, void *arg, int rank, rep_rank_t *r)
 {
     char path[4096];
     core_text_t t;
     int rc;
 
-    snprintf(path, sizeof(path), "%s.%d", prefix, rank);
-    if (core_text_open(&t, path, REP_FILE_MAX) != 0) {
-        if (errno == EFBIG)
-            rep_error("%s: larger than %llu bytes (the limit of a profile)", path, REP_FILE_MAX);
-        else if (errno == EINVAL)
-            rep_error("%s: not a regular file (devices and FIFOs are refused)", path);
-        else
-            rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
-                      strerror(errno));
+    if (open_fn(arg, rank, &t, path, sizeof(path)) != 0)
         return -1;
-    }
     rc = rep_text_read(&t, path, rank, r);
     core_text_close(&t);
     return rc;
@@ -542,13 +552,14 @@ out:
 
 /* Every rank's file, FILE.0 first (it says how many there are): *ranks grows
  * with the files read, not with the count FILE.0 states. */
-static int rep_ranks_read(const char *prefix, rep_rank_t **ranks, int *nread)
+static int rep_ranks_read(const char *prefix, rep_open_fn *open_fn, void *arg, rep_rank_t **ranks,
+                          int *nread)
 {
     rep_rank_t first;
     size_t cap = 0;
     int n;
 
-    if (rep_file_read(prefix, 0, &first) != 0)
+    if (rep_file_read(open_fn, arg, 0, &first) != 0)
         return -1;
     n = first.nranks;
     for (*nread = 0; *nread < n; (*nread)++) {
@@ -568,7 +579,7 @@ static int rep_ranks_read(const char *prefix, rep_rank_t **ranks, int *nread)
             *r = first;
             continue;
         }
-        if (rep_file_read(prefix, *nread, r) != 0)
+        if (rep_file_read(open_fn, arg, *nread, r) != 0)
             return -1;
         if (r->nranks != n) {
             rep_error("%s.%d says %d ranks, %s.0 says %d: files of different runs", prefix, *nread,
@@ -585,8 +596,8 @@ err:
     return -1;
 }
 
-#ifndef ARCOLL_PAP_REPORT_NO_MAIN /* tests/fuzz/fuzz_profile.c has its own */
-int main(int argc, char **argv)
+/* Read, align and print: the exit status of the tool. */
+static int rep_report(const char *prefix, rep_open_fn *open_fn, void *arg)
 {
     pap_table_t by_site = {0}, by_size = {0};
     rep_rank_t *ranks = NULL;
@@ -594,17 +605,7 @@ int main(int argc, char **argv)
     uint64_t aligned = 0, failed = 0;
     int n = 0, sitew = 9, rc = 1;
 
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(argc == 2 && strcmp(argv[1], "-h") == 0 ? stdout : stderr,
-                "usage: %s FILE\n"
-                "  Summarise the arrival pattern recorded with ARCOLL_PROFILE=FILE: reads\n"
-                "  FILE.0 .. FILE.<n-1> and prints, per collective and call site, the number\n"
-                "  of calls, the average size and the mean average-/worst-case imbalance\n"
-                "  factors (seed 002 sec. 3.1). See docs/profiling.md.\n",
-                argv[0]);
-        return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 1;
-    }
-    if (rep_ranks_read(argv[1], &ranks, &n) != 0)
+    if (rep_ranks_read(prefix, open_fn, arg, &ranks, &n) != 0)
         goto out;
     arr = calloc((size_t)n, sizeof(*arr));
     if (arr == NULL) {
@@ -613,7 +614,7 @@ int main(int argc, char **argv)
     }
     if (rep_analyse(ranks, n, &by_site, &by_size, arr, &aligned, &failed, &sitew) != 0)
         goto out;
-    rep_header_print(argv[1], ranks, n, aligned, failed);
+    rep_header_print(prefix, ranks, n, aligned, failed);
     rep_tables_print(&by_site, &by_size, sitew);
     rep_arrivals_print(arr, n);
     rc = 0;
@@ -625,5 +626,21 @@ out:
     free(arr);
     free(ranks);
     return rc;
+}
+
+#ifndef ARCOLL_PAP_REPORT_NO_MAIN /* tests/fuzz/fuzz_profile.c has its own */
+int main(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(argc == 2 && strcmp(argv[1], "-h") == 0 ? stdout : stderr,
+                "usage: %s FILE\n"
+                "  Summarise the arrival pattern recorded with ARCOLL_PROFILE=FILE: reads\n"
+                "  FILE.0 .. FILE.<n-1> and prints, per collective and call site, the number\n"
+                "  of calls, the average size and the mean average-/worst-case imbalance\n"
+                "  factors (seed 002 sec. 3.1). See docs/profiling.md.\n",
+                argv[0]);
+        return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 1;
+    }
+    return rep_report(argv[1], rep_file_open, argv[1]);
 }
 #endif
