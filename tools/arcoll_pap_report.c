@@ -285,21 +285,6 @@ err:
  * tool opens FILE.<rank>; tests/fuzz/fuzz_profile.c opens parts of its input. */
 typedef int rep_open_fn(void *arg, int rank, core_text_t *t, char *path, size_t len);
 
-static int rep_file_open(void *arg, int rank, core_text_t *t, char *path, size_t len)
-{
-    snprintf(path, len, "%s.%d", (const char *)arg, rank);
-    if (core_text_open(t, path, REP_FILE_MAX) == 0)
-        return 0;
-    if (errno == EFBIG)
-        rep_error("%s: larger than %llu bytes (the limit of a profile)", path, REP_FILE_MAX);
-    else if (errno == EINVAL)
-        rep_error("%s: not a regular file (devices and FIFOs are refused)", path);
-    else
-        rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
-                  strerror(errno));
-    return -1;
-}
-
 static int rep_file_read(rep_open_fn *open_fn, void *arg, int rank, rep_rank_t *r)
 {
     char path[4096];
@@ -628,7 +613,22 @@ out:
     return rc;
 }
 
-#ifndef ARCOLL_PAP_REPORT_NO_MAIN /* tests/fuzz/fuzz_profile.c has its own */
+#ifndef ARCOLL_PAP_REPORT_NO_MAIN /* tests/fuzz/fuzz_profile.c opens and runs its own */
+static int rep_file_open(void *arg, int rank, core_text_t *t, char *path, size_t len)
+{
+    snprintf(path, len, "%s.%d", (const char *)arg, rank);
+    if (core_text_open(t, path, REP_FILE_MAX) == 0)
+        return 0;
+    if (errno == EFBIG)
+        rep_error("%s: larger than %llu bytes (the limit of a profile)", path, REP_FILE_MAX);
+    else if (errno == EINVAL)
+        rep_error("%s: not a regular file (devices and FIFOs are refused)", path);
+    else
+        rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
+                  strerror(errno));
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2 || argv[1][0] == '-') {
