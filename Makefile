@@ -3,6 +3,7 @@
 #   make check      unit tests (cmocka), mpirun integration tests, verbs tests in qemu guests
 #   make run        the main job: a short PAP-vs-Direct skew benchmark on 4 local ranks
 #   make asan       everything under AddressSanitizer + UBSan, then its check
+#   make fuzz       libFuzzer on the settings, tune and profile parsers (FUZZ_SECONDS each)
 #   make install PREFIX=/usr/local
 #   make deps       install missing Debian packages (as root)
 #   make format / format-check
