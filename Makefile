@@ -3,6 +3,7 @@
 #   make check      unit tests (cmocka), mpirun integration tests, verbs tests in qemu guests
 #   make run        the main job: a short PAP-vs-Direct skew benchmark on 4 local ranks
 #   make asan       everything under AddressSanitizer + UBSan, then its check
+#   make fuzz       libFuzzer on the settings, tune and profile parsers (FUZZ_SECONDS each)
 #   make install PREFIX=/usr/local
 #   make deps       install missing Debian packages (as root)
 #   make format / format-check
@@ -265,6 +266,60 @@ asan:
 		OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" check
+
+# libFuzzer harnesses of the parsers of outside input (tests/fuzz/README.md): built with clang
+# and their own objects under $(BUILD)/fuzz, each run FUZZ_SECONDS from its seed corpus
+# (tests/fuzz/corpus/NAME); a crash, leak or sanitizer report fails. Skipped with a notice
+# where clang or its fuzzer runtime is missing.
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 20
+FUZZ_NAMES := config tune profile
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_LIB_SRC := src/core/config.c src/core/tune.c src/core/log.c src/core/textio.c \
+	src/core/pap_stats.c
+FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+.SECONDARY: $(FUZZ_OBJ)
+# Longest input per harness: above the line and value limits they test.
+FUZZ_LEN_config := 1024
+FUZZ_LEN_tune := 20000
+FUZZ_LEN_profile := 16384
+.PHONY: fuzz fuzz-run
+
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	@if ! command -v $(FUZZ_CC) >/dev/null 2>&1; then \
+		echo "fuzz: skipped: no $(FUZZ_CC) (Debian package clang-14)"; \
+	elif ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' | \
+		$(FUZZ_CC) -x c - -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/probe \
+		>/dev/null 2>&1; then \
+		echo "fuzz: skipped: $(FUZZ_CC) cannot link -fsanitize=fuzzer (Debian package libclang-rt-14-dev)"; \
+	else $(MAKE) --no-print-directory fuzz-run; fi
+
+fuzz-run: $(FUZZ_BIN)
+	$(Q)for f in $(FUZZ_NAMES); do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
+		log=$(BUILD)/fuzz/fuzz_$$f.log; \
+		echo "  FUZZ    $$f ($(FUZZ_SECONDS) s)"; \
+		if ! $(BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_LEN_$$f) \
+			-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/fuzz_$$f- $(BUILD)/fuzz/corpus-$$f \
+			tests/fuzz/corpus/$$f >$$log 2>&1; then \
+			tail -n 40 $$log; echo "fuzz: $$f failed (log: $$log)"; exit 1; \
+		fi; \
+		echo "fuzz: $$f: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs, ok"; \
+	done
+
+$(BUILD)/fuzz/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (fuzz)")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) tools/arcoll_pap_report.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lm
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \

@@ -28,8 +28,8 @@ static int boot_node_size_parse(int *sizes, int *n)
         v = strtol(p, &end, 10);
         if (errno != 0 || end == p || (*end != '\0' && *end != ',') || v <= 0 || v > INT_MAX ||
             *n == BOOT_NODE_SIZES) {
-            log_err("ARCOLL_NODE_SIZE=\"%s\" is invalid: expected a positive integer or a list "
-                    "of up to %d of them (k1,k2,...)",
+            log_err("ARCOLL_NODE_SIZE=\"%.80s\" is invalid: expected a positive integer or a "
+                    "list of up to %d of them (k1,k2,...)",
                     s, BOOT_NODE_SIZES);
             return ARCOLL_ERR_CONFIG;
         }

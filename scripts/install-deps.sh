@@ -8,8 +8,10 @@ PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibver
       librdmacm-dev openmpi-bin libopenmpi-dev gnuplot-nox"
 # Optional tools used by 'make check' when present (skipped with a notice otherwise); the
 # Slurm daemons and munge: tests/slurm/ (srun --mpi=pmix); gfortran: mpifort for the PMPI
-# shim's Fortran tests (tests/mpi/shim_ftest*.f90).
-OPT_PKGS="valgrind clang-format munge slurmctld slurmd slurm-client gfortran"
+# shim's Fortran tests (tests/mpi/shim_ftest*.f90); clang-14 and libclang-rt-14-dev: make fuzz
+# (libFuzzer, tests/fuzz/).
+OPT_PKGS="valgrind clang-format munge slurmctld slurmd slurm-client gfortran clang-14
+      libclang-rt-14-dev"
 [ "${ARCOLL_DEPS_OPTIONAL:-1}" = 1 ] && PKGS="$PKGS $OPT_PKGS"
 missing=""
 for p in $PKGS; do

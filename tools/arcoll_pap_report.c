@@ -12,8 +12,19 @@
 #include <string.h>
 
 #include "core/pap_stats.h"
+#include "core/textio.h"
 
 #define REP_LABEL 256
+/* Input limits (docs/profiling.md, "Limits of the reader"): the largest file
+ * and line it reads (a site line holds a module path of up to 4095
+ * characters), and the most ranks and call sites it accepts. Memory grows
+ * with the lines actually read, never with a count a file states. */
+#define REP_FILE_MAX  (1ULL << 30)
+#define REP_LINE_MAX  8192
+#define REP_RANKS_MAX (1 << 24)
+#define REP_SITES_MAX 65536
+/* |arrive|, |exit| in ns (146 years): the differences of two fit an int64. */
+#define REP_TIME_MAX (INT64_C(1) << 62)
 
 typedef struct rep_call {
     uint64_t epoch, bytes;
@@ -36,7 +47,7 @@ typedef struct rep_rank {
     rep_sync_t sync[2];
     uint64_t ncalls, nend, dropped; /* from the header and the "end" line */
     char (*sites)[REP_LABEL];
-    size_t nsites;
+    size_t nsites, sites_cap;
     rep_call_t *calls;
     size_t n, cap;
     uint64_t tsize[64];
@@ -64,11 +75,16 @@ typedef struct rep_arrival {
 static const char *const rep_types[] = {
     "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
 
+/* Set by tests/fuzz/fuzz_profile.c: the errors of random input are expected. */
+static int rep_quiet;
+
 static void rep_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void rep_error(const char *fmt, ...)
 {
     va_list ap;
 
+    if (rep_quiet)
+        return;
     fprintf(stderr, "arcoll-pap-report: error: ");
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -106,12 +122,16 @@ static int rep_call_push(rep_rank_t *r, const rep_call_t *c)
 
 static int rep_site_set(rep_rank_t *r, size_t idx, const char *label)
 {
-    if (idx != r->nsites || idx > 1000000)
+    if (idx != r->nsites || idx >= REP_SITES_MAX)
         return -1; /* sites are numbered 0, 1, ... in order */
-    char(*sites)[REP_LABEL] = realloc(r->sites, sizeof(*sites) * (idx + 1));
-    if (sites == NULL)
-        return -1;
-    r->sites = sites;
+    if (r->nsites == r->sites_cap) {
+        size_t cap = r->sites_cap ? r->sites_cap * 2 : 16;
+        char(*sites)[REP_LABEL] = realloc(r->sites, sizeof(*sites) * cap);
+        if (sites == NULL)
+            return -1;
+        r->sites = sites;
+        r->sites_cap = cap;
+    }
     snprintf(r->sites[idx], REP_LABEL, "%s", label);
     r->nsites++;
     return 0;
@@ -138,14 +158,16 @@ static int rep_line_parse(rep_rank_t *r, const char *line)
                    " %" SCNd64 " %" SCNd64 " %" SCNd32,
                    &c.team, &c.leader, &c.team_size, &c.epoch, &c.bytes, &c.site, &c.arrive,
                    &c.exit, &c.status);
-        if (n != 9 || c.site >= r->nsites || c.team_size == 0)
+        if (n != 9 || c.site >= r->nsites || c.team_size == 0 || c.arrive < -REP_TIME_MAX ||
+            c.arrive > REP_TIME_MAX || c.exit < -REP_TIME_MAX || c.exit > REP_TIME_MAX)
             return -1;
         return rep_call_push(r, &c) == 0 ? 0 : -1;
     }
     if (strcmp(key, "rank") == 0)
         return sscanf(line, "%*s %d", &r->rank) == 1 ? 0 : -1;
     if (strcmp(key, "nranks") == 0)
-        return sscanf(line, "%*s %d", &r->nranks) == 1 && r->nranks > 0 && r->nranks <= 1 << 24
+        return sscanf(line, "%*s %d", &r->nranks) == 1 && r->nranks > 0 &&
+                       r->nranks <= REP_RANKS_MAX
                    ? 0
                    : -1;
     if (strcmp(key, "host") == 0)
@@ -173,7 +195,9 @@ static int rep_line_parse(rep_rank_t *r, const char *line)
         return 0;
     }
     if (strcmp(key, "tsize") == 0) {
-        if (sscanf(line, "%*s %llu %llu", &a, &b) != 2 || r->nt == 64)
+        /* Sorted by size, as written: pap_t_interp relies on it. */
+        if (sscanf(line, "%*s %llu %llu", &a, &b) != 2 || r->nt == 64 ||
+            (r->nt > 0 && a <= r->tsize[r->nt - 1]))
             return -1;
         r->tsize[r->nt] = a;
         r->t_ns[r->nt++] = (double)b;
@@ -184,65 +208,93 @@ static int rep_line_parse(rep_rank_t *r, const char *line)
     return 0; /* keys of later versions: ignored */
 }
 
-static int rep_file_read(const char *prefix, int rank, rep_rank_t *r)
+/* Why core_text_line stopped, for a message naming the file and line. */
+static void rep_text_error(const char *path, const core_text_t *t, int got)
 {
-    char path[4096], *line = NULL;
-    size_t len = 0;
-    unsigned long lineno = 0;
-    int version = 0, ended = 0, rc = -1;
-    FILE *f;
+    if (got == CORE_TEXT_LONG)
+        rep_error("%s:%lu: line longer than %d characters (the limit of a line)", path, t->line + 1,
+                  REP_LINE_MAX);
+    else if (got == CORE_TEXT_BIG)
+        rep_error("%s:%lu: the file is larger than %llu bytes (the limit of a profile)", path,
+                  t->line + 1, REP_FILE_MAX);
+    else if (got == CORE_TEXT_BINARY)
+        rep_error("%s:%lu: a NUL byte: not a profile (profiles are text)", path, t->line + 1);
+    else
+        rep_error("%s:%lu: read error: %s", path, t->line + 1, strerror(errno));
+}
+
+/* One rank's profile from t (named path in the messages); 0 or -1. */
+static int rep_text_read(core_text_t *t, const char *path, int rank, rep_rank_t *r)
+{
+    char line[REP_LINE_MAX + 1];
+    int version = 0, ended = 0, got;
 
     memset(r, 0, sizeof(*r));
     r->rank = -1;
-    snprintf(path, sizeof(path), "%s.%d", prefix, rank);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
-                  strerror(errno));
-        return -1;
+    got = core_text_line(t, line, sizeof(line));
+    if (got < 0 && got != CORE_TEXT_LONG && got != CORE_TEXT_BINARY) {
+        rep_text_error(path, t, got);
+        goto err;
     }
-    if (getline(&line, &len, f) < 0 || sscanf(line, "arcoll-pap-profile %d", &version) != 1) {
+    if (got != 1 || sscanf(line, "arcoll-pap-profile %d", &version) != 1) {
         rep_error("%s is not an arcoll PAP profile", path);
-        goto out;
+        goto err;
     }
     if (version != 1) {
         rep_error("%s: format version %d, this tool reads version 1", path, version);
-        goto out;
+        goto err;
     }
-    lineno = 1;
-    while (!ended && getline(&line, &len, f) >= 0) {
+    while (!ended && (got = core_text_line(t, line, sizeof(line))) == 1) {
         int prc = rep_line_parse(r, line);
-        lineno++;
         if (prc < 0) {
-            rep_error("%s:%lu: malformed line: %.80s", path, lineno, line);
-            goto out;
+            rep_error("%s:%lu: malformed line: %.80s", path, t->line, line);
+            goto err;
         }
         ended = prc == 1;
+    }
+    if (got < 0) {
+        rep_text_error(path, t, got);
+        goto err;
     }
     if (!ended) {
         rep_error("%s is truncated: no \"end\" line after %zu calls (did rank %d reach "
                   "arcoll_finalize?)",
                   path, r->n, rank);
-        goto out;
+        goto err;
     }
     if (r->n != r->ncalls || r->n != r->nend || r->rank != rank || r->nranks <= 0) {
         rep_error("%s: its header says rank %d and %" PRIu64 " calls, its end %" PRIu64
                   " calls; it holds %zu calls and is named for rank %d",
                   path, r->rank, r->ncalls, r->nend, r->n, rank);
-        goto out;
+        goto err;
     }
     if (r->dropped) {
         rep_error("%s: rank %d dropped %" PRIu64 " records (out of memory while profiling): "
                   "the profile is incomplete",
                   path, rank, r->dropped);
-        goto out;
+        goto err;
     }
-    rc = 0;
-out:
-    free(line);
-    fclose(f);
-    if (rc != 0)
-        rep_rank_free(r);
+    return 0;
+
+err:
+    rep_rank_free(r);
+    return -1;
+}
+
+/* Opens rank's profile into t and names it in path[len]; 0, or -1 having said why. The
+ * tool opens FILE.<rank>; tests/fuzz/fuzz_profile.c opens parts of its input. */
+typedef int rep_open_fn(void *arg, int rank, core_text_t *t, char *path, size_t len);
+
+static int rep_file_read(rep_open_fn *open_fn, void *arg, int rank, rep_rank_t *r)
+{
+    char path[4096];
+    core_text_t t;
+    int rc;
+
+    if (open_fn(arg, rank, &t, path, sizeof(path)) != 0)
+        return -1;
+    rc = rep_text_read(&t, path, rank, r);
+    core_text_close(&t);
     return rc;
 }
 
@@ -450,7 +502,7 @@ static int rep_analyse(const rep_rank_t *ranks, int n, pap_table_t *by_site, pap
         for (size_t i = 0; i < k; i++) {
             const rep_call_t *c = &ranks[refs[g + i].rank].calls[refs[g + i].idx];
             a[i] = c->arrive;
-            time_ns += (double)(c->exit - c->arrive);
+            time_ns += (double)(c->exit - c->arrive); /* both within REP_TIME_MAX */
         }
         time_ns /= (double)k;
         pap_imbalance(a, k, &imb);
@@ -483,14 +535,102 @@ out:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* Every rank's file, FILE.0 first (it says how many there are): *ranks grows
+ * with the files read, not with the count FILE.0 states. */
+static int rep_ranks_read(const char *prefix, rep_open_fn *open_fn, void *arg, rep_rank_t **ranks,
+                          int *nread)
+{
+    rep_rank_t first;
+    size_t cap = 0;
+    int n;
+
+    if (rep_file_read(open_fn, arg, 0, &first) != 0)
+        return -1;
+    n = first.nranks;
+    for (*nread = 0; *nread < n; (*nread)++) {
+        rep_rank_t *r;
+        if ((size_t)*nread == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            r = realloc(*ranks, sizeof(*r) * ncap);
+            if (r == NULL) {
+                rep_error("out of memory for %zu ranks", ncap);
+                goto err;
+            }
+            *ranks = r;
+            cap = ncap;
+        }
+        r = &(*ranks)[*nread];
+        if (*nread == 0) {
+            *r = first;
+            continue;
+        }
+        if (rep_file_read(open_fn, arg, *nread, r) != 0)
+            return -1;
+        if (r->nranks != n) {
+            rep_error("%s.%d says %d ranks, %s.0 says %d: files of different runs", prefix, *nread,
+                      r->nranks, prefix, n);
+            (*nread)++;
+            return -1;
+        }
+    }
+    return 0;
+
+err:
+    if (*nread == 0)
+        rep_rank_free(&first);
+    return -1;
+}
+
+/* Read, align and print: the exit status of the tool. */
+static int rep_report(const char *prefix, rep_open_fn *open_fn, void *arg)
 {
     pap_table_t by_site = {0}, by_size = {0};
-    rep_rank_t *ranks = NULL, first;
+    rep_rank_t *ranks = NULL;
     rep_arrival_t *arr = NULL;
     uint64_t aligned = 0, failed = 0;
-    int n = 0, nread = 0, sitew = 9, rc = 1;
+    int n = 0, sitew = 9, rc = 1;
 
+    if (rep_ranks_read(prefix, open_fn, arg, &ranks, &n) != 0)
+        goto out;
+    arr = calloc((size_t)n, sizeof(*arr));
+    if (arr == NULL) {
+        rep_error("out of memory for %d ranks", n);
+        goto out;
+    }
+    if (rep_analyse(ranks, n, &by_site, &by_size, arr, &aligned, &failed, &sitew) != 0)
+        goto out;
+    rep_header_print(prefix, ranks, n, aligned, failed);
+    rep_tables_print(&by_site, &by_size, sitew);
+    rep_arrivals_print(arr, n);
+    rc = 0;
+out:
+    pap_table_free(&by_size);
+    pap_table_free(&by_site);
+    for (int i = 0; i < n && ranks != NULL; i++)
+        rep_rank_free(&ranks[i]);
+    free(arr);
+    free(ranks);
+    return rc;
+}
+
+#ifndef ARCOLL_PAP_REPORT_NO_MAIN /* tests/fuzz/fuzz_profile.c opens and runs its own */
+static int rep_file_open(void *arg, int rank, core_text_t *t, char *path, size_t len)
+{
+    snprintf(path, len, "%s.%d", (const char *)arg, rank);
+    if (core_text_open(t, path, REP_FILE_MAX) == 0)
+        return 0;
+    if (errno == EFBIG)
+        rep_error("%s: larger than %llu bytes (the limit of a profile)", path, REP_FILE_MAX);
+    else if (errno == EINVAL)
+        rep_error("%s: not a regular file (devices and FIFOs are refused)", path);
+    else
+        rep_error("cannot open %s: %s (every rank writes FILE.<rank> at arcoll_finalize)", path,
+                  strerror(errno));
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
     if (argc != 2 || argv[1][0] == '-') {
         fprintf(argc == 2 && strcmp(argv[1], "-h") == 0 ? stdout : stderr,
                 "usage: %s FILE\n"
@@ -501,40 +641,6 @@ int main(int argc, char **argv)
                 argv[0]);
         return argc == 2 && strcmp(argv[1], "-h") == 0 ? 0 : 1;
     }
-    /* Rank 0's file says how many there are. */
-    if (rep_file_read(argv[1], 0, &first) != 0)
-        goto out;
-    n = first.nranks;
-    ranks = calloc((size_t)n, sizeof(*ranks));
-    arr = calloc((size_t)n, sizeof(*arr));
-    if (ranks == NULL || arr == NULL) {
-        rep_error("out of memory for %d ranks", n);
-        rep_rank_free(&first);
-        goto out;
-    }
-    ranks[0] = first;
-    for (nread = 1; nread < n; nread++) {
-        if (rep_file_read(argv[1], nread, &ranks[nread]) != 0)
-            goto out;
-        if (ranks[nread].nranks != n) {
-            rep_error("%s.%d says %d ranks, %s.0 says %d: files of different runs", argv[1], nread,
-                      ranks[nread].nranks, argv[1], n);
-            nread++;
-            goto out;
-        }
-    }
-    if (rep_analyse(ranks, n, &by_site, &by_size, arr, &aligned, &failed, &sitew) != 0)
-        goto out;
-    rep_header_print(argv[1], ranks, n, aligned, failed);
-    rep_tables_print(&by_site, &by_size, sitew);
-    rep_arrivals_print(arr, n);
-    rc = 0;
-out:
-    pap_table_free(&by_size);
-    pap_table_free(&by_site);
-    for (int i = 0; i < nread && ranks != NULL; i++)
-        rep_rank_free(&ranks[i]);
-    free(arr);
-    free(ranks);
-    return rc;
+    return rep_report(argv[1], rep_file_open, argv[1]);
 }
+#endif

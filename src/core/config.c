@@ -177,13 +177,30 @@ static void cfg_values_join(const cfg_var_t *v, char *buf, size_t len)
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "", v->values[i]);
 }
 
+/* The longest value a variable takes: checked before any parsing, so that a
+ * huge value is refused in a bounded time with a message of bounded size. */
+static size_t cfg_value_max(const cfg_var_t *v)
+{
+    switch (v->type) {
+    case CFG_TUNE: return CORE_TUNE_TEXT_MAX;
+    case CFG_STRING: return (size_t)v->max;
+    default: return CORE_CONFIG_VALUE_MAX;
+    }
+}
+
 static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value)
 {
     char *field = (char *)cfg + v->offset;
+    size_t max = cfg_value_max(v);
     char allowed[128];
 
     if (value == NULL && v->type != CFG_TUNE)
         goto err_value;
+    if (value != NULL && strnlen(value, max + 1) > max) {
+        log_err("%s=%.40s...: longer than %zu characters (the limit of this variable)", v->name,
+                value, max);
+        return ARCOLL_ERR_CONFIG;
+    }
     switch (v->type) {
     case CFG_ENUM:
         for (int i = 0; v->values[i] != NULL; i++) {
@@ -206,8 +223,6 @@ static int cfg_var_set(core_config_t *cfg, const cfg_var_t *v, const char *value
     }
     case CFG_TUNE: return core_tune_set((core_tune_t *)field, value); /* it says what is wrong */
     case CFG_STRING:
-        if (strlen(value) > (size_t)v->max)
-            goto err_value;
         snprintf(field, (size_t)v->max + 1, "%s", strcasecmp(value, v->dflt) == 0 ? "" : value);
         return ARCOLL_OK;
     case CFG_LONG: {

@@ -22,6 +22,9 @@ enum { CORE_CONNECT_LAZY, CORE_CONNECT_EAGER };
 #define CORE_CONFIG_STR       64
 #define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
 #define CORE_CONFIG_PATH      256
+/* Longest value of an enum, size or integer variable (docs/configuration.md,
+ * "Input limits"); strings have their field's size, ARCOLL_TUNE its own. */
+#define CORE_CONFIG_VALUE_MAX 64
 
 typedef struct core_config {
     int channel;

@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "core/hier.h"
 #include "core/log.h"
+#include "core/textio.h"
 
 /*
  * The built-in table, consulted after the ARCOLL_TUNE rules: one rule per
@@ -298,52 +299,98 @@ static int tune_text_parse(core_tune_t *tab, uint32_t max, const char *text, con
     }
 }
 
-/* A file of rules: '#'-separated rules per line; blank lines and lines whose
- * first non-blank character is ';' are skipped. */
-static int tune_file_parse(core_tune_t *tab, const char *path)
+/* Lines of a tune file: '#'-separated rules per line; blank lines and lines
+ * whose first non-blank character is ';' are skipped. t's limits bound what
+ * is read (CORE_TUNE_FILE_MAX in all, CORE_TUNE_LINE_MAX per line). */
+static int tune_lines_parse(core_tune_t *tab, core_text_t *t, const char *what)
 {
-    char what[CORE_TUNE_FILE + 32];
     tune_src_t src = {what, 0};
-    char *line = NULL;
-    size_t cap = 0;
-    int rc = ARCOLL_OK;
-    FILE *f;
+    char line[CORE_TUNE_LINE_MAX + 1];
+    int rc = ARCOLL_OK, got;
 
-    snprintf(what, sizeof(what), "ARCOLL_TUNE file %s", path);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        log_err("%s: cannot open it: %s", what, strerror(errno));
-        return ARCOLL_ERR_CONFIG;
-    }
-    while (rc == ARCOLL_OK && getline(&line, &cap, f) >= 0) {
+    while (rc == ARCOLL_OK && (got = core_text_line(t, line, sizeof(line))) > 0) {
         const char *p = line;
-        src.line++;
+        src.line = (unsigned)t->line;
         while (isspace((unsigned char)*p))
             p++;
         if (*p == '\0' || *p == ';')
             continue;
         rc = tune_text_parse(tab, CORE_TUNE_MAX, line, &src);
     }
-    if (rc == ARCOLL_OK && ferror(f)) {
-        log_err("%s: read error: %s", what, strerror(errno));
-        rc = ARCOLL_ERR_CONFIG;
+    if (rc != ARCOLL_OK)
+        return rc;
+    switch (got) {
+    case 0: return ARCOLL_OK;
+    case CORE_TEXT_LONG:
+        log_err("%s line %lu: longer than %d characters (the limit of a line)", what, t->line + 1,
+                CORE_TUNE_LINE_MAX);
+        break;
+    case CORE_TEXT_BIG:
+        log_err("%s line %lu: the file is larger than %d bytes (the limit of a tune file)", what,
+                t->line + 1, CORE_TUNE_FILE_MAX);
+        break;
+    case CORE_TEXT_BINARY:
+        log_err("%s line %lu: a NUL byte (a tune file is text)", what, t->line + 1);
+        break;
+    default: log_err("%s line %lu: read error: %s", what, t->line + 1, strerror(errno));
     }
-    free(line);
-    fclose(f);
+    return ARCOLL_ERR_CONFIG;
+}
+
+static int tune_file_parse(core_tune_t *tab, const char *path)
+{
+    char what[CORE_TUNE_FILE + 32];
+    core_text_t t;
+    int rc;
+
+    snprintf(what, sizeof(what), "ARCOLL_TUNE file %s", path);
+    if (core_text_open(&t, path, CORE_TUNE_FILE_MAX) != 0) {
+        if (errno == EFBIG)
+            log_err("%s: larger than %d bytes (the limit of a tune file)", what,
+                    CORE_TUNE_FILE_MAX);
+        else if (errno == EINVAL)
+            log_err("%s: not a regular file (devices and FIFOs are refused)", what);
+        else
+            log_err("%s: cannot open it: %s", what, strerror(errno));
+        return ARCOLL_ERR_CONFIG;
+    }
+    rc = tune_lines_parse(tab, &t, what);
+    core_text_close(&t);
     return rc;
+}
+
+/* The user's rules in t, then the built-in table; *tab only on success. */
+static int tune_finish(core_tune_t *tab, core_tune_t *t)
+{
+    static const tune_src_t dflt = {"built-in tuning table (src/core/tune.c)", 0};
+    int rc;
+
+    t->nuser = t->n;
+    rc = tune_text_parse(t, t->nuser + CORE_TUNE_DEFAULT_MAX, tune_default, &dflt);
+    if (rc != ARCOLL_OK)
+        return rc;
+    *tab = *t;
+    return ARCOLL_OK;
 }
 
 int core_tune_set(core_tune_t *tab, const char *value)
 {
     static const tune_src_t env = {"ARCOLL_TUNE", 0};
-    static const tune_src_t dflt = {"built-in tuning table (src/core/tune.c)", 0};
     core_tune_t t;
     const char *path = NULL;
+    size_t len;
     int rc = ARCOLL_OK;
 
     if (value == NULL) {
         log_err("ARCOLL_TUNE=(null) is not valid; expected default, rules "
                 "COLL:LO-HI[:CONDITION...]:@TARGET separated by '#', or file:PATH");
+        return ARCOLL_ERR_CONFIG;
+    }
+    len = strnlen(value, CORE_TUNE_TEXT_MAX + 1);
+    if (len > CORE_TUNE_TEXT_MAX) {
+        log_err("ARCOLL_TUNE=%.40s...: longer than %d characters (the limit of the value; put "
+                "more rules in a file)",
+                value, CORE_TUNE_TEXT_MAX);
         return ARCOLL_ERR_CONFIG;
     }
     memset(&t, 0, sizeof(t));
@@ -364,12 +411,34 @@ int core_tune_set(core_tune_t *tab, const char *value)
     }
     if (rc != ARCOLL_OK)
         return rc;
-    t.nuser = t.n;
-    rc = tune_text_parse(&t, t.nuser + CORE_TUNE_DEFAULT_MAX, tune_default, &dflt);
-    if (rc != ARCOLL_OK)
-        return rc;
-    *tab = t;
-    return ARCOLL_OK;
+    return tune_finish(tab, &t);
+}
+
+int core_tune_file_parse_buf(core_tune_t *tab, const char *name, const void *buf, size_t len)
+{
+    char what[CORE_TUNE_FILE + 32];
+    core_text_t text;
+    core_tune_t t;
+    FILE *f;
+    int rc;
+
+    snprintf(what, sizeof(what), "ARCOLL_TUNE file %s", name);
+    memset(&t, 0, sizeof(t));
+    snprintf(t.file, sizeof(t.file), "%s", name);
+    /* fmemopen refuses an empty buffer: an empty file holds no rules. */
+    f = len > 0 ? fmemopen((void *)(uintptr_t)buf, len, "r") : NULL;
+    if (f == NULL && len > 0) {
+        log_err("%s: cannot read it: %s", what, strerror(errno));
+        return ARCOLL_ERR_NOMEM;
+    }
+    if (f != NULL) {
+        core_text_init(&text, f, CORE_TUNE_FILE_MAX);
+        rc = tune_lines_parse(&t, &text, what);
+        core_text_close(&text);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return tune_finish(tab, &t);
 }
 
 /* snprintf that appends and never overruns. */

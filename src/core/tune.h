@@ -23,7 +23,12 @@ enum { CORE_TUNE_ALLTOALL, CORE_TUNE_ALLGATHER };
 #define CORE_TUNE_MAX         64 /* rules of ARCOLL_TUNE (string or file) */
 #define CORE_TUNE_DEFAULT_MAX 64 /* rules of the built-in table */
 #define CORE_TUNE_FILE        256
-#define CORE_TUNE_INF         UINT32_MAX /* "inf" as the upper end of ppn/nodes */
+/* Input limits (docs/configuration.md, "Input limits"): an ARCOLL_TUNE value
+ * (64 rules of up to 255 characters fit), a tune file and one of its lines. */
+#define CORE_TUNE_TEXT_MAX 16384
+#define CORE_TUNE_FILE_MAX (1 << 20)
+#define CORE_TUNE_LINE_MAX 4096
+#define CORE_TUNE_INF      UINT32_MAX /* "inf" as the upper end of ppn/nodes */
 
 /* Serve rules: @arcoll, @mpi (the tune_serves order). */
 enum { CORE_TUNE_SERVE_ARCOLL, CORE_TUNE_SERVE_HOST };
@@ -62,6 +67,9 @@ struct arcoll_team;
  * only), '#'-separated rules, or a file (file:PATH, /PATH, ./PATH). On error
  * the table is unchanged and the message names the rule and what is wrong. */
 int core_tune_set(core_tune_t *tab, const char *value);
+/* The same for the contents of a tune file in memory (name: for the
+ * messages), as file:PATH reads it; the entry point of tests/fuzz. */
+int core_tune_file_parse_buf(core_tune_t *tab, const char *name, const void *buf, size_t len);
 /* Render the value: "default", "file:PATH" or the rules in canonical form
  * (accepted back by core_tune_set); returns buf. */
 const char *core_tune_get(const core_tune_t *tab, char *buf, size_t len);

@@ -311,6 +311,13 @@ if [ -x "$T/tcp_launch" ]; then
 fi
 # The PAP profiler: ARCOLL_PROFILE runs, arcoll-pap-report on them, and the report's errors.
 run pap-profile ok "$(dirname "$0")/pap_profile.sh" "$B"
+# Hostile input (docs/reliability.md, "Bounded input"): crafted profiles, and tune files that
+# are devices: refused at once with ARCOLL_ERR_CONFIG (a bug read /dev/zero until memory ran out).
+run pap-report-input ok "$(dirname "$0")/pap_report_input.sh" "$B"
+run input-tune-dev-zero-fails "fails:ARCOLL_TUNE file /dev/zero: not a regular file" \
+    env ARCOLL_TUNE=file:/dev/zero timeout 20 "$T/coll_test" matrix
+run input-long-setting-fails "fails:longer than 64 characters" \
+    env ARCOLL_PATH="$(printf 'z%.0s' $(seq 100))" timeout 20 "$T/coll_test" matrix
 # The benchmark in each of its modes, validating every iteration of every algorithm (-c).
 BENCH="$B/bin/arcoll-bench"
 QUICK="-m 1:16k -i 20 -x 2 -c -q"

@@ -330,6 +330,54 @@ static void test_size_rejects(void **state)
     assert_non_null(strstr(core_error_last(), "ARCOLL_BOUNCE_SIZE"));
 }
 
+/* Every value has a length limit, checked before parsing: a huge one is refused quickly with a
+ * short message naming the variable and the limit. */
+static void test_value_limits(void **state)
+{
+    static const struct {
+        const char *name;
+        size_t max;
+    } vars[] = {
+        {"ARCOLL_LOG", CORE_CONFIG_VALUE_MAX},        {"ARCOLL_BOUNCE_SIZE", CORE_CONFIG_VALUE_MAX},
+        {"ARCOLL_TIMEOUT_MS", CORE_CONFIG_VALUE_MAX}, {"ARCOLL_DEVICE", CORE_CONFIG_STR - 1},
+        {"ARCOLL_PROFILE", CORE_CONFIG_PATH - 1},     {"ARCOLL_TUNE", CORE_TUNE_TEXT_MAX},
+    };
+    size_t huge = 1 << 20;
+    char *value = malloc(huge + 1), want[64];
+    core_config_t cfg;
+
+    (void)state;
+    assert_non_null(value);
+    init_clean(&cfg);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        size_t lens[] = {vars[i].max + 1, huge};
+        snprintf(want, sizeof(want), "longer than %zu characters", vars[i].max);
+        for (size_t k = 0; k < 2; k++) {
+            memset(value, '1', lens[k]);
+            value[lens[k]] = '\0';
+            assert_int_equal(core_config_set(&cfg, vars[i].name, value), ARCOLL_ERR_CONFIG);
+            if (strstr(core_error_last(), vars[i].name) == NULL ||
+                strstr(core_error_last(), want) == NULL)
+                fail_msg("%s of %zu characters: message \"%s\" lacks \"%s\"", vars[i].name, lens[k],
+                         core_error_last(), want);
+            assert_true(strlen(core_error_last()) < 200);
+        }
+    }
+    /* At the limit a string is taken whole. */
+    memset(value, 'p', CORE_CONFIG_PATH - 1);
+    value[CORE_CONFIG_PATH - 1] = '\0';
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_PROFILE", value), ARCOLL_OK);
+    assert_int_equal(strlen(cfg.profile), CORE_CONFIG_PATH - 1);
+    /* From the environment likewise. */
+    memset(value, 'x', huge);
+    value[huge] = '\0';
+    assert_int_equal(setenv("ARCOLL_ALLTOALL_ALG", value, 1), 0);
+    assert_int_equal(core_config_init(&cfg), ARCOLL_ERR_CONFIG);
+    assert_non_null(strstr(core_error_last(), "ARCOLL_ALLTOALL_ALG"));
+    assert_non_null(strstr(core_error_last(), "longer than 64 characters"));
+    free(value);
+}
+
 static void test_long_values(void **state)
 {
     static const struct {
@@ -705,6 +753,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_size_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_size_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_value_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_digest, setup, teardown),

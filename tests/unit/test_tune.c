@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -274,6 +275,102 @@ static void test_file(void **state)
     set_bad("/nonexistent/tune.txt", "cannot open", NULL);
     set_bad("file:", "expected file:PATH", NULL);
     set_bad("./nonexistent-tune.txt", "./nonexistent-tune.txt", "cannot open");
+}
+
+/* ---- input limits (docs/configuration.md, "Input limits") -------------- */
+
+/* A file of n bytes: comment lines of up to line_len characters each. */
+static char *write_sized(size_t n, size_t line_len)
+{
+    char *text = malloc(n + 1);
+
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i++)
+        text[i] = (i + 1) % (line_len + 1) == 0 || i + 1 == n ? '\n' : ';';
+    text[n] = '\0';
+    char *path = write_file(text);
+    free(text);
+    return path;
+}
+
+static void test_file_limits(void **state)
+{
+    char fifo[] = "/tmp/arcoll-tune-fifo-XXXXXX", *path, value[CORE_TUNE_TEXT_MAX + 2];
+    core_tune_t tab;
+    int fd;
+
+    (void)state;
+    /* Devices and FIFOs are refused at once (a bug read /dev/zero until memory ran out;
+     * a FIFO without a writer blocked); the alarm turns a hang into a failure. */
+    alarm(20);
+    set_bad("file:/dev/zero", "/dev/zero", "not a regular file");
+    set_bad("/dev/urandom", "not a regular file", NULL);
+    fd = mkstemp(fifo);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    set_bad(fifo, fifo, "not a regular file");
+    unlink(fifo);
+    alarm(0);
+
+    /* The size limit: 1 MiB of comments is read, one byte more is refused. */
+    path = write_sized(CORE_TUNE_FILE_MAX, 80);
+    set_ok(&tab, path);
+    assert_int_equal(tab.nuser, 0);
+    unlink(path);
+    path = write_sized(CORE_TUNE_FILE_MAX + 1, 80);
+    set_bad(path, path, "larger than 1048576 bytes (the limit of a tune file)");
+    unlink(path);
+
+    /* The line limit: a line of 4096 characters is read, one of 4097 is refused by number. */
+    path = write_sized(CORE_TUNE_LINE_MAX + 1, CORE_TUNE_LINE_MAX);
+    set_ok(&tab, path);
+    unlink(path);
+    {
+        char *text = malloc(CORE_TUNE_LINE_MAX + 64);
+        assert_non_null(text);
+        int n = sprintf(text, "alltoall:0-1:@pap\n");
+        memset(text + n, ';', CORE_TUNE_LINE_MAX + 1);
+        strcpy(text + n + CORE_TUNE_LINE_MAX + 1, "\n");
+        path = write_file(text);
+        free(text);
+    }
+    set_bad(path, "line 2: longer than 4096 characters", "limit of a line");
+    unlink(path);
+
+    /* Binary data: a NUL byte would hide the rest of its line. */
+    {
+        static const char bin[] = "alltoall:0-1:@pap\0#allgather:0-1:@sa\n";
+        snprintf(fifo, sizeof(fifo), "/tmp/arcoll-tune-XXXXXX");
+        fd = mkstemp(fifo);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, bin, sizeof(bin) - 1), (ssize_t)sizeof(bin) - 1);
+        close(fd);
+        set_bad(fifo, "line 1: a NUL byte", NULL);
+        unlink(fifo);
+    }
+
+    /* The value itself: 16 KiB, checked before any rule is cut out. */
+    memset(value, 'x', CORE_TUNE_TEXT_MAX + 1);
+    value[CORE_TUNE_TEXT_MAX + 1] = '\0';
+    set_bad(value, "longer than 16384 characters", NULL);
+
+    /* The buffer entry point (tests/fuzz) reads like file:PATH. */
+    {
+        static const char text[] = "; x\nalltoall:0-256:@direct # allgather:0-1k:@ring\r\n";
+        core_tune_t from_file;
+        path = write_file(text);
+        set_ok(&from_file, path);
+        assert_int_equal(core_tune_file_parse_buf(&tab, path, text, strlen(text)), ARCOLL_OK);
+        assert_int_equal(tab.nuser, 2);
+        assert_int_equal(core_tune_digest(&tab, 1), core_tune_digest(&from_file, 1));
+        unlink(path);
+        assert_int_equal(core_tune_file_parse_buf(&tab, "empty", "", 0), ARCOLL_OK);
+        assert_int_equal(tab.nuser, 0);
+        assert_int_equal(core_tune_file_parse_buf(&tab, "bad", "alltoall:1-0:@pap", 17),
+                         ARCOLL_ERR_CONFIG);
+    }
 }
 
 /* ---- the default table ------------------------------------------------- */
@@ -731,6 +828,7 @@ int main(void)
         cmocka_unit_test_setup(test_parse_rules, setup),
         cmocka_unit_test_setup(test_parse_errors, setup),
         cmocka_unit_test_setup(test_file, setup),
+        cmocka_unit_test_setup(test_file_limits, setup),
         cmocka_unit_test_setup(test_default_table, setup),
         cmocka_unit_test_setup(test_default_paths, setup),
         cmocka_unit_test_setup(test_path_rules, setup),
