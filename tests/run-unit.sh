@@ -26,24 +26,43 @@ fi
 total_pass=0
 total_fail=0
 nbin=0
+# UNIT_JOBS binaries at a time (default: the cores): valgrind runs one core per binary.
+jobs=${UNIT_JOBS:-$(nproc 2>/dev/null || echo 1)}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# run_one BIN: its output into $tmp/NAME.out, its exit status into $tmp/NAME.rc
+run_one() {
+    local bin=$1 name
+    name=$(basename "$bin")
+    CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "${wrap[@]}" "$bin" >"$tmp/$name.out" 2>&1
+    echo $? >"$tmp/$name.rc"
+}
 
 shopt -s nullglob
+bins=()
 for bin in "$build"/tests/test_*; do
-    name=$(basename "$bin")
-    case $name in
+    case $(basename "$bin") in
     coll_test*) continue ;;
     esac
-    if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
-        continue
+    [ -f "$bin" ] && [ -x "$bin" ] && bins+=("$bin")
+done
+running=0
+for bin in "${bins[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
     fi
-    nbin=$((nbin + 1))
+    run_one "$bin" &
+    running=$((running + 1))
+done
+wait
 
-    if command -v timeout >/dev/null 2>&1; then
-        out=$(CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "${wrap[@]}" "$bin" 2>&1)
-    else
-        out=$(CMOCKA_MESSAGE_OUTPUT=stdout "${wrap[@]}" "$bin" 2>&1)
-    fi
-    rc=$?
+for bin in "${bins[@]}"; do
+    name=$(basename "$bin")
+    nbin=$((nbin + 1))
+    out=$(cat "$tmp/$name.out")
+    rc=$(cat "$tmp/$name.rc")
 
     # cmocka's summary, once per group: "[  PASSED  ] N test(s)." and
     # "[  FAILED  ] N test(s), listed below:" (only when some failed).
