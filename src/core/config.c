@@ -99,8 +99,9 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
      "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
     {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0, "log level on stderr"},
-    {"ARCOLL_SPIN_COUNT", CFG_LONG, CFG_OFF(spin_count), NULL, "2000", 0, 1L << 30, 0,
-     "busy polls before yielding the core (fewer when ranks outnumber cores)"},
+    {"ARCOLL_SPIN_COUNT", CFG_LONG, CFG_OFF(spin_count), NULL, "auto", -1, 1L << 30, 0,
+     "busy polls before a waiting rank yields its core; auto: 32 when ranks outnumber cores, "
+     "else never (spin, as MPI libraries do)"},
     {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
      "smp zero-copy through process_vm_writev: auto (probe) or off (copy path)"},
     {"ARCOLL_DEVICE", CFG_STRING, CFG_OFF(device), cfg_device_form, "auto", 0, CORE_CONFIG_STR - 1,

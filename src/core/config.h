@@ -42,7 +42,7 @@ typedef struct core_config {
     long sloav_phases;      /* sloav/sloavx: 2 (size, then data) or 1 (data, length in header) */
     long timeout_ms;
     int log_level;
-    long spin_count; /* busy polls before yielding the core */
+    long spin_count; /* busy polls before yielding the core; -1: auto */
     int smp_cma;
     char device[CORE_CONFIG_STR]; /* verbs: "" = automatic, else name[:port] */
     long gid_index;               /* verbs: -1 = automatic */

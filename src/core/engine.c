@@ -4,6 +4,7 @@
  * Protocols and algorithms plug in through coll_proto_t and coll_alg_t; the
  * engine never chooses an algorithm (the dispatcher, coll.c, does). */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -339,15 +340,45 @@ int eng_check_time(coll_req_t *r)
     return now >= r->next_check_ns ? coll_slow_path(r, now) : ARCOLL_INPROGRESS;
 }
 
+/* Polls a waiting rank spins before it yields its core (ARCOLL_SPIN_COUNT).
+ * auto: 32 when ranks outnumber cores (the peer we wait for may need ours);
+ * never otherwise, like Open MPI: a yield hands the core to any other
+ * runnable process for a scheduler slice, which made waits for a late peer
+ * end milliseconds after its arrival (docs/measurements/new-collectives.md,
+ * "Library issue"). */
+static long coll_spin_limit(const struct arcoll_context *ctx)
+{
+    if (ctx->cfg.spin_count >= 0)
+        return ctx->cfg.spin_count;
+    return ctx->oversubscribed ? 32 : LONG_MAX;
+}
+
+/* One idle pass of a wait loop: spin until the limit, then yield. */
+static void coll_relax(long *polls, long limit)
+{
+    if (*polls < limit) {
+        (*polls)++;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause(); /* spare the sibling hyperthread */
+#else
+        __asm__ __volatile__("" ::: "memory");
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
 /* Progress the team until the call of request slot r has completed (the
  * window: the call ARCOLL_MAX_INFLIGHT epochs back must be done here before
  * its slot and banks are reused; docs/protocol.md §5). */
 static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
 {
+    long polls = 0, limit = coll_spin_limit(t->ctx);
+
     while (r->active) {
         coll_progress_all(t);
         if (r->active)
-            sched_yield();
+            coll_relax(&polls, limit);
     }
     return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
 }
@@ -372,10 +403,12 @@ void coll_progress_all(struct arcoll_team *t)
 
 int coll_team_drain(struct arcoll_team *t)
 {
+    long polls = 0, limit = coll_spin_limit(t->ctx);
+
     while (coll_team_busy(t)) {
         coll_progress_all(t);
         if (coll_team_busy(t))
-            sched_yield();
+            coll_relax(&polls, limit);
     }
     return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
 }
@@ -517,21 +550,14 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
 
 int coll_wait(coll_req_t *r)
 {
-    const core_config_t *cfg = &r->team->ctx->cfg;
-    /* Oversubscribed: the peer we wait for may need our core, so yield soon. */
-    long spin = r->team->ctx->oversubscribed ? (cfg->spin_count < 32 ? cfg->spin_count : 32)
-                                             : cfg->spin_count;
-    long polls = 0;
+    long polls = 0, limit = coll_spin_limit(r->team->ctx);
     int rc;
 
     while ((rc = coll_progress(r)) == ARCOLL_INPROGRESS) {
         /* Other calls in flight, of any team, may be what a peer waits for. */
         if (core_nactive > 1)
             coll_progress_all(r->team);
-        if (++polls > spin)
-            sched_yield();
-        else
-            __asm__ __volatile__("" ::: "memory");
+        coll_relax(&polls, limit);
     }
     return rc;
 }

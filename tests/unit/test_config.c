@@ -114,7 +114,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.bounce_size, 16384);
     assert_int_equal(cfg.timeout_ms, 60000);
     assert_int_equal(cfg.log_level, CORE_LOG_WARN);
-    assert_int_equal(cfg.spin_count, 2000);
+    assert_int_equal(cfg.spin_count, -1); /* auto */
+    assert_string_equal(get(&cfg, "ARCOLL_SPIN_COUNT"), "auto");
     assert_int_equal(cfg.smp_cma, CORE_CMA_AUTO);
 
     assert_string_equal(get(&cfg, "ARCOLL_CHANNEL"), "smp");
@@ -125,7 +126,7 @@ static void test_defaults(void **state)
     assert_string_equal(get(&cfg, "ARCOLL_BOUNCE_SIZE"), "16384");
     assert_string_equal(get(&cfg, "ARCOLL_TIMEOUT_MS"), "60000");
     assert_string_equal(get(&cfg, "ARCOLL_LOG"), "warn");
-    assert_string_equal(get(&cfg, "ARCOLL_SPIN_COUNT"), "2000");
+    assert_string_equal(get(&cfg, "ARCOLL_SPIN_COUNT"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_SMP_CMA"), "auto");
 }
 
@@ -404,7 +405,7 @@ static void test_long_values(void **state)
         {"ARCOLL_TIMEOUT_MS", "abc"},
         {"ARCOLL_TIMEOUT_MS", "16k"}, /* integers take no size suffix */
         {"ARCOLL_TIMEOUT_MS", "99999999999999999999"},
-        {"ARCOLL_SPIN_COUNT", "-1"},
+        {"ARCOLL_SPIN_COUNT", "-2"},
         {"ARCOLL_SPIN_COUNT", "1073741825"},
         {"ARCOLL_SPIN_COUNT", "9223372036854775808"},
         {"ARCOLL_SPIN_COUNT", "-9223372036854775809"},
