@@ -546,13 +546,97 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     return arcoll_init_config(oob, NULL, out);
 }
 
+/* Digests differ: one more allgather, of every agreed setting's hash, so
+ * that every rank names the same setting (docs/protocol.md §9). */
+static int core_init_diff(struct arcoll_context *ctx)
+{
+    boot_t *b = ctx->boot;
+    uint64_t mine[CORE_CONFIG_NAGREED], *all;
+    const char *names[CORE_CONFIG_NAGREED];
+    size_t n = core_config_hashes(&ctx->cfg, mine, names, CORE_CONFIG_NAGREED);
+    int rc, shown = 0;
+
+    all = malloc(sizeof(mine) * (size_t)b->size);
+    if (all == NULL) {
+        log_err("arcoll_init: out of memory");
+        return ARCOLL_ERR_NOMEM; /* the others fail in the bootstrap */
+    }
+    rc = b->allgather(b, mine, all, sizeof(mine));
+    if (rc != ARCOLL_OK)
+        goto out;
+    for (int r = 1; r < b->size; r++) {
+        for (size_t i = 0; i < n; i++) {
+            if (all[(size_t)r * CORE_CONFIG_NAGREED + i] == all[i])
+                continue;
+            if (shown++ < 4)
+                log_err("arcoll_init: rank %d has %s different from rank 0 (protocol settings "
+                        "must agree: docs/configuration.md)",
+                        r, names[i]);
+            break;
+        }
+    }
+    if (shown == 0) /* equal settings, different digests: a bug, not a setting */
+        log_err("arcoll_init: the settings digests differ but every setting agrees");
+    else if (shown > 4)
+        log_err("arcoll_init: %d ranks in all have settings different from rank 0", shown);
+    rc = ARCOLL_ERR_CONFIG;
+out:
+    free(all);
+    return rc;
+}
+
+/* Every rank takes part, a rank whose settings did not parse (cfg_rc) too,
+ * so that all fail alike instead of waiting for it. profile: some rank
+ * profiles. Settings that change the wire protocol must agree, or peers
+ * would wait for signals that never come. */
+static int core_init_agree(struct arcoll_context *ctx, int cfg_rc, int *profile)
+{
+    boot_t *b = ctx->boot;
+    /* per rank: settings digest; bit 0 ARCOLL_PROFILE set, bit 1 its host
+     * oversubscribed, bit 2 a setting did not parse */
+    uint64_t mine[2], *digests;
+    int rc, bad = -1, nbad = 0, differ = 0;
+
+    digests = malloc(sizeof(mine) * (size_t)b->size);
+    if (digests == NULL) {
+        log_err("arcoll_init: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    mine[0] = core_config_digest(&ctx->cfg);
+    mine[1] = (uint64_t)(ctx->cfg.profile[0] != '\0') | (uint64_t)ctx->oversubscribed << 1 |
+              (uint64_t)(cfg_rc != ARCOLL_OK) << 2;
+    rc = b->allgather(b, mine, digests, sizeof(mine));
+    if (rc != ARCOLL_OK)
+        goto out;
+    for (int i = 0; i < b->size; i++) {
+        *profile |= (digests[2 * i + 1] & 1) != 0;
+        ctx->job_oversubscribed |= (digests[2 * i + 1] & 2) != 0;
+        if (digests[2 * i + 1] & 4) {
+            bad = bad < 0 ? i : bad;
+            nbad++;
+        }
+        differ |= digests[2 * i] != digests[0];
+    }
+    if (nbad > 0) {
+        /* The bad rank itself named the setting when it parsed it: that stays
+         * its last error. */
+        if (cfg_rc == ARCOLL_OK)
+            log_err("arcoll_init: rank %d%s has an invalid ARCOLL_* setting (its log names it)",
+                    bad, nbad > 1 ? " and others" : "");
+        rc = cfg_rc != ARCOLL_OK ? cfg_rc : ARCOLL_ERR_CONFIG;
+    } else if (differ) {
+        rc = core_init_diff(ctx); /* every rank sees the same digests: all take this branch */
+    }
+out:
+    free(digests);
+    return rc;
+}
+
 int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *out)
 {
     struct arcoll_context *ctx;
-    /* per rank: settings digest; bit 0 ARCOLL_PROFILE set, bit 1 its host oversubscribed */
-    uint64_t mine[2], *digests = NULL;
     int *world = NULL, profile = 0;
-    int rc;
+    int rc, cfg_rc;
 
     if (out == NULL) {
         log_err("arcoll_init: context pointer is NULL");
@@ -565,18 +649,18 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
         return ARCOLL_ERR_NOMEM;
     }
     ctx->magic = CORE_CTX_MAGIC;
-    rc = core_config_init(&ctx->cfg);
+    cfg_rc = core_config_init(&ctx->cfg);
     /* The caller's settings win over the environment, for this context only. */
-    for (size_t i = 0; rc == ARCOLL_OK && config != NULL && config[i] != NULL; i += 2) {
+    for (size_t i = 0; config != NULL && config[i] != NULL; i += 2) {
         if (config[i + 1] == NULL) {
             log_err("arcoll_init_config: %s has no value", config[i]);
-            rc = ARCOLL_ERR_INVALID;
-        } else {
-            rc = core_config_set(&ctx->cfg, config[i], config[i + 1]);
+            cfg_rc = ARCOLL_ERR_INVALID;
+            break;
         }
+        rc = core_config_set(&ctx->cfg, config[i], config[i + 1]);
+        if (cfg_rc == ARCOLL_OK)
+            cfg_rc = rc;
     }
-    if (rc != ARCOLL_OK)
-        goto err_ctx;
     core_log_level = ctx->cfg.log_level;
 #ifdef ARCOLL_FAULTS
     {
@@ -592,43 +676,22 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     }
 #endif
 
-    rc = oob != NULL ? boot_oob_create(oob, &ctx->boot) : boot_pmix_create(&ctx->boot);
+    /* A rank with a bad setting bootstraps all the same: core_init_agree. */
+    rc = oob != NULL ? boot_oob_create(oob, &ctx->boot)
+                     : boot_pmix_create(ctx->cfg.timeout_ms, &ctx->boot);
     if (rc != ARCOLL_OK)
         goto err_ctx;
     core_log_rank = ctx->boot->rank;
     boot_topo_query(&ctx->topo);
     ctx->oversubscribed = ctx->boot->host_local_size > ctx->topo.npus;
-
-    /* Settings that change the wire protocol must agree, or peers would wait
-     * for signals that never come. */
-    digests = malloc(sizeof(mine) * (size_t)ctx->boot->size);
-    if (digests == NULL) {
-        log_err("arcoll_init: out of memory");
-        rc = ARCOLL_ERR_NOMEM;
-        goto err_boot;
-    }
-    mine[0] = core_config_digest(&ctx->cfg);
-    mine[1] = (uint64_t)(ctx->cfg.profile[0] != '\0') | (uint64_t)ctx->oversubscribed << 1;
-    rc = ctx->boot->allgather(ctx->boot, mine, digests, sizeof(mine));
+    rc = core_init_agree(ctx, cfg_rc, &profile);
     if (rc != ARCOLL_OK)
-        goto err_digests;
-    for (int i = 0; i < ctx->boot->size; i++) {
-        profile |= (digests[2 * i + 1] & 1) != 0;
-        ctx->job_oversubscribed |= (digests[2 * i + 1] & 2) != 0;
-        if (digests[2 * i] != mine[0]) {
-            log_err(
-                "arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
-                "(channel, algorithms, ARCOLL_TUNE, path, thresholds and bounce size must agree)",
-                i, ctx->boot->rank);
-            rc = ARCOLL_ERR_CONFIG;
-            goto err_digests;
-        }
-    }
+        goto err_boot;
 
     rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
                                               : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
     if (rc != ARCOLL_OK)
-        goto err_digests;
+        goto err_boot;
 
     rc = zmem_create(ctx);
     if (rc != ARCOLL_OK)
@@ -652,7 +715,6 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
             goto err_teams;
     }
     free(world);
-    free(digests);
     if (ctx->oversubscribed && ctx->boot->local_rank == 0)
         log_info("%d ranks on %d processing units: polling yields the core early",
                  ctx->boot->host_local_size, ctx->topo.npus);
@@ -669,8 +731,6 @@ err_zmem:
     zmem_destroy(ctx);
 err_chan:
     ctx->chan->ops->destroy(ctx->chan);
-err_digests:
-    free(digests);
 err_boot:
     boot_destroy(ctx->boot);
 err_ctx:
