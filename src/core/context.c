@@ -1,4 +1,5 @@
 /* Contexts and teams: setup ladders and the public entry points. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,11 +489,91 @@ static int core_split_xchg(void *arg, uint32_t to, const void *sbuf, size_t slen
     return eng_sendrecv(arg, to, sbuf, slen, from, rbuf, rlen);
 }
 
-int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam)
+/* The agreed outcome over parent of a local check: 0 if every rank passed,
+ * else 1 + the highest failing parent rank. Doubles as a barrier. */
+static int core_team_agree(struct arcoll_team *parent, int ok, int32_t *worst)
+{
+    int32_t mine = ok ? 0 : (int32_t)parent->rank + 1;
+    coll_args_t a = {.type = COLL_ALLREDUCE,
+                     .sbuf = (const char *)&mine,
+                     .rbuf = (char *)worst,
+                     .count = 1,
+                     .dtype = ARCOLL_INT32,
+                     .op = ARCOLL_MAX};
+
+    return core_team_run(parent, &a);
+}
+
+/* Collective over parent: split it by (color, key) and make the new team
+ * over parent's channel (docs/protocol.md §13). want/nwant (nwant < 0: no
+ * check): the member list the caller expects; every member of parent then
+ * checks its split result against it, and all fail alike if one differs. */
+static int core_team_split(struct arcoll_team *parent, int color, int key, const int *want,
+                           int nwant, const char *what, struct arcoll_team **out)
 {
     struct arcoll_team *t = NULL;
     split_entry_t mine;
     uint32_t *members = NULL, nm = 0, me = 0, id;
+    int32_t worst = 0;
+    int rc, same;
+
+    *out = NULL;
+    /* Calls in flight here may be done elsewhere already: finish them (every
+     * rank does), never refuse on one rank only. */
+    rc = coll_team_drain(parent);
+    if (rc != ARCOLL_OK)
+        return rc;
+    mine.color = color;
+    mine.key = key;
+    mine.rank = parent->rank;
+    rc = split_run(parent->size, parent->rank, &mine, core_split_xchg, parent, &members, &nm, &me);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (nwant >= 0) {
+        same = (uint32_t)nwant == nm;
+        for (uint32_t j = 0; same && j < nm; j++)
+            same = parent->ranks[members[j]] == want[j];
+        rc = core_team_agree(parent, same, &worst);
+        if (rc == ARCOLL_OK && worst > 0) {
+            log_err("%s: rank %d passed invalid arguments or a member list other than its "
+                    "members'",
+                    what, parent->ranks[worst - 1]);
+            rc = ARCOLL_ERR_INVALID;
+        }
+        if (rc != ARCOLL_OK)
+            goto out;
+    }
+    /* Equal on every member of a new team: the parent's id and its count of splits. */
+    id = (uint32_t)(parent->id * 2654435761u) ^ (uint32_t)++parent->nsplits ^ 0x80000000u;
+    rc = core_team_create_over(parent, members, nm, me, id, &t);
+    if (rc == ARCOLL_OK && t != NULL) {
+        /* The world team stays first. */
+        t->next = parent->ctx->teams->next;
+        parent->ctx->teams->next = t;
+    }
+    *out = t;
+out:
+    free(members);
+    return rc;
+}
+
+/* The closing barrier of destroy and finalize, over the world team's
+ * channel: after it no member writes into a region of ours again. A failed
+ * world team cannot run it (its peers are lost or out of step): then each
+ * rank releases locally. */
+static int core_ctx_barrier(struct arcoll_context *ctx)
+{
+    int32_t worst;
+    int rc;
+
+    if (ctx->teams->failed)
+        return ARCOLL_OK;
+    rc = coll_team_drain(ctx->teams);
+    return rc != ARCOLL_OK ? rc : core_team_agree(ctx->teams, 1, &worst);
+}
+
+int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam)
+{
     int rc = core_team_check(team, "arcoll_team_split");
 
     if (rc != ARCOLL_OK)
@@ -504,29 +585,7 @@ int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *new
         return ARCOLL_ERR_INVALID;
     }
     *newteam = NULL;
-    /* Calls in flight here may be done elsewhere already: finish them (every
-     * rank does), never refuse on one rank only. */
-    rc = coll_team_drain(team);
-    if (rc != ARCOLL_OK)
-        return rc;
-    mine.color = color;
-    mine.key = key;
-    mine.rank = team->rank;
-    rc = split_run(team->size, team->rank, &mine, core_split_xchg, team, &members, &nm, &me);
-    if (rc != ARCOLL_OK)
-        return rc;
-    /* Equal on every member of a new team: the parent's id and its count of splits. */
-    id = (uint32_t)(team->id * 2654435761u) ^ (uint32_t)++team->nsplits ^ 0x80000000u;
-    rc = core_team_create_over(team, members, nm, me, id, &t);
-    free(members);
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (t != NULL) {
-        t->next = team->ctx->teams->next;
-        team->ctx->teams->next = t;
-    }
-    *newteam = t;
-    return ARCOLL_OK;
+    return core_team_split(team, color, key, NULL, -1, "arcoll_team_split", newteam);
 }
 
 static void core_ureqs_drop(struct arcoll_context *ctx);
@@ -755,7 +814,7 @@ int arcoll_finalize(arcoll_context_t ctx)
     /* Peers may still write into our regions until everyone is done; a lost
      * peer would make that barrier hang, so then we release locally. */
     if (!lost)
-        rc = ctx->boot->barrier(ctx->boot);
+        rc = core_ctx_barrier(ctx);
     core_ctx_unlink(ctx);
     core_ureqs_drop(ctx);
     while (ctx->teams != NULL) {
@@ -840,10 +899,12 @@ arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
     return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;
 }
 
+/* A split of the world team (color: the first member; key: the position in
+ * the list), then a check that every member passed the list it got: no PMIx
+ * call, and a lost rank ends in ARCOLL_TIMEOUT_MS like any collective. */
 int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team)
 {
-    struct arcoll_team *t;
-    int rc = core_ctx_check(ctx, "arcoll_team_create");
+    int me, ok, rc = core_ctx_check(ctx, "arcoll_team_create");
 
     if (rc != ARCOLL_OK)
         return rc;
@@ -851,16 +912,11 @@ int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcol
         log_err("arcoll_team_create: team pointer is NULL");
         return ARCOLL_ERR_INVALID; /* before any communication: all ranks see the same call */
     }
-    rc = core_team_create(ctx, ranks, nranks, &t);
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (t != NULL) {
-        /* The world team stays first. */
-        t->next = ctx->teams->next;
-        ctx->teams->next = t;
-    }
-    *team = t;
-    return ARCOLL_OK;
+    *team = NULL;
+    /* A rank with bad arguments still takes part, and the check fails all. */
+    ok = core_team_validate(ctx, ranks, nranks, &me) == ARCOLL_OK;
+    return core_team_split(ctx->teams, ok && nranks > 0 ? ranks[0] : ARCOLL_UNDEFINED, me,
+                           ok ? ranks : NULL, ok ? nranks : INT_MAX, "arcoll_team_create", team);
 }
 
 int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
@@ -884,7 +940,7 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
         }
     }
     /* No member may free its region while another still writes into it. */
-    rc = ctx->boot->barrier(ctx->boot);
+    rc = core_ctx_barrier(ctx);
     if (team != NULL) {
         for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {
             if (*pp == team) {
