@@ -278,7 +278,7 @@ run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" mat
 run tune-path-4-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 4 "$T/coll_test" matrix
 run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \
     env ARCOLL_TUNE="alltoall:0-256:@pap#allgather:0-inf:@sa" $MPIRUN -np 2 "$T/coll_test" matrix
-run tune-differs-across-ranks-fails "fails:has different ARCOLL_* settings" \
+run tune-differs-across-ranks-fails "fails:rank 1 has ARCOLL_TUNE different from rank 0" \
     $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
