@@ -28,8 +28,10 @@ struct boot {
     void *impl;
 };
 
-/* PMIx client; a process without a launcher is a singleton (size 1). */
-int boot_pmix_create(boot_t **b);
+/* PMIx client; a process without a launcher is a singleton (size 1). Fences
+ * and gets fail with ARCOLL_ERR_TIMEOUT after timeout_ms (rounded up to
+ * seconds) if the server honours PMIX_TIMEOUT (docs/reliability.md). */
+int boot_pmix_create(long timeout_ms, boot_t **b);
 /* Caller-supplied callbacks (copied). */
 int boot_oob_create(const arcoll_oob_t *oob, boot_t **b);
 /* Fill node_of/nnodes/local_rank/local_size from everyone's hostname

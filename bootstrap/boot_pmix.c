@@ -17,16 +17,47 @@ typedef struct boot_pmix {
     pmix_proc_t self;
     pmix_proc_t all;        /* own nspace, wildcard rank: fences span the whole job */
     unsigned long ag_count; /* PMIx keys cannot be overwritten reliably: one key per call */
+    int timeout_s;          /* PMIX_TIMEOUT of fences and gets: ARCOLL_TIMEOUT_MS rounded up */
     bool singleton;
 } boot_pmix_t;
+
+/* A fence or get past its deadline is a timeout, like a collective's; any
+ * other failure is the bootstrap's. */
+static int boot_pmix_status(boot_pmix_t *p, pmix_status_t rc, const char *what)
+{
+    if (rc == PMIX_ERR_TIMEOUT) {
+        log_err("%s: not every rank of the job arrived within %d s (ARCOLL_TIMEOUT_MS)", what,
+                p->timeout_s);
+        return ARCOLL_ERR_TIMEOUT;
+    }
+    log_err("%s failed: %s", what, PMIx_Error_string(rc));
+    return ARCOLL_ERR_BOOTSTRAP;
+}
+
+/* PMIx_Fence over the whole job with the deadline; collect: carry the
+ * committed keys, so that the gets after it are local lookups. */
+static int boot_pmix_fence(boot_pmix_t *p, bool collect, const char *what)
+{
+    pmix_info_t info[2];
+    pmix_status_t rc;
+
+    PMIX_INFO_CONSTRUCT(&info[0]);
+    PMIX_INFO_CONSTRUCT(&info[1]);
+    PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &p->timeout_s, PMIX_INT);
+    PMIX_INFO_LOAD(&info[1], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    rc = PMIx_Fence(&p->all, 1, info, 2);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    return rc == PMIX_SUCCESS ? ARCOLL_OK : boot_pmix_status(p, rc, what);
+}
 
 static int boot_pmix_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t len)
 {
     boot_pmix_t *p = b->impl;
     char key[PMIX_MAX_KEYLEN + 1];
+    char what[PMIX_MAX_KEYLEN + 64];
     pmix_value_t val, *got = NULL;
     pmix_info_t info;
-    bool collect = true;
     pmix_status_t rc;
     int ret = ARCOLL_ERR_BOOTSTRAP;
 
@@ -53,36 +84,40 @@ static int boot_pmix_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t l
         log_err("PMIx_Commit failed: %s", PMIx_Error_string(rc));
         goto err;
     }
-    /* Collecting the data in the fence makes the gets below local lookups. */
-    PMIX_INFO_CONSTRUCT(&info);
-    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    rc = PMIx_Fence(&p->all, 1, &info, 1);
-    PMIX_INFO_DESTRUCT(&info);
-    if (rc != PMIX_SUCCESS) {
-        log_err("PMIx_Fence (allgather %s) failed: %s", key, PMIx_Error_string(rc));
+    snprintf(what, sizeof(what), "PMIx_Fence (allgather %s)", key);
+    ret = boot_pmix_fence(p, true, what);
+    if (ret != ARCOLL_OK)
         goto err;
-    }
+    /* A rank's key is in the fence's data; the deadline covers a server that
+     * would otherwise wait for a rank that never put it. */
+    PMIX_INFO_CONSTRUCT(&info);
+    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &p->timeout_s, PMIX_INT);
     for (int r = 0; r < b->size; r++) {
         pmix_proc_t peer;
 
         PMIX_LOAD_PROCID(&peer, p->self.nspace, (pmix_rank_t)r);
-        rc = PMIx_Get(&peer, key, NULL, 0, &got);
+        rc = PMIx_Get(&peer, key, &info, 1, &got);
         if (rc != PMIX_SUCCESS) {
-            log_err("PMIx_Get(%s) from rank %d failed: %s", key, r, PMIx_Error_string(rc));
-            goto err;
+            snprintf(what, sizeof(what), "PMIx_Get(%s) from rank %d", key, r);
+            ret = boot_pmix_status(p, rc, what);
+            goto err_info;
         }
         if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size != len) {
             log_err("PMIx_Get(%s) from rank %d: got %zu bytes (type %d), expected %zu bytes", key,
                     r, got->type == PMIX_BYTE_OBJECT ? got->data.bo.size : 0, (int)got->type, len);
+            ret = ARCOLL_ERR_BOOTSTRAP;
             goto err_got;
         }
         memcpy((char *)rbuf + (size_t)r * len, got->data.bo.bytes, len);
         PMIX_VALUE_RELEASE(got);
     }
+    PMIX_INFO_DESTRUCT(&info);
     return ARCOLL_OK;
 
 err_got:
     PMIX_VALUE_RELEASE(got);
+err_info:
+    PMIX_INFO_DESTRUCT(&info);
 err:
     return ret;
 }
@@ -90,16 +125,10 @@ err:
 static int boot_pmix_barrier(boot_t *b)
 {
     boot_pmix_t *p = b->impl;
-    pmix_status_t rc;
 
     if (p->singleton)
         return ARCOLL_OK;
-    rc = PMIx_Fence(&p->all, 1, NULL, 0);
-    if (rc != PMIX_SUCCESS) {
-        log_err("PMIx_Fence (barrier) failed: %s", PMIx_Error_string(rc));
-        return ARCOLL_ERR_BOOTSTRAP;
-    }
-    return ARCOLL_OK;
+    return boot_pmix_fence(p, false, "PMIx_Fence (barrier)");
 }
 
 static void boot_pmix_fini(boot_t *b)
@@ -179,7 +208,7 @@ static int boot_pmix_hostname_get(boot_pmix_t *p, char *host)
     return ARCOLL_OK;
 }
 
-int boot_pmix_create(boot_t **out)
+int boot_pmix_create(long timeout_ms, boot_t **out)
 {
     boot_t *b = NULL;
     boot_pmix_t *p = NULL;
@@ -197,6 +226,7 @@ int boot_pmix_create(boot_t **out)
         log_err("out of memory allocating the PMIx bootstrap");
         goto err_b;
     }
+    p->timeout_s = (int)((timeout_ms + 999) / 1000); /* at most a day: config.c's bound */
     rc = PMIx_Init(&p->self, NULL, 0);
     if (rc == PMIX_ERR_UNREACH && PMIx_Initialized()) {
         /* No server to connect to, but the library runs: started without a launcher. */

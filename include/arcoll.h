@@ -71,8 +71,8 @@ unsigned arcoll_version(const char **string);
  * size*len bytes ordered by rank; it is blocking and collective. barrier:
  * blocking and collective. Both return 0 on success; any other value makes
  * the arcoll call fail with ARCOLL_ERR_BOOTSTRAP. Called only inside
- * arcoll_init, arcoll_team_create, arcoll_team_destroy and arcoll_finalize,
- * in the same order on every rank, never from another thread, never
+ * arcoll_init (and arcoll_finalize under ARCOLL_PROFILE), in the same order
+ * on every rank, never from another thread, never
  * re-entered; the struct is copied by arcoll_init (user must stay valid
  * until arcoll_finalize returns). docs/embedding.md, "Out-of-band".
  */
@@ -93,9 +93,9 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *ctx);
  * context only: config is NULL or a NULL-terminated list of name, value
  * pairs, e.g. {"ARCOLL_CHANNEL", "verbs", "ARCOLL_PROFILE", "/tmp/p", NULL},
  * with the names and values of docs/configuration.md (ARCOLL_CHANNEL and
- * ARCOLL_PROFILE included). A bad setting fails this rank before any
- * communication (ARCOLL_ERR_CONFIG or _INVALID): pass the same on every
- * rank. [serialized] */
+ * ARCOLL_PROFILE included). A bad setting still lets this rank take part in
+ * the bootstrap, then fails every rank (ARCOLL_ERR_CONFIG; this rank
+ * ARCOLL_ERR_CONFIG or _INVALID): pass the same on every rank. [serialized] */
 int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *ctx);
 
 /* Collective over all ranks of the context; frees every team of it.
@@ -130,7 +130,10 @@ arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
 
 /* Collective over ALL ranks of the context (like MPI_Comm_split): each rank
  * passes the ordered member list of the team it joins (it must be a member),
- * or nranks == 0 to join none (*team is then NULL). [serialized] */
+ * or nranks == 0 to join none (*team is then NULL). Runs over the world
+ * team's channel: if any rank passes bad arguments or a list other than its
+ * members', every rank fails with ARCOLL_ERR_INVALID; a lost rank fails it
+ * like a collective (ARCOLL_ERR_PEER or _TIMEOUT). [serialized] */
 int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team);
 /* Collective over the context, like create. The world team is not destroyed.
  * [serialized] */

@@ -317,15 +317,18 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
 int core_config_init(core_config_t *cfg)
 {
     extern char **environ;
+    int rc = ARCOLL_OK;
 
     memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < CFG_NVARS; i++)
         if (cfg_var_set(cfg, &cfg_vars[i], cfg_vars[i].dflt) != ARCOLL_OK)
             return ARCOLL_ERR_CONFIG; /* a bad default is a bug: caught by the unit tests */
+    /* Past a bad value the others are still read: the caller still joins the
+     * bootstrap (its deadline is ARCOLL_TIMEOUT_MS) to tell its peers. */
     for (size_t i = 0; i < CFG_NVARS; i++) {
         const char *env = getenv(cfg_vars[i].name);
         if (env != NULL && core_config_set(cfg, cfg_vars[i].name, env) != ARCOLL_OK)
-            return ARCOLL_ERR_CONFIG;
+            rc = ARCOLL_ERR_CONFIG;
     }
     /* A misspelt variable would otherwise be silently ignored. ARCOLL_MPI_*
      * belong to the PMPI shim, which reads them itself. */
@@ -340,7 +343,7 @@ int core_config_init(core_config_t *cfg)
             strcmp(name, "ARCOLL_FAULT") != 0 && strncmp(name, "ARCOLL_MPI_", 11) != 0)
             log_warn("ignoring unknown environment variable %s", name);
     }
-    return ARCOLL_OK;
+    return rc;
 }
 
 const char *core_config_get(const core_config_t *cfg, const char *name, char *buf, size_t len)
@@ -371,24 +374,43 @@ const char *core_config_get(const core_config_t *cfg, const char *name, char *bu
     return buf;
 }
 
-uint64_t core_config_digest(const core_config_t *cfg)
+/* FNV-1a of one agreed variable's value, continuing from h. */
+static uint64_t cfg_var_hash(const core_config_t *cfg, const cfg_var_t *v, uint64_t h)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the agreed values */
     char buf[64];
 
-    for (size_t i = 0; i < CFG_NVARS; i++) {
+    if (v->type == CFG_TUNE) /* the rules, not their spelling or file name */
+        return core_tune_digest(&cfg->tune, h);
+    core_config_get(cfg, v->name, buf, sizeof(buf));
+    for (const char *p = buf; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return (h ^ 0xff) * 1099511628211ULL;
+}
+
+uint64_t core_config_digest(const core_config_t *cfg)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < CFG_NVARS; i++)
+        if (cfg_vars[i].agreed)
+            h = cfg_var_hash(cfg, &cfg_vars[i], h);
+    return h;
+}
+
+size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **names, size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < CFG_NVARS && n < max; i++) {
         if (!cfg_vars[i].agreed)
             continue;
-        if (cfg_vars[i].type == CFG_TUNE) { /* the rules, not their spelling or file name */
-            h = core_tune_digest(&cfg->tune, h);
-            continue;
-        }
-        core_config_get(cfg, cfg_vars[i].name, buf, sizeof(buf));
-        for (const char *p = buf; *p; p++)
-            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-        h = (h ^ 0xff) * 1099511628211ULL;
+        if (h != NULL)
+            h[n] = cfg_var_hash(cfg, &cfg_vars[i], 1469598103934665603ULL);
+        if (names != NULL)
+            names[n] = cfg_vars[i].name;
+        n++;
     }
-    return h;
+    return n;
 }
 
 void core_config_print(const core_config_t *cfg, void *file)

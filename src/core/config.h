@@ -56,7 +56,8 @@ typedef struct core_config {
     core_tune_t tune; /* ARCOLL_TUNE rules, then the default table (src/core/tune.h) */
 } core_config_t;
 
-/* Defaults, then every ARCOLL_* variable of the environment. */
+/* Defaults, then every ARCOLL_* variable of the environment; a bad one is
+ * reported and skipped, and makes the result ARCOLL_ERR_CONFIG. */
 int core_config_init(core_config_t *cfg);
 /* Validate and set one variable by its ARCOLL_* name. */
 int core_config_set(core_config_t *cfg, const char *name, const char *value);
@@ -64,6 +65,11 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value);
 const char *core_config_get(const core_config_t *cfg, const char *name, char *buf, size_t len);
 /* Digest of the settings that must agree across ranks. */
 uint64_t core_config_digest(const core_config_t *cfg);
+/* The agreed settings one by one (table order, at most max, CORE_CONFIG_NAGREED
+ * suffice): a hash of each into h and its name into names (either may be
+ * NULL); returns how many. Tells which setting made two digests differ. */
+#define CORE_CONFIG_NAGREED 32
+size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **names, size_t max);
 /* Print the table of variables (name, value, allowed, description). */
 void core_config_print(const core_config_t *cfg, void *file);
 /* "pap", "sa", ... for a CORE_ALG_* value. */

@@ -1,4 +1,5 @@
 /* Contexts and teams: setup ladders and the public entry points. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,11 +489,91 @@ static int core_split_xchg(void *arg, uint32_t to, const void *sbuf, size_t slen
     return eng_sendrecv(arg, to, sbuf, slen, from, rbuf, rlen);
 }
 
-int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam)
+/* The agreed outcome over parent of a local check: 0 if every rank passed,
+ * else 1 + the highest failing parent rank. Doubles as a barrier. */
+static int core_team_agree(struct arcoll_team *parent, int ok, int32_t *worst)
+{
+    int32_t mine = ok ? 0 : (int32_t)parent->rank + 1;
+    coll_args_t a = {.type = COLL_ALLREDUCE,
+                     .sbuf = (const char *)&mine,
+                     .rbuf = (char *)worst,
+                     .count = 1,
+                     .dtype = ARCOLL_INT32,
+                     .op = ARCOLL_MAX};
+
+    return core_team_run(parent, &a);
+}
+
+/* Collective over parent: split it by (color, key) and make the new team
+ * over parent's channel (docs/protocol.md §13). want/nwant (nwant < 0: no
+ * check): the member list the caller expects; every member of parent then
+ * checks its split result against it, and all fail alike if one differs. */
+static int core_team_split(struct arcoll_team *parent, int color, int key, const int *want,
+                           int nwant, const char *what, struct arcoll_team **out)
 {
     struct arcoll_team *t = NULL;
     split_entry_t mine;
     uint32_t *members = NULL, nm = 0, me = 0, id;
+    int32_t worst = 0;
+    int rc, same;
+
+    *out = NULL;
+    /* Calls in flight here may be done elsewhere already: finish them (every
+     * rank does), never refuse on one rank only. */
+    rc = coll_team_drain(parent);
+    if (rc != ARCOLL_OK)
+        return rc;
+    mine.color = color;
+    mine.key = key;
+    mine.rank = parent->rank;
+    rc = split_run(parent->size, parent->rank, &mine, core_split_xchg, parent, &members, &nm, &me);
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (nwant >= 0) {
+        same = (uint32_t)nwant == nm;
+        for (uint32_t j = 0; same && j < nm; j++)
+            same = parent->ranks[members[j]] == want[j];
+        rc = core_team_agree(parent, same, &worst);
+        if (rc == ARCOLL_OK && worst > 0) {
+            log_err("%s: rank %d passed invalid arguments or a member list other than its "
+                    "members'",
+                    what, parent->ranks[worst - 1]);
+            rc = ARCOLL_ERR_INVALID;
+        }
+        if (rc != ARCOLL_OK)
+            goto out;
+    }
+    /* Equal on every member of a new team: the parent's id and its count of splits. */
+    id = (uint32_t)(parent->id * 2654435761u) ^ (uint32_t)++parent->nsplits ^ 0x80000000u;
+    rc = core_team_create_over(parent, members, nm, me, id, &t);
+    if (rc == ARCOLL_OK && t != NULL) {
+        /* The world team stays first. */
+        t->next = parent->ctx->teams->next;
+        parent->ctx->teams->next = t;
+    }
+    *out = t;
+out:
+    free(members);
+    return rc;
+}
+
+/* The closing barrier of destroy and finalize, over the world team's
+ * channel: after it no member writes into a region of ours again. A failed
+ * world team cannot run it (its peers are lost or out of step): then each
+ * rank releases locally. */
+static int core_ctx_barrier(struct arcoll_context *ctx)
+{
+    int32_t worst;
+    int rc;
+
+    if (ctx->teams->failed)
+        return ARCOLL_OK;
+    rc = coll_team_drain(ctx->teams);
+    return rc != ARCOLL_OK ? rc : core_team_agree(ctx->teams, 1, &worst);
+}
+
+int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam)
+{
     int rc = core_team_check(team, "arcoll_team_split");
 
     if (rc != ARCOLL_OK)
@@ -504,29 +585,7 @@ int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *new
         return ARCOLL_ERR_INVALID;
     }
     *newteam = NULL;
-    /* Calls in flight here may be done elsewhere already: finish them (every
-     * rank does), never refuse on one rank only. */
-    rc = coll_team_drain(team);
-    if (rc != ARCOLL_OK)
-        return rc;
-    mine.color = color;
-    mine.key = key;
-    mine.rank = team->rank;
-    rc = split_run(team->size, team->rank, &mine, core_split_xchg, team, &members, &nm, &me);
-    if (rc != ARCOLL_OK)
-        return rc;
-    /* Equal on every member of a new team: the parent's id and its count of splits. */
-    id = (uint32_t)(team->id * 2654435761u) ^ (uint32_t)++team->nsplits ^ 0x80000000u;
-    rc = core_team_create_over(team, members, nm, me, id, &t);
-    free(members);
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (t != NULL) {
-        t->next = team->ctx->teams->next;
-        team->ctx->teams->next = t;
-    }
-    *newteam = t;
-    return ARCOLL_OK;
+    return core_team_split(team, color, key, NULL, -1, "arcoll_team_split", newteam);
 }
 
 static void core_ureqs_drop(struct arcoll_context *ctx);
@@ -546,13 +605,97 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
     return arcoll_init_config(oob, NULL, out);
 }
 
+/* Digests differ: one more allgather, of every agreed setting's hash, so
+ * that every rank names the same setting (docs/protocol.md §9). */
+static int core_init_diff(struct arcoll_context *ctx)
+{
+    boot_t *b = ctx->boot;
+    uint64_t mine[CORE_CONFIG_NAGREED], *all;
+    const char *names[CORE_CONFIG_NAGREED];
+    size_t n = core_config_hashes(&ctx->cfg, mine, names, CORE_CONFIG_NAGREED);
+    int rc, shown = 0;
+
+    all = malloc(sizeof(mine) * (size_t)b->size);
+    if (all == NULL) {
+        log_err("arcoll_init: out of memory");
+        return ARCOLL_ERR_NOMEM; /* the others fail in the bootstrap */
+    }
+    rc = b->allgather(b, mine, all, sizeof(mine));
+    if (rc != ARCOLL_OK)
+        goto out;
+    for (int r = 1; r < b->size; r++) {
+        for (size_t i = 0; i < n; i++) {
+            if (all[(size_t)r * CORE_CONFIG_NAGREED + i] == all[i])
+                continue;
+            if (shown++ < 4)
+                log_err("arcoll_init: rank %d has %s different from rank 0 (protocol settings "
+                        "must agree: docs/configuration.md)",
+                        r, names[i]);
+            break;
+        }
+    }
+    if (shown == 0) /* equal settings, different digests: a bug, not a setting */
+        log_err("arcoll_init: the settings digests differ but every setting agrees");
+    else if (shown > 4)
+        log_err("arcoll_init: %d ranks in all have settings different from rank 0", shown);
+    rc = ARCOLL_ERR_CONFIG;
+out:
+    free(all);
+    return rc;
+}
+
+/* Every rank takes part, a rank whose settings did not parse (cfg_rc) too,
+ * so that all fail alike instead of waiting for it. profile: some rank
+ * profiles. Settings that change the wire protocol must agree, or peers
+ * would wait for signals that never come. */
+static int core_init_agree(struct arcoll_context *ctx, int cfg_rc, int *profile)
+{
+    boot_t *b = ctx->boot;
+    /* per rank: settings digest; bit 0 ARCOLL_PROFILE set, bit 1 its host
+     * oversubscribed, bit 2 a setting did not parse */
+    uint64_t mine[2], *digests;
+    int rc, bad = -1, nbad = 0, differ = 0;
+
+    digests = malloc(sizeof(mine) * (size_t)b->size);
+    if (digests == NULL) {
+        log_err("arcoll_init: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    mine[0] = core_config_digest(&ctx->cfg);
+    mine[1] = (uint64_t)(ctx->cfg.profile[0] != '\0') | (uint64_t)ctx->oversubscribed << 1 |
+              (uint64_t)(cfg_rc != ARCOLL_OK) << 2;
+    rc = b->allgather(b, mine, digests, sizeof(mine));
+    if (rc != ARCOLL_OK)
+        goto out;
+    for (int i = 0; i < b->size; i++) {
+        *profile |= (digests[2 * i + 1] & 1) != 0;
+        ctx->job_oversubscribed |= (digests[2 * i + 1] & 2) != 0;
+        if (digests[2 * i + 1] & 4) {
+            bad = bad < 0 ? i : bad;
+            nbad++;
+        }
+        differ |= digests[2 * i] != digests[0];
+    }
+    if (nbad > 0) {
+        /* The bad rank itself named the setting when it parsed it: that stays
+         * its last error. */
+        if (cfg_rc == ARCOLL_OK)
+            log_err("arcoll_init: rank %d%s has an invalid ARCOLL_* setting (its log names it)",
+                    bad, nbad > 1 ? " and others" : "");
+        rc = cfg_rc != ARCOLL_OK ? cfg_rc : ARCOLL_ERR_CONFIG;
+    } else if (differ) {
+        rc = core_init_diff(ctx); /* every rank sees the same digests: all take this branch */
+    }
+out:
+    free(digests);
+    return rc;
+}
+
 int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcoll_context_t *out)
 {
     struct arcoll_context *ctx;
-    /* per rank: settings digest; bit 0 ARCOLL_PROFILE set, bit 1 its host oversubscribed */
-    uint64_t mine[2], *digests = NULL;
     int *world = NULL, profile = 0;
-    int rc;
+    int rc, cfg_rc;
 
     if (out == NULL) {
         log_err("arcoll_init: context pointer is NULL");
@@ -565,18 +708,18 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
         return ARCOLL_ERR_NOMEM;
     }
     ctx->magic = CORE_CTX_MAGIC;
-    rc = core_config_init(&ctx->cfg);
+    cfg_rc = core_config_init(&ctx->cfg);
     /* The caller's settings win over the environment, for this context only. */
-    for (size_t i = 0; rc == ARCOLL_OK && config != NULL && config[i] != NULL; i += 2) {
+    for (size_t i = 0; config != NULL && config[i] != NULL; i += 2) {
         if (config[i + 1] == NULL) {
             log_err("arcoll_init_config: %s has no value", config[i]);
-            rc = ARCOLL_ERR_INVALID;
-        } else {
-            rc = core_config_set(&ctx->cfg, config[i], config[i + 1]);
+            cfg_rc = ARCOLL_ERR_INVALID;
+            break;
         }
+        rc = core_config_set(&ctx->cfg, config[i], config[i + 1]);
+        if (cfg_rc == ARCOLL_OK)
+            cfg_rc = rc;
     }
-    if (rc != ARCOLL_OK)
-        goto err_ctx;
     core_log_level = ctx->cfg.log_level;
 #ifdef ARCOLL_FAULTS
     {
@@ -592,43 +735,22 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     }
 #endif
 
-    rc = oob != NULL ? boot_oob_create(oob, &ctx->boot) : boot_pmix_create(&ctx->boot);
+    /* A rank with a bad setting bootstraps all the same: core_init_agree. */
+    rc = oob != NULL ? boot_oob_create(oob, &ctx->boot)
+                     : boot_pmix_create(ctx->cfg.timeout_ms, &ctx->boot);
     if (rc != ARCOLL_OK)
         goto err_ctx;
     core_log_rank = ctx->boot->rank;
     boot_topo_query(&ctx->topo);
     ctx->oversubscribed = ctx->boot->host_local_size > ctx->topo.npus;
-
-    /* Settings that change the wire protocol must agree, or peers would wait
-     * for signals that never come. */
-    digests = malloc(sizeof(mine) * (size_t)ctx->boot->size);
-    if (digests == NULL) {
-        log_err("arcoll_init: out of memory");
-        rc = ARCOLL_ERR_NOMEM;
-        goto err_boot;
-    }
-    mine[0] = core_config_digest(&ctx->cfg);
-    mine[1] = (uint64_t)(ctx->cfg.profile[0] != '\0') | (uint64_t)ctx->oversubscribed << 1;
-    rc = ctx->boot->allgather(ctx->boot, mine, digests, sizeof(mine));
+    rc = core_init_agree(ctx, cfg_rc, &profile);
     if (rc != ARCOLL_OK)
-        goto err_digests;
-    for (int i = 0; i < ctx->boot->size; i++) {
-        profile |= (digests[2 * i + 1] & 1) != 0;
-        ctx->job_oversubscribed |= (digests[2 * i + 1] & 2) != 0;
-        if (digests[2 * i] != mine[0]) {
-            log_err(
-                "arcoll_init: rank %d has different ARCOLL_* settings than rank %d "
-                "(channel, algorithms, ARCOLL_TUNE, path, thresholds and bounce size must agree)",
-                i, ctx->boot->rank);
-            rc = ARCOLL_ERR_CONFIG;
-            goto err_digests;
-        }
-    }
+        goto err_boot;
 
     rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
                                               : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
     if (rc != ARCOLL_OK)
-        goto err_digests;
+        goto err_boot;
 
     rc = zmem_create(ctx);
     if (rc != ARCOLL_OK)
@@ -652,7 +774,6 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
             goto err_teams;
     }
     free(world);
-    free(digests);
     if (ctx->oversubscribed && ctx->boot->local_rank == 0)
         log_info("%d ranks on %d processing units: polling yields the core early",
                  ctx->boot->host_local_size, ctx->topo.npus);
@@ -669,8 +790,6 @@ err_zmem:
     zmem_destroy(ctx);
 err_chan:
     ctx->chan->ops->destroy(ctx->chan);
-err_digests:
-    free(digests);
 err_boot:
     boot_destroy(ctx->boot);
 err_ctx:
@@ -695,7 +814,7 @@ int arcoll_finalize(arcoll_context_t ctx)
     /* Peers may still write into our regions until everyone is done; a lost
      * peer would make that barrier hang, so then we release locally. */
     if (!lost)
-        rc = ctx->boot->barrier(ctx->boot);
+        rc = core_ctx_barrier(ctx);
     core_ctx_unlink(ctx);
     core_ureqs_drop(ctx);
     while (ctx->teams != NULL) {
@@ -780,10 +899,12 @@ arcoll_team_t arcoll_team_world(arcoll_context_t ctx)
     return core_ctx_check(ctx, "arcoll_team_world") == ARCOLL_OK ? ctx->teams : NULL;
 }
 
+/* A split of the world team (color: the first member; key: the position in
+ * the list), then a check that every member passed the list it got: no PMIx
+ * call, and a lost rank ends in ARCOLL_TIMEOUT_MS like any collective. */
 int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcoll_team_t *team)
 {
-    struct arcoll_team *t;
-    int rc = core_ctx_check(ctx, "arcoll_team_create");
+    int me, ok, rc = core_ctx_check(ctx, "arcoll_team_create");
 
     if (rc != ARCOLL_OK)
         return rc;
@@ -791,16 +912,11 @@ int arcoll_team_create(arcoll_context_t ctx, const int *ranks, int nranks, arcol
         log_err("arcoll_team_create: team pointer is NULL");
         return ARCOLL_ERR_INVALID; /* before any communication: all ranks see the same call */
     }
-    rc = core_team_create(ctx, ranks, nranks, &t);
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (t != NULL) {
-        /* The world team stays first. */
-        t->next = ctx->teams->next;
-        ctx->teams->next = t;
-    }
-    *team = t;
-    return ARCOLL_OK;
+    *team = NULL;
+    /* A rank with bad arguments still takes part, and the check fails all. */
+    ok = core_team_validate(ctx, ranks, nranks, &me) == ARCOLL_OK;
+    return core_team_split(ctx->teams, ok && nranks > 0 ? ranks[0] : ARCOLL_UNDEFINED, me,
+                           ok ? ranks : NULL, ok ? nranks : INT_MAX, "arcoll_team_create", team);
 }
 
 int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
@@ -824,7 +940,7 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
         }
     }
     /* No member may free its region while another still writes into it. */
-    rc = ctx->boot->barrier(ctx->boot);
+    rc = core_ctx_barrier(ctx);
     if (team != NULL) {
         for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {
             if (*pp == team) {

@@ -15,11 +15,16 @@
  *                                   the other collectives (tests/integ/coll_more.c)
  *   coll_test qps N[,N...]          a few alltoalls with the configured algorithm, then
  *                                   rank i must have N_i RC QPs (one N: every rank)
+ *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
+ *                                   just before PHASE (init, create, destroy, finalize);
+ *                                   every survivor must fail that call with TIMEOUT or
+ *                                   PEER within ARCOLL_TIMEOUT_MS + 5 s (mpirun only)
  *
  * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
  * if nothing failed.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -558,12 +563,122 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
 
 #include "coll_more.c"
 
+/* ---- phasefault: a rank lost outside the data path ---------------------- */
+
+static double phase_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The victim: SIGKILL now, or SIGSTOP with a child that kills the stopped
+ * process once the survivors are done, so that mpirun can end. */
+static void phase_die(const char *sig, long timeout_ms)
+{
+    fflush(stdout);
+    fflush(stderr);
+    if (strcmp(sig, "stop") == 0) {
+        pid_t parent = getpid();
+        if (fork() == 0) {
+            close(0);
+            close(1);
+            close(2);
+            sleep((unsigned)(timeout_ms / 1000 + 10));
+            kill(parent, SIGKILL);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+    }
+    raise(SIGKILL);
+}
+
+/* A survivor's verdict on the call that met the lost rank. */
+static void phase_report(const char *phase, int rc, double secs, long timeout_ms)
+{
+    bool ok = (rc == ARCOLL_ERR_TIMEOUT || rc == ARCOLL_ERR_PEER) &&
+              secs < (double)timeout_ms / 1000.0 + 5.0;
+
+    printf("[rank %d] %s phasefault %s: %s after %.2f s\n", rank, ok ? "KILL-OK" : "FAIL", phase,
+           arcoll_strerror(rc), secs);
+    fflush(stdout);
+}
+
+static int test_phasefault(int argc, char **argv)
+{
+    const char *phase = argc > 2 ? argv[2] : "create", *sig = argc > 3 ? argv[3] : "kill";
+    const char *env = getenv("ARCOLL_TIMEOUT_MS");
+    const char *wr = getenv("OMPI_COMM_WORLD_RANK"), *ws = getenv("OMPI_COMM_WORLD_SIZE");
+    long timeout_ms = env != NULL ? atol(env) : 60000;
+    bool victim = wr != NULL && ws != NULL && atoi(wr) == atoi(ws) - 1;
+    arcoll_context_t ctx;
+    arcoll_team_t team = NULL;
+    int rc, *all;
+    double t0;
+
+    if (strcmp(phase, "init") == 0 && victim)
+        phase_die(sig, timeout_ms);
+    t0 = phase_now();
+    rc = arcoll_init(NULL, &ctx);
+    if (strcmp(phase, "init") == 0) {
+        rank = wr != NULL ? atoi(wr) : 0;
+        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        if (rc == ARCOLL_OK)
+            arcoll_finalize(ctx);
+        return 0;
+    }
+    if (rc != ARCOLL_OK) {
+        fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
+        return 1;
+    }
+    rank = arcoll_context_rank(ctx);
+    nranks = arcoll_context_size(ctx);
+    all = malloc(sizeof(int) * (size_t)nranks);
+    for (int i = 0; i < nranks; i++)
+        all[i] = i;
+    if (strcmp(phase, "create") == 0) {
+        if (victim)
+            phase_die(sig, timeout_ms);
+        t0 = phase_now();
+        rc = arcoll_team_create(ctx, all, nranks, &team);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+    } else if (strcmp(phase, "destroy") == 0) {
+        rc = arcoll_team_create(ctx, all, nranks, &team);
+        CHECK(rc == ARCOLL_OK, "team create: %s", arcoll_strerror(rc));
+        if (victim)
+            phase_die(sig, timeout_ms);
+        t0 = phase_now();
+        rc = arcoll_team_destroy(ctx, team);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+    } else if (strcmp(phase, "finalize") == 0) {
+        if (victim)
+            phase_die(sig, timeout_ms);
+        t0 = phase_now();
+        rc = arcoll_finalize(ctx);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        free(all);
+        return 0;
+    } else {
+        fprintf(stderr, "unknown phase %s\n", phase);
+    }
+    free(all);
+    /* The survivors still release what they hold, without waiting again. */
+    t0 = phase_now();
+    rc = arcoll_finalize(ctx);
+    printf("[rank %d] finalize after the fault: %s after %.2f s\n", rank, arcoll_strerror(rc),
+           phase_now() - t0);
+    return 0;
+}
+
 int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
 {
     arcoll_context_t ctx;
     int rc, counts[2], *all;
     const char *mode = argc > 1 ? argv[1] : "matrix";
 
+    if (strcmp(mode, "phasefault") == 0)
+        return test_phasefault(argc, argv);
     /* Calls before arcoll_init are errors, not crashes. */
     {
         char b[8] = {0}, c[8];

@@ -23,14 +23,18 @@ failed_names=()
 # run NAME EXPECT CMD...   EXPECT: ok (exit 0 and "0 failed"), ok:TEXT (and the log names TEXT),
 #   fail (must fail), fail:TEXT (must fail naming TEXT), kill N (N KILL-OK lines),
 #   text:RE1|RE2... (exit 0, each extended regexp in the output), fails:TEXT (a non-zero exit
-#   other than the time limit's, with TEXT in the output)
+#   other than the time limit's, with TEXT in the output), lines N TEXT (N lines with TEXT, and
+#   not killed by a time limit: one per rank that must report)
 run() {
     local name=$1 expect=$2
     shift 2
-    local want_kills=0
+    local want_kills=0 want_text=
     if [ "$expect" = kill ]; then
         want_kills=$1
         shift
+    elif [ "$expect" = lines ]; then
+        want_kills=$1 want_text=$2
+        shift 2
     fi
     if [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]]; then
         return
@@ -45,6 +49,8 @@ run() {
     fail) [ $rc -ne 0 ] && grep -q "corrupted calls" "$log" && verdict=PASS ;;
     fail:*) [ $rc -ne 0 ] && grep -q "${expect#fail:}" "$log" && verdict=PASS ;;
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
+    lines) [ $rc -ne 124 ] && [ "$(grep -cF -- "$want_text" "$log")" -eq "$want_kills" ] &&
+        verdict=PASS ;;
     text:*)
         verdict=PASS
         [ $rc -eq 0 ] || verdict=FAIL
@@ -272,7 +278,7 @@ run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" mat
 run tune-path-4-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 4 "$T/coll_test" matrix
 run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \
     env ARCOLL_TUNE="alltoall:0-256:@pap#allgather:0-inf:@sa" $MPIRUN -np 2 "$T/coll_test" matrix
-run tune-differs-across-ranks-fails "fails:has different ARCOLL_* settings" \
+run tune-differs-across-ranks-fails "fails:rank 1 has ARCOLL_TUNE different from rank 0" \
     $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
@@ -295,6 +301,22 @@ run zcopy-reg-fail-falls-back ok env ARCOLL_FAULT=reg_fail $MPIRUN -np 3 \
 # A rank that dies: the others must return an error, well within the timeout.
 run mpirun-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 \
     "$T/coll_test" kill
+# Faults outside the data path (docs/reliability.md): every surviving rank ends within
+# ARCOLL_TIMEOUT_MS (+ 5 s, checked by coll_test; timeout 30 proves no hang). A setting that
+# does not parse on rank 1 only, and one that differs on rank 1 only, fail every rank naming it.
+PF="timeout 30 env ARCOLL_TIMEOUT_MS=3000 $MPIRUN --enable-recovery"
+run init-bad-setting-rank1 lines 3 "arcoll_init: invalid configuration" $PF \
+    -np 1 "$T/coll_test" env : -np 1 env ARCOLL_PATH=bogus "$T/coll_test" env : -np 1 "$T/coll_test" env
+run init-bad-setting-names-rank1 lines 2 "configuration: arcoll_init: rank 1 has an invalid ARCOLL_" $PF \
+    -np 1 "$T/coll_test" env : -np 1 env ARCOLL_PATH=bogus "$T/coll_test" env : -np 1 "$T/coll_test" env
+run init-differing-setting lines 3 "init: invalid configuration: arcoll_init: rank 1 has ARCOLL_PATH different from rank 0" \
+    $PF -np 1 "$T/coll_test" env : -np 1 env ARCOLL_PATH=copy "$T/coll_test" env : -np 1 "$T/coll_test" env
+# The last rank kills or stops itself just before the phase.
+for phase in init create destroy finalize; do
+    for sig in kill stop; do
+        run "phasefault-3-$phase-$sig" kill 2 $PF -np 3 "$T/coll_test" phasefault $phase $sig
+    done
+done
 # Caller-supplied bootstrap callbacks (an embedding runtime), forked ranks.
 if [ -x "$T/fork_test" ]; then
     run oob-4-matrix ok "$T/fork_test" 4 matrix
