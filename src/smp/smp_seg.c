@@ -168,7 +168,7 @@ int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
     char what[64];
     struct stat st;
     void *addr;
-    int fd;
+    int fd, seals;
 
     memset(s, 0, sizeof(*s));
     s->fd = -1;
@@ -189,8 +189,9 @@ int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
     }
     /* Only the owner's own segment will do: ours, a file, large enough, and a
      * memfd sealed at its size (not whatever a recycled pid holds there). */
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (uint64_t)st.st_size < len ||
-        (!(key & SMP_SEG_KEY_NAMED) && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)) {
+    seals = key & SMP_SEG_KEY_NAMED ? F_SEAL_SHRINK : fcntl(fd, F_GET_SEALS);
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (uint64_t)st.st_size < len || seals < 0 ||
+        (seals & F_SEAL_SHRINK) == 0) {
         log_err("smp: shared segment %s is not a %zu-byte segment of this user (uid %ld, "
                 "%lld bytes)",
                 what, len, (long)st.st_uid, (long long)st.st_size);
