@@ -1,14 +1,17 @@
 /* arcoll_info: version, RDMA devices (ports, GIDs with their types), the job
  * shape, the chosen channel/device/GID, resources per process, which algorithm
  * serves which message size, and the active configuration. Run it like the
- * application (mpirun/srun, or alone). */
+ * application (mpirun/srun, or alone). --cleanup: remove the shared-memory
+ * names of this user's exited processes (docs/reliability.md) and exit. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "arcoll.h"
 #include "core/coll.h"
 #include "core/engine.h"
+#include "smp/smp_seg.h"
 #include "verbs/verbs.h"
 
 #define INFO_MAX_BYTES ((size_t)1 << 40) /* sizes above this print as "inf" */
@@ -123,12 +126,22 @@ static void info_shape(struct arcoll_context *ctx)
     printf("tuning table (ARCOLL_TUNE): %s\n", core_tune_source(&ctx->cfg.tune, src, sizeof(src)));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     arcoll_context_t ctx;
     core_config_t cfg;
     int rc;
 
+    if (argc == 2 && strcmp(argv[1], "--cleanup") == 0) {
+        rc = smp_seg_sweep(stdout);
+        printf("arcoll_info --cleanup: removed %d stale shared segment%s\n", rc,
+               rc == 1 ? "" : "s");
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: %s [--cleanup]\n", argv[0]);
+        return 2;
+    }
     rc = arcoll_init(NULL, &ctx);
     if (rc != ARCOLL_OK) {
         /* Still show what a user needs to fix it. */

@@ -36,6 +36,7 @@ static const unsigned cfg_alg_colls[] = {CORE_ALG_LIST(CFG_ALG_COLLS) ALGS_ALL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
+static const char *const cfg_seg[] = {"auto", "memfd", "named", NULL};
 static const char *const cfg_notify[] = {"flag", "imm", NULL};
 static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
 static const char *const cfg_connect[] = {"lazy", "eager", NULL};
@@ -104,6 +105,10 @@ static const cfg_var_t cfg_vars[] = {
      "else never (spin, as MPI libraries do)"},
     {"ARCOLL_SMP_CMA", CFG_ENUM, CFG_OFF(smp_cma), cfg_cma, "auto", 0, 0, 1,
      "smp zero-copy through process_vm_writev: auto (probe) or off (copy path)"},
+    {"ARCOLL_SMP_SEG", CFG_ENUM, CFG_OFF(smp_seg), cfg_seg, "auto", 0, 0, 1,
+     "shared segments: memfd (anonymous, mapped by peers through /proc/<pid>/fd), named "
+     "(random /dev/shm names, removed once mapped) or auto (memfd if every rank can; shown "
+     "resolved)"},
     {"ARCOLL_DEVICE", CFG_STRING, CFG_OFF(device), cfg_device_form, "auto", 0, CORE_CONFIG_STR - 1,
      0, "verbs device as name[:port]; auto: the first active port"},
     {"ARCOLL_GID_INDEX", CFG_LONG, CFG_OFF(gid_index), NULL, "auto", -1, 255, 0,

@@ -15,6 +15,8 @@ enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
 enum { CORE_ALG_LIST(CORE_ALG_ENUM) CORE_ALG_AUTO, CORE_ALG_COUNT };
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
+/* auto is resolved at init to memfd or named (smp/smp_seg.h) */
+enum { CORE_SEG_AUTO, CORE_SEG_MEMFD, CORE_SEG_NAMED };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
 enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
 enum { CORE_CONNECT_LAZY, CORE_CONNECT_EAGER };
@@ -44,6 +46,7 @@ typedef struct core_config {
     int log_level;
     long spin_count; /* busy polls before yielding the core; -1: auto */
     int smp_cma;
+    int smp_seg;                  /* CORE_SEG_*: how shared segments are found by peers */
     char device[CORE_CONFIG_STR]; /* verbs: "" = automatic, else name[:port] */
     long gid_index;               /* verbs: -1 = automatic */
     int notify;                   /* verbs: flag polling or write-with-immediate */

@@ -11,6 +11,7 @@
 #include "core/profile.h"
 #include "core/split.h"
 #include "core/tune.h"
+#include "smp/smp_seg.h"
 
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
@@ -75,7 +76,7 @@ typedef struct core_team_rec {
     uint64_t hash;
     chan_rkey_t rkey;
     int64_t pid;      /* for the node segment's name and liveness checks */
-    uint64_t seg_tag; /* master: the node segment's tag */
+    uint64_t seg_key; /* master: the node segment's key (smp/smp_seg.h) */
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -194,7 +195,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     struct arcoll_team *t = NULL;
     core_team_rec_t mine, *recs;
     long *pids = NULL;
-    uint64_t *tags = NULL;
+    uint64_t *keys = NULL;
     uint32_t id;
     int me, rc, brc;
 
@@ -215,7 +216,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
         mine.hash = core_ranks_hash(ranks, n);
         mine.rkey = t->region.rkey;
         mine.pid = (int64_t)getpid();
-        mine.seg_tag = t->hier != NULL ? t->hier->seg.tag : 0;
+        mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
     }
     brc = b->allgather(b, &mine, recs, sizeof(mine));
     if (brc != ARCOLL_OK) {
@@ -237,16 +238,16 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     }
     if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
         pids = malloc(sizeof(*pids) * t->size);
-        tags = malloc(sizeof(*tags) * t->size);
-        if (pids == NULL || tags == NULL) {
+        keys = malloc(sizeof(*keys) * t->size);
+        if (pids == NULL || keys == NULL) {
             log_err("arcoll_team_create: out of memory");
             rc = ARCOLL_ERR_NOMEM;
         } else {
             for (uint32_t j = 0; j < t->size; j++) {
                 pids[j] = (long)recs[t->ranks[j]].pid;
-                tags[j] = recs[t->ranks[j]].seg_tag;
+                keys[j] = recs[t->ranks[j]].seg_key;
             }
-            rc = hier_attach(t, pids, tags);
+            rc = hier_attach(t, pids, keys);
         }
     }
     /* Everyone has imported: names used to find regions may go (smp unlinks). */
@@ -259,7 +260,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
         rc = brc;
     if (rc != ARCOLL_OK)
         goto err_team;
-    free(tags);
+    free(keys);
     free(pids);
     free(recs);
     if (t != NULL)
@@ -269,7 +270,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
 
 err_team:
     core_team_free(t);
-    free(tags);
+    free(keys);
     free(pids);
     free(recs);
     return rc;
@@ -338,7 +339,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     size_t *cnt = NULL;
     int *ranks = NULL, rc = ARCOLL_OK, brc;
     long *pids = NULL;
-    uint64_t *tags = NULL;
+    uint64_t *keys = NULL;
     int32_t bad, anybad;
 
     *out = NULL;
@@ -360,7 +361,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
         mine.hash = core_ranks_hash(ranks, (int)n);
         mine.rkey = t->region.rkey;
         mine.pid = (int64_t)getpid();
-        mine.seg_tag = t->hier != NULL ? t->hier->seg.tag : 0;
+        mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
     }
     /* Every parent member takes part, with nothing to send if it failed. */
     if (cnt != NULL && recs != NULL) {
@@ -392,16 +393,16 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     }
     if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
         pids = malloc(sizeof(*pids) * n);
-        tags = malloc(sizeof(*tags) * n);
-        if (pids == NULL || tags == NULL) {
+        keys = malloc(sizeof(*keys) * n);
+        if (pids == NULL || keys == NULL) {
             log_err("arcoll_team_split: out of memory");
             rc = ARCOLL_ERR_NOMEM;
         } else {
             for (uint32_t j = 0; j < n; j++) {
                 pids[j] = (long)recs[j].pid;
-                tags[j] = recs[j].seg_tag;
+                keys[j] = recs[j].seg_key;
             }
-            rc = hier_attach(t, pids, tags);
+            rc = hier_attach(t, pids, keys);
         }
     }
     /* Everyone has imported (names may go), and everyone learns of a failure. */
@@ -431,7 +432,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     } else if (t != NULL) {
         t->id = id;
     }
-    free(tags);
+    free(keys);
     free(pids);
     free(ranks);
     free(recs);
@@ -695,7 +696,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
 {
     struct arcoll_context *ctx;
     int *world = NULL, profile = 0;
-    int rc, cfg_rc;
+    int rc, cfg_rc, named;
 
     if (out == NULL) {
         log_err("arcoll_init: context pointer is NULL");
@@ -746,6 +747,16 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     rc = core_init_agree(ctx, cfg_rc, &profile);
     if (rc != ARCOLL_OK)
         goto err_boot;
+
+    /* One way of sharing memory for the whole context, so that creators and
+     * attachers agree (smp/smp_seg.h); falling back to names, first clear the
+     * names of crashed processes (docs/reliability.md). */
+    rc = smp_seg_agree(ctx->boot, ctx->cfg.smp_seg, &named);
+    if (rc != ARCOLL_OK)
+        goto err_boot;
+    ctx->cfg.smp_seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD;
+    if (named && ctx->boot->local_rank == 0)
+        smp_seg_sweep(NULL);
 
     rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
                                               : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
@@ -1346,7 +1357,8 @@ int arcoll_config_set(arcoll_context_t ctx, const char *name, const char *value)
     if (rc != ARCOLL_OK)
         return rc;
     if (name != NULL &&
-        (strcmp(name, "ARCOLL_CHANNEL") == 0 || strcmp(name, "ARCOLL_PROFILE") == 0)) {
+        (strcmp(name, "ARCOLL_CHANNEL") == 0 || strcmp(name, "ARCOLL_PROFILE") == 0 ||
+         strcmp(name, "ARCOLL_SMP_SEG") == 0)) {
         log_err("%s can only be chosen at arcoll_init", name);
         return ARCOLL_ERR_CONFIG;
     }

@@ -122,7 +122,7 @@ int hier_plan(struct arcoll_team *t)
     }
     hier_layout_init(h);
     if (hier_is_master(h)) {
-        rc = smp_seg_create(&h->seg, h->lay.total);
+        rc = smp_seg_create(&h->seg, h->lay.total, ctx->cfg.smp_seg == CORE_SEG_NAMED);
         if (rc != ARCOLL_OK)
             goto err_hier;
         *(uint64_t *)h->seg.addr = WIRE_MAGIC;
@@ -142,7 +142,7 @@ err_hier:
     return rc;
 }
 
-int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *tag)
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key)
 {
     hier_t *h = t->hier;
     uint32_t master;
@@ -154,13 +154,13 @@ int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *tag)
     if (hier_is_master(h))
         return ARCOLL_OK;
     master = h->node_rank[(size_t)h->node * h->lmax];
-    return smp_seg_attach(&h->seg, pid[master], tag[master], h->lay.total);
+    return smp_seg_attach(&h->seg, pid[master], key[master], h->lay.total);
 }
 
 void hier_seal(struct arcoll_team *t)
 {
     if (t->hier != NULL)
-        smp_seg_unlink(&t->hier->seg);
+        smp_seg_seal(&t->hier->seg);
 }
 
 void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n)

@@ -77,9 +77,9 @@ typedef struct hier {
  * on a master, create the segment. t->hier stays NULL when no node holds
  * two of the team's ranks (nothing to share). */
 int hier_plan(struct arcoll_team *t);
-/* After the exchange: map the master's segment. pid/tag: per team rank. */
-int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *tag);
-/* Every member has mapped the segment: its name may go. */
+/* After the exchange: map the master's segment. pid/key: per team rank. */
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key);
+/* Every member has mapped the segment: the way to find it may go. */
 void hier_seal(struct arcoll_team *t);
 /* Context ranks of this rank's cross team (see xteam) in node order; *n = 0
  * if it has none. list has room for t->size entries. */

@@ -28,6 +28,7 @@ enum { SMP_KIND_SEG = 1, SMP_KIND_CMA = 2 };
 typedef struct smp_chan {
     chan_t super;
     pid_t *pids; /* [boot->size] */
+    int named;   /* regions are named segments (ARCOLL_SMP_SEG, agreed at init) */
 } smp_chan_t;
 
 static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
@@ -39,7 +40,7 @@ static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
         log_err("smp: out of memory");
         return ARCOLL_ERR_NOMEM;
     }
-    rc = smp_seg_create(seg, len);
+    rc = smp_seg_create(seg, len, ((smp_chan_t *)c)->named);
     if (rc != ARCOLL_OK) {
         free(seg);
         return rc;
@@ -48,7 +49,7 @@ static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
     mem->addr = seg->addr;
     mem->len = len;
     mem->rkey.kind = SMP_KIND_SEG;
-    mem->rkey.key = seg->tag;
+    mem->rkey.key = seg->key;
     mem->rkey.len = len;
     mem->rkey.owner = (uint32_t)c->boot->rank;
     mem->priv = seg;
@@ -58,7 +59,7 @@ static int smp_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
 static void smp_mem_seal(chan_t *c, chan_mem_t *mem)
 {
     (void)c;
-    smp_seg_unlink(mem->priv);
+    smp_seg_seal(mem->priv);
 }
 
 static void smp_mem_free(chan_t *c, chan_mem_t *mem)
@@ -291,6 +292,7 @@ int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     /* process_vm_writev pins the target pages on every call: measured here, the
      * bounce path stays faster up to about 2 MiB per peer. */
     s->super.zcopy_threshold = 4u << 20;
+    s->named = cfg->smp_seg == CORE_SEG_NAMED;
     s->pids = calloc((size_t)boot->size, sizeof(*s->pids));
     if (s->pids == NULL) {
         log_err("smp: out of memory");

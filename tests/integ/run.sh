@@ -180,6 +180,23 @@ for alg in shm_direct pap_shm; do
 done
 run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm \
     ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 "$T/coll_test" kill
+# Shared segments cannot leak or be hijacked (docs/reliability.md "Shared memory"): 100 jobs
+# with a rank SIGKILLed in setup or at a random moment of the loop, then a clean one, leave
+# no arcoll* name in /dev/shm (mpirun exits at once when a rank dies: sigkill_timeout 0).
+run shm-crash-kill-100-no-leak "text:shm-crash: [0-9]+ kills in 100 runs, 0 leaked names" \
+    "$(dirname "$0")/shm_crash.sh" 100 coll_test env ARCOLL_TIMEOUT_MS=2000 $SHM \
+    $MPIRUN --mca odls_base_sigkill_timeout 0 -np 2 "$T/coll_test" skew 3000 20 random
+# The named fallback: each rank pre-creates the names it would have had before random names
+# (arcoll.<its pid>.<0-2>), and init must still succeed.
+run shm-named-planted-names ok env ARCOLL_SMP_SEG=named $SHM $MPIRUN -np 2 sh -c \
+    'for t in 0 1 2; do : >/dev/shm/arcoll.$$.$t; done; exec "$0" "$@"' "$T/coll_test" skew 200 20 random
+# A stale name of a dead pid: init on the named fallback removes it, and so does
+# arcoll_info --cleanup (which also removes the planted names above, now stale).
+run shm-named-init-sweeps-stale ok bash -c 'f=/dev/shm/arcoll.$(sh -c "echo \$\$").0; : >$f &&
+    "$0" "$@" && [ ! -e $f ]' env ARCOLL_SMP_SEG=named $MPIRUN -np 2 "$T/coll_test" skew 50 20 random
+run shm-cleanup-removes-stale "text:removed /dev/shm/arcoll\.[0-9]+\.0 |^gone$" bash -c \
+    'f=/dev/shm/arcoll.$(sh -c "echo \$\$").0; : >$f && "$0" --cleanup && [ ! -e $f ] && echo gone' \
+    "$B/bin/arcoll_info"
 # Node segments with the epoch check disabled must be caught (one node: no flat phase 2).
 run fault-no-epoch-shm-is-caught fail $SHM ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
