@@ -115,6 +115,11 @@ typedef struct shim_comm {
     arcoll_team_t team;
     int split; /* team made by arcoll_team_split: freed with comm */
     int size;  /* ranks of comm */
+    /* The last serve decision per collective (alltoall, allgather): a loop
+     * calls one size again and again, and the shim's contexts' settings never
+     * change after init, so the answer does not either. */
+    size_t host_bytes[2]; /* 0: none yet (a call of 0 bytes never asks) */
+    int host[2];
 } shim_comm_t;
 
 static int shim_state = SHIM_UNKNOWN;
@@ -129,6 +134,12 @@ static int shim_finalizing;    /* in MPI_Finalize: contexts go whole, teams with
 static shim_ctx_t *shim_ctxs;
 static shim_comm_t *shim_live;
 static unsigned shim_nlive;
+/* The communicator of the last lookup and its record (a one-entry cache in
+ * front of MPI_Comm_get_attr, the costliest step of a small call): cleared
+ * by the attribute's delete callback, so a freed handle reused for a new
+ * communicator never finds the old record. */
+static MPI_Comm shim_last_comm = MPI_COMM_NULL;
+static shim_comm_t *shim_last_rec;
 /* The attribute of a communicator this rank had no memory for: it uses PMPI,
  * as the others learn from the first allreduce of shim_comm_create or
  * shim_derive. */
@@ -274,6 +285,10 @@ static void shim_comm_release(shim_comm_t *c)
 /* Collective over the communicator: the attribute's delete callback. */
 static void shim_comm_destroy(shim_comm_t *c)
 {
+    if (c == shim_last_rec) {
+        shim_last_comm = MPI_COMM_NULL;
+        shim_last_rec = NULL;
+    }
     shim_comm_unlink(c);
     if (c->sc != NULL) {
         shim_req_drain(c->comm);
@@ -287,9 +302,12 @@ static void shim_comm_destroy(shim_comm_t *c)
 
 static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
 {
-    (void)comm;
     (void)keyval;
     (void)extra;
+    if (comm == shim_last_comm || val == shim_last_rec) {
+        shim_last_comm = MPI_COMM_NULL;
+        shim_last_rec = NULL;
+    }
     if (val == &shim_comm_nomem)
         return MPI_SUCCESS;
     shim_busy++;
@@ -471,9 +489,17 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
         shim_setup();
     if (shim_state != SHIM_ON || comm == MPI_COMM_NULL)
         return NULL;
+    if (comm == shim_last_comm)
+        return shim_last_rec;
     if (PMPI_Comm_get_attr(comm, shim_keyval, &c, &flag) != MPI_SUCCESS)
         return NULL;
-    return flag ? c : shim_comm_create(comm);
+    if (!flag)
+        c = shim_comm_create(comm);
+    if (c != NULL) {
+        shim_last_comm = comm;
+        shim_last_rec = c;
+    }
+    return c;
 }
 
 /* The communicator's team; NULL: use PMPI. */
@@ -1101,15 +1127,25 @@ static int shim_plan_failed(shim_job_t *j, int code)
  * keeps this alltoall/allgather in PMPI. Every rank decides alike: rcount x
  * the receive type's size is the call's bytes per peer on every rank (MPI's
  * type-signature rule), MPI_IN_PLACE or not. */
-static arcoll_team_t shim_route_size(int kind, arcoll_team_t team, int rcount, MPI_Datatype rtype)
+static arcoll_team_t shim_route_size(int kind, MPI_Comm comm, arcoll_team_t team, int rcount,
+                                     MPI_Datatype rtype)
 {
-    arcoll_coll_t coll =
-        kind % SHIM_NB == K_ALLTOALL ? ARCOLL_COLL_ALLTOALL : ARCOLL_COLL_ALLGATHER;
-    int tsize;
+    int a2a = kind % SHIM_NB == K_ALLTOALL, tsize;
+    shim_comm_t *c;
+    size_t bytes;
 
     if (team == NULL || rcount <= 0 || PMPI_Type_size(rtype, &tsize) != MPI_SUCCESS || tsize <= 0)
         return team;
-    if (!arcoll_team_host_serves(team, coll, (size_t)rcount * (size_t)tsize))
+    c = shim_comm_get(comm); /* the cached record of shim_route's lookup */
+    bytes = (size_t)rcount * (size_t)tsize;
+    if (c == NULL || c == &shim_comm_nomem)
+        return team;
+    if (c->host_bytes[!a2a] != bytes) {
+        c->host[!a2a] = arcoll_team_host_serves(
+            team, a2a ? ARCOLL_COLL_ALLTOALL : ARCOLL_COLL_ALLGATHER, bytes);
+        c->host_bytes[!a2a] = bytes;
+    }
+    if (!c->host[!a2a])
         return team;
     shim_passed[kind]++;
     return NULL;
@@ -1120,7 +1156,7 @@ static int shim_uniform(int kind, const void *site, const void *sbuf, int scount
                         MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                         MPI_Comm comm, MPI_Request *req)
 {
-    arcoll_team_t team = shim_route_size(kind, shim_route(kind, comm, NULL), rcount, rtype);
+    arcoll_team_t team = shim_route_size(kind, comm, shim_route(kind, comm, NULL), rcount, rtype);
     shim_job_t j;
     int rc;
 
