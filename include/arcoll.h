@@ -156,11 +156,20 @@ int arcoll_team_free(arcoll_team_t team);
 int arcoll_team_rank(arcoll_team_t team);
 int arcoll_team_size(arcoll_team_t team);
 
-/* Collectives the tuning table's serve rules name. */
-typedef enum { ARCOLL_COLL_ALLTOALL = 0, ARCOLL_COLL_ALLGATHER = 1 } arcoll_coll_t;
+/* Collectives the tuning table's serve rules name (no alltoallv: no size of
+ * it is the same on every rank). */
+typedef enum {
+    ARCOLL_COLL_ALLTOALL = 0,
+    ARCOLL_COLL_ALLGATHER = 1,
+    ARCOLL_COLL_ALLGATHERV = 3,
+    ARCOLL_COLL_REDUCE_SCATTER = 4,
+    ARCOLL_COLL_ALLREDUCE = 5
+} arcoll_coll_t;
 /* For an embedding MPI library: 1 if the tuning table (ARCOLL_TUNE, then the
- * built-in table) says the MPI library should keep calls of coll with this
- * many bytes per rank (alltoall: per peer) on this team for itself, because
+ * built-in table) says the MPI library should keep calls of coll of this size
+ * on this team for itself (bytes per peer for alltoall, per rank for
+ * allgather, the mean of recvcounts for allgatherv, per block for
+ * reduce_scatter_block, of the vector for allreduce), because
  * arcoll measured slower there (a serve rule with target @mpi,
  * docs/configuration.md); 0 otherwise or on a bad handle. The answer depends
  * only on the team's shape, the settings agreed at init and bytes, so every

@@ -46,6 +46,8 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
     int coll = type == COLL_ALLTOALL    ? CORE_TUNE_ALLTOALL
                : type == COLL_ALLGATHER ? CORE_TUNE_ALLGATHER
                                         : -1; /* no table: auto's built-in rule */
+    /* Serve rules also name allgatherv, reduce_scatter and allreduce. */
+    int scoll = type == COLL_ALLTOALLV ? -1 : (int)type;
     size_t cut[2 * (CORE_TUNE_MAX + CORE_TUNE_DEFAULT_MAX) + 48], n = 0;
     size_t from = 0;
     int last_run = -1, last_picked = -1, last_zc = -1, last_host = 0;
@@ -55,7 +57,7 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
     for (int i = 0; i <= 40; i++)
         cut[n++] = (size_t)1 << i;
     for (uint32_t i = 0; i < tab->n; i++) {
-        if (tab->rule[i].coll != coll)
+        if (tab->rule[i].coll != scoll)
             continue;
         cut[n++] = tab->rule[i].lo;
         cut[n++] = tab->rule[i].hi;
@@ -78,8 +80,8 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
         if (run >= 0 && coll_alg_by_id(run)->tx_progress != NULL && coll >= 0)
             zc = eng_path_zcopy(t, (int)type, cut[i]);
         /* A serve rule sends the shim's calls of this size to MPI. */
-        if (i < n && coll >= 0)
-            host = core_tune_host(tab, coll, cut[i], &shape);
+        if (i < n && scoll >= 0)
+            host = core_tune_host(tab, scoll, cut[i], &shape);
         if (i < n && run == last_run && picked == last_picked && why == last_why && zc == last_zc &&
             host == last_host)
             continue;

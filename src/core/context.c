@@ -1014,7 +1014,9 @@ int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes
 {
     core_tune_shape_t shape;
 
-    if ((coll != ARCOLL_COLL_ALLTOALL && coll != ARCOLL_COLL_ALLGATHER) ||
+    if ((coll != ARCOLL_COLL_ALLTOALL && coll != ARCOLL_COLL_ALLGATHER &&
+         coll != ARCOLL_COLL_ALLGATHERV && coll != ARCOLL_COLL_REDUCE_SCATTER &&
+         coll != ARCOLL_COLL_ALLREDUCE) ||
         core_team_check(team, "arcoll_team_host_serves") != ARCOLL_OK)
         return 0;
     core_tune_shape_team(team, &shape);
@@ -1022,7 +1024,10 @@ int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes
 }
 
 _Static_assert((int)ARCOLL_COLL_ALLTOALL == CORE_TUNE_ALLTOALL &&
-                   (int)ARCOLL_COLL_ALLGATHER == CORE_TUNE_ALLGATHER,
+                   (int)ARCOLL_COLL_ALLGATHER == CORE_TUNE_ALLGATHER &&
+                   (int)ARCOLL_COLL_ALLGATHERV == CORE_TUNE_ALLGATHERV &&
+                   (int)ARCOLL_COLL_REDUCE_SCATTER == CORE_TUNE_REDUCE_SCATTER &&
+                   (int)ARCOLL_COLL_ALLREDUCE == CORE_TUNE_ALLREDUCE,
                "arcoll_coll_t follows the tuning table's collectives");
 
 /* Live handles of nonblocking calls: a handle is checked against this list,

@@ -44,11 +44,18 @@ static const char tune_default[] = "alltoall:0-inf:@pap#"
                                     * MPI's vader (docs/performance.md), so the shim passes
                                     * those calls to it. */
                                    "alltoall:0-512:over=no:chan=smp:@mpi#"
-                                   "allgather:0-512:over=no:chan=smp:@mpi";
+                                   "allgather:0-512:over=no:chan=smp:@mpi#"
+                                   /* allreduce: Open MPI measured faster below 4 KiB at 2
+                                    * and 4 ranks, MIF 0 and 32
+                                    * (docs/measurements/new-collectives.md). */
+                                   "allreduce:0-4k:chan=smp:@mpi";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 
-static const char *const tune_colls[] = {"alltoall", "allgather"};
+/* coll_type_t order; alltoallv has no size every rank shares, so no rules. */
+static const char *const tune_colls[] = {"alltoall",   "allgather",      "",
+                                         "allgatherv", "reduce_scatter", "allreduce"};
+#define TUNE_NCOLLS (int)(sizeof(tune_colls) / sizeof(tune_colls[0]))
 
 /* Where the text being parsed comes from, for the messages. */
 typedef struct tune_src {
@@ -222,11 +229,13 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
                          ":@ALG, :@copy|zcopy or :@mpi|arcoll (the target last, after '@')");
     memset(r, 0, sizeof(*r));
     r->coll = -1;
-    for (int c = 0; c < 2; c++)
-        if (strcasecmp(f[0], tune_colls[c]) == 0)
+    for (int c = 0; c < TUNE_NCOLLS; c++)
+        if (tune_colls[c][0] != '\0' && strcasecmp(f[0], tune_colls[c]) == 0)
             r->coll = c;
     if (r->coll < 0)
-        return tune_fail(src, idx, text, "unknown collective \"%s\"; allowed: alltoall, allgather",
+        return tune_fail(src, idx, text,
+                         "unknown collective \"%s\"; allowed: alltoall, allgather, and for serve "
+                         "rules (@mpi, @arcoll) also allgatherv, reduce_scatter, allreduce",
                          f[0]);
     if (tune_bytes(f[1], &r->lo, &r->hi) != 0)
         return tune_fail(src, idx, text,
@@ -243,10 +252,18 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
         return rc;
     r->serve = tune_word(f[nf - 1] + 1, tune_serves, 2);
     r->path = tune_word(f[nf - 1] + 1, tune_paths, 2);
-    if (r->path >= 0 || r->serve >= 0) {
+    if (r->serve >= 0 || (r->path >= 0 && r->coll <= CORE_TUNE_ALLGATHER)) {
         r->alg = -1; /* a path or serve rule */
         return ARCOLL_OK;
     }
+    if (r->coll > CORE_TUNE_ALLGATHER)
+        return tune_fail(src, idx, text,
+                         "%s takes serve rules only (@mpi or @arcoll): its algorithm is "
+                         "ARCOLL_%s_ALG's",
+                         tune_colls[r->coll],
+                         r->coll == CORE_TUNE_ALLREDUCE        ? "ALLREDUCE"
+                         : r->coll == CORE_TUNE_REDUCE_SCATTER ? "REDUCE_SCATTER"
+                                                               : "ALLGATHERV");
     r->alg = tune_alg(f[nf - 1] + 1);
     if (r->alg < 0)
         return tune_fail(src, idx, text,
@@ -635,7 +652,10 @@ int core_tune_host(const core_tune_t *tab, int coll, size_t bytes, const core_tu
 }
 
 _Static_assert(CORE_TUNE_ALLTOALL == (int)COLL_ALLTOALL &&
-                   CORE_TUNE_ALLGATHER == (int)COLL_ALLGATHER,
+                   CORE_TUNE_ALLGATHER == (int)COLL_ALLGATHER &&
+                   CORE_TUNE_ALLGATHERV == (int)COLL_ALLGATHERV &&
+                   CORE_TUNE_REDUCE_SCATTER == (int)COLL_REDUCE_SCATTER &&
+                   CORE_TUNE_ALLREDUCE == (int)COLL_ALLREDUCE,
                "a coll_type_t is a CORE_TUNE_* collective");
 _Static_assert(CORE_CHANNEL_SMP == 0 && CORE_CHANNEL_VERBS == 1 && CORE_PATH_COPY == 0 &&
                    CORE_PATH_ZCOPY == 1,

@@ -18,7 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CORE_TUNE_ALLTOALL, CORE_TUNE_ALLGATHER };
+/* coll_type_t values; the last three take serve rules only. */
+enum {
+    CORE_TUNE_ALLTOALL,
+    CORE_TUNE_ALLGATHER,
+    CORE_TUNE_ALLGATHERV = 3,
+    CORE_TUNE_REDUCE_SCATTER,
+    CORE_TUNE_ALLREDUCE
+};
 
 #define CORE_TUNE_MAX         64 /* rules of ARCOLL_TUNE (string or file) */
 #define CORE_TUNE_DEFAULT_MAX 64 /* rules of the built-in table */

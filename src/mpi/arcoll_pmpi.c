@@ -115,11 +115,11 @@ typedef struct shim_comm {
     arcoll_team_t team;
     int split; /* team made by arcoll_team_split: freed with comm */
     int size;  /* ranks of comm */
-    /* The last serve decision per collective (alltoall, allgather): a loop
+    /* The last serve decision per collective (K_*): a loop
      * calls one size again and again, and the shim's contexts' settings never
      * change after init, so the answer does not either. */
-    size_t host_bytes[2]; /* 0: none yet (a call of 0 bytes never asks) */
-    int host[2];
+    size_t host_bytes[SHIM_NB]; /* 0: none yet (a call of 0 bytes never asks) */
+    int host[SHIM_NB];
 } shim_comm_t;
 
 static int shim_state = SHIM_UNKNOWN;
@@ -1124,31 +1124,39 @@ static int shim_plan_failed(shim_job_t *j, int code)
 }
 
 /* A serve rule of the tuning table (@mpi: measured faster in the MPI library)
- * keeps this alltoall/allgather in PMPI. Every rank decides alike: rcount x
- * the receive type's size is the call's bytes per peer on every rank (MPI's
- * type-signature rule), MPI_IN_PLACE or not. */
-static arcoll_team_t shim_route_size(int kind, MPI_Comm comm, arcoll_team_t team, int rcount,
-                                     MPI_Datatype rtype)
+ * keeps this call in PMPI. Every rank decides alike: bytes is a size MPI
+ * makes equal on every rank (the callers say which). */
+static arcoll_team_t shim_route_bytes(int kind, MPI_Comm comm, arcoll_team_t team, size_t bytes)
 {
-    int a2a = kind % SHIM_NB == K_ALLTOALL, tsize;
+    int k = kind % SHIM_NB;
     shim_comm_t *c;
-    size_t bytes;
 
-    if (team == NULL || rcount <= 0 || PMPI_Type_size(rtype, &tsize) != MPI_SUCCESS || tsize <= 0)
+    if (team == NULL || bytes == 0 || k == K_ALLTOALLV)
         return team;
     c = shim_comm_get(comm); /* the cached record of shim_route's lookup */
-    bytes = (size_t)rcount * (size_t)tsize;
     if (c == NULL || c == &shim_comm_nomem)
         return team;
-    if (c->host_bytes[!a2a] != bytes) {
-        c->host[!a2a] = arcoll_team_host_serves(
-            team, a2a ? ARCOLL_COLL_ALLTOALL : ARCOLL_COLL_ALLGATHER, bytes);
-        c->host_bytes[!a2a] = bytes;
+    if (c->host_bytes[k] != bytes) {
+        c->host[k] = arcoll_team_host_serves(team, (arcoll_coll_t)k, bytes);
+        c->host_bytes[k] = bytes;
     }
-    if (!c->host[!a2a])
+    if (!c->host[k])
         return team;
     shim_passed[kind]++;
     return NULL;
+}
+
+/* The same for alltoall and allgather: rcount x the receive type's size is
+ * the call's bytes per peer on every rank (MPI's type-signature rule),
+ * MPI_IN_PLACE or not. */
+static arcoll_team_t shim_route_size(int kind, MPI_Comm comm, arcoll_team_t team, int rcount,
+                                     MPI_Datatype rtype)
+{
+    int tsize;
+
+    if (team == NULL || rcount <= 0 || PMPI_Type_size(rtype, &tsize) != MPI_SUCCESS || tsize <= 0)
+        return team;
+    return shim_route_bytes(kind, comm, team, (size_t)rcount * (size_t)tsize);
 }
 
 /* Alltoall and allgather, blocking (req NULL) or not; site: the caller. */
@@ -1204,6 +1212,15 @@ static int shim_allgatherv(int kind, const void *site, const void *sbuf, int sco
     shim_job_t j;
     int rc;
 
+    /* The mean of recvcounts: the same array on every rank. */
+    if (team != NULL && rcounts != NULL) {
+        int n = arcoll_team_size(team), tsize = 0;
+        size_t sum = 0;
+        for (int i = 0; i < n; i++)
+            sum += rcounts[i] > 0 ? (size_t)rcounts[i] : 0;
+        if (n > 0 && PMPI_Type_size(rtype, &tsize) == MPI_SUCCESS && tsize > 0)
+            team = shim_route_bytes(kind, comm, team, sum * (size_t)tsize / (size_t)n);
+    }
     if (team == NULL)
         return req == NULL
                    ? PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm)
@@ -1226,7 +1243,11 @@ static int shim_reduce(int kind, const void *site, const void *sbuf, void *rbuf,
                                                    : NULL;
     arcoll_team_t team = shim_route(kind, comm, why);
     shim_job_t j;
+    int tsize = 0;
 
+    /* count (per block, or of the vector) is the same on every rank. */
+    if (team != NULL && count > 0 && PMPI_Type_size(type, &tsize) == MPI_SUCCESS && tsize > 0)
+        team = shim_route_bytes(kind, comm, team, (size_t)count * (size_t)tsize);
     if (team == NULL) {
         switch (kind) {
         case K_RSB: return PMPI_Reduce_scatter_block(sbuf, rbuf, count, type, op, comm);
