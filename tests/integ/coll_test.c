@@ -585,7 +585,7 @@ static void phase_die(const char *sig, long timeout_ms)
             close(0);
             close(1);
             close(2);
-            sleep((unsigned)(timeout_ms / 1000 + 10));
+            sleep((unsigned)(timeout_ms / 1000 + 3)); /* survivors report at the timeout */
             kill(parent, SIGKILL);
             _exit(0);
         }
