@@ -133,6 +133,13 @@ int coll_flat_check(coll_req_t *r);
  * rank. The bank is free: every rank has finished epoch e - 16 (protocol §5),
  * and the node algorithms' peers never read it. */
 int coll_refuse_all(coll_req_t *r);
+/* Whether a receive with nothing new should also look for a peer's refusal or
+ * a peer on the other path (§8): every 8th pass, so that an empty poll costs
+ * one load on the others, and a mismatch is still found within microseconds. */
+static inline int coll_rx_idle_check(const coll_req_t *r)
+{
+    return (r->polls & 7) == 7;
+}
 /* Whether the block from a peer comes zero-copy into our buffer (we
  * advertised a key for it): then only its done word ends the receive. */
 static inline int coll_rx_keyed(const coll_req_t *r, uint32_t peer)

@@ -107,6 +107,8 @@ static int bounce_rx_idle(coll_req_t *r, uint32_t peer)
 {
     wire_ctrl_t adv;
 
+    if (!coll_rx_idle_check(r))
+        return 0;
     if (coll_refused(r, peer))
         return coll_mismatch(r, peer, 0, UINT64_MAX);
     if (r->type == COLL_ALLTOALLV || r->peers[peer].rx_frag > 0 || !coll_ctrl_read(r, peer, &adv) ||

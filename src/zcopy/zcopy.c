@@ -177,7 +177,7 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
          * instead: its header shows the size (docs/protocol.md §8). */
         const wire_slot_hdr_t *hdr;
         uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
-        if (wire_load(&t->region, off) != wire_frag_word(r->epoch, 0))
+        if (!coll_rx_idle_check(r) || wire_load(&t->region, off) != wire_frag_word(r->epoch, 0))
             return 0;
         hdr = (const wire_slot_hdr_t *)((const char *)t->region.addr + off);
         return hdr->size != coll_rx_len(r, peer) ? coll_mismatch(r, peer, 0, hdr->size) : 0;
