@@ -119,16 +119,127 @@ int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
 {
     const char *what = coll_type_name(r->type);
     unsigned long long e = (unsigned long long)r->epoch;
+    unsigned me = r->team->rank;
     size_t ours = tx ? coll_tx_len(r, peer) : coll_rx_len(r, peer);
 
-    if (their_size == UINT64_MAX)
+    if (r->mm_peer == 0) {
+        r->mm_peer = peer + 1;
+        r->mm_size = their_size;
+    }
+    if (r->flags & COLL_F_NOSELF)
+        return ARCOLL_ERR_MISMATCH; /* its team and sizes are internal: the outer call logs */
+    if (r->type == COLL_ALLTOALLV && their_size == UINT64_MAX)
         log_err("%s (epoch %llu): team rank %u %s (%zu bytes here): its length differs there", what,
                 e, peer, tx ? "refused the block we send it" : "refused to send its block", ours);
-    else
+    else if (r->type == COLL_ALLTOALLV)
         log_err("%s (epoch %llu): the block %s team rank %u is %llu bytes there, %zu here: "
                 "message sizes must agree",
                 what, e, tx ? "to" : "from", peer, (unsigned long long)their_size, ours);
+    else if (their_size == UINT64_MAX)
+        log_err("%s (epoch %llu): team rank %u reported a size mismatch with this rank (team rank "
+                "%u, %zu bytes per peer)",
+                what, e, peer, me, ours);
+    else
+        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
+                "rank) passed %zu: every rank must pass the same size",
+                what, e, peer, (unsigned long long)their_size, me, ours);
     return ARCOLL_ERR_MISMATCH;
+}
+
+int coll_refused(const coll_req_t *r, uint32_t peer)
+{
+    const struct arcoll_team *t = r->team;
+    uint64_t w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
+
+    return wire_done_epoch_match(w, r->epoch) && wire_done_status(w) != WIRE_ST_OK;
+}
+
+int coll_refuse(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    int rc;
+
+    rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
+                         &t->peer_region[peer], wire_cred_off(&t->layout, t->rank, r->bank));
+    if (rc != ARCOLL_OK)
+        return rc;
+    return c->ops->put_u64(c, t->ranks[peer], wire_done_word(r->epoch, WIRE_ST_MISMATCH),
+                           &t->peer_region[peer], wire_done_off(&t->layout, t->rank, r->bank));
+}
+
+/* A size mismatch with a peer ends the call with it both ways: tell it (once),
+ * stop sending to it, stop receiving from it. Except a zero-copy receive
+ * (rx_over 0): the peer may be writing our buffer, so it goes on until the
+ * peer's done word, which comes after its last byte and always comes (its
+ * data's, or its own refusal). Then keep serving the others and fail. */
+static int coll_peer_drop(coll_req_t *r, uint32_t peer, int rx_over)
+{
+    coll_peer_t *p = &r->peers[peer];
+
+    r->deferred = ARCOLL_ERR_MISMATCH;
+    if (!p->rx_done && (rx_over || !coll_rx_keyed(r, peer))) {
+        p->rx_done = 1;
+        r->rx_left--;
+    }
+    if (p->tx_state != COLL_TX_DONE) {
+        p->tx_state = COLL_TX_DONE;
+        r->tx_left--;
+    }
+    if (p->told)
+        return ARCOLL_OK;
+    p->told = 1;
+    return coll_refuse(r, peer);
+}
+
+int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size)
+{
+    const struct arcoll_team *t = r->team;
+    uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
+
+    if (wire_load(&t->region, off) == r->epoch) {
+        *size = ((const wire_ctrl_t *)((const char *)t->region.addr + off))->size;
+        return 1;
+    }
+    off = wire_slot_off(&t->layout, peer, r->bank);
+    if (wire_load(&t->region, off) == wire_frag_word(r->epoch, 0)) {
+        *size = ((const wire_slot_hdr_t *)((const char *)t->region.addr + off))->size;
+        return 1;
+    }
+    return 0;
+}
+
+int coll_flat_check(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    uint64_t size;
+
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        if (peer == t->rank || !coll_flat_arrival(r, peer, &size))
+            continue;
+        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
+                "rank) passed %zu: every rank must pass the same size (%s runs up to "
+                "ARCOLL_SHM_MAX, its flat fallback above)",
+                coll_type_name(r->type), (unsigned long long)r->epoch, peer,
+                (unsigned long long)size, t->rank, r->bytes, r->alg->name);
+        return ARCOLL_ERR_MISMATCH;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_refuse_all(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    int rc;
+
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        if (peer == t->rank)
+            continue;
+        rc = coll_refuse(r, peer);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
 }
 
 static int coll_tx_step(coll_req_t *r, uint32_t peer)
@@ -136,11 +247,8 @@ static int coll_tx_step(coll_req_t *r, uint32_t peer)
     coll_peer_t *p = &r->peers[peer];
     int rc = r->proto->tx(r, peer);
 
-    if (rc == ARCOLL_ERR_MISMATCH) {
-        /* Finish the call with the others so that they see it too, then fail. */
-        r->deferred = rc;
-        rc = 1;
-    }
+    if (rc == ARCOLL_ERR_MISMATCH) /* finish the call with the others, then fail */
+        return coll_peer_drop(r, peer, 0);
     if (rc < 0)
         return rc;
     if (rc == 1) {
@@ -299,10 +407,8 @@ int coll_progress(coll_req_t *r)
         if (p->rx_done)
             continue;
         rc = r->proto->rx(r, peer);
-        if (rc == ARCOLL_ERR_MISMATCH) {
-            r->deferred = rc; /* nothing was copied; keep serving the others */
-            rc = 1;
-        }
+        if (rc == ARCOLL_ERR_MISMATCH) /* nothing was copied; keep serving the others */
+            rc = coll_peer_drop(r, peer, 1);
         if (rc < 0)
             return coll_fail(r, rc);
         if (rc == 1) {
@@ -497,6 +603,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r->rbuf = a->rbuf;
     r->bytes = a->bytes;
     r->alg = alg;
+    r->flags = flags;
     r->is_direct = alg->is_direct;
     if (eng_is_flat(r) && r->type == COLL_ALLTOALLV) {
         /* Per pair: the zero-copy protocol's advertisements carry each pair's

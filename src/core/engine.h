@@ -113,8 +113,41 @@ int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);
 /* Read a peer's advertisement for this epoch; 1 if present. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 /* The block to (tx) or from the peer has their_size bytes there (UINT64_MAX:
- * the peer refused it) and another length here: log, ARCOLL_ERR_MISMATCH. */
+ * the peer refused it) and another length here: log in the caller's terms
+ * (inner calls only note it, for their outer call), ARCOLL_ERR_MISMATCH. */
 int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size);
+/* The peer refused this call with us: its done word carries a status. */
+int coll_refused(const coll_req_t *r, uint32_t peer);
+/* Refuse this call to a peer: a done word with the mismatch status and a
+ * reject credit, whichever it waits on (docs/protocol.md §8). */
+int coll_refuse(coll_req_t *r, uint32_t peer);
+/* The size a peer's flat call of this epoch announced in our region (its
+ * advertisement, or its first fragment's header); 0 if nothing is there. */
+int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size);
+/* Node-segment algorithms: a peer that runs the flat fallback of this call
+ * (its size is on the other side of ARCOLL_SHM_MAX) is a mismatch: logged,
+ * ARCOLL_ERR_MISMATCH; ARCOLL_OK if no peer did. */
+int coll_flat_check(coll_req_t *r);
+/* Refuse this call to every peer of the team, arrived or not: a node-segment
+ * call that ends in a mismatch, since a flat peer waits for a word from each
+ * rank. The bank is free: every rank has finished epoch e - 16 (protocol §5),
+ * and the node algorithms' peers never read it. */
+int coll_refuse_all(coll_req_t *r);
+/* Whether a receive with nothing new should also look for a peer's refusal or
+ * a peer on the other path (§8): every 8th pass, so that an empty poll costs
+ * one load on the others, and a mismatch is still found within microseconds. */
+static inline int coll_rx_idle_check(const coll_req_t *r)
+{
+    return (r->polls & 7) == 7;
+}
+/* Whether the block from a peer comes zero-copy into our buffer (we
+ * advertised a key for it): then only its done word ends the receive. */
+static inline int coll_rx_keyed(const coll_req_t *r, uint32_t peer)
+{
+    if (r->proto != &coll_proto_zcopy)
+        return 0;
+    return r->type == COLL_ALLTOALLV ? r->peers[peer].rx_zc : !r->zc_bounce;
+}
 /* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
  * or the error to fail the call with (logged, naming the peers waited for). */
 int eng_check_time(coll_req_t *r);

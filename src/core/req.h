@@ -93,6 +93,7 @@ typedef struct coll_peer {
     uint8_t tx_state;
     uint8_t rx_done;
     uint8_t rx_zc;    /* alltoallv: this peer's block comes zero-copy (we advertised a key) */
+    uint8_t told;     /* we sent it our refusal of this call (docs/protocol.md §8) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
 } coll_peer_t;
@@ -129,6 +130,9 @@ struct coll_req {
     int active;
     int status;
     int deferred;          /* error to report once every peer has been served */
+    unsigned flags;        /* eng_start's COLL_F_* */
+    uint32_t mm_peer;      /* 1 + the first peer a size mismatch was found with; 0: none */
+    uint64_t mm_size;      /* its size there (UINT64_MAX: it reported the mismatch) */
     size_t prof_slot;      /* profiler record + 1; 0: not recorded (src/core/profile.h) */
     struct sched_exec *sx; /* schedules: the executor's state (kept for reuse) */
     _Alignas(16) unsigned char priv[COLL_PRIV_BYTES];

@@ -13,6 +13,10 @@ static int direct_tx_progress(coll_req_t *r)
         return rc;
     while (r->step < t->size) {
         uint32_t peer = (t->rank + r->step) % t->size;
+        if (r->peers[peer].tx_state == COLL_TX_DONE) { /* ended by a mismatch */
+            r->step++;
+            continue;
+        }
         int ready = r->proto->tx_ready(r, peer);
         if (ready <= 0)
             return ready;

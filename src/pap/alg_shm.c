@@ -112,6 +112,33 @@ static void shm_copy_node(coll_req_t *r, const char *area, uint32_t at, uint32_t
                area + shm_block(r, at, i, h->lrank), m);
 }
 
+/* Local rank s of this node passed size bytes per rank: say so once, in the
+ * caller's terms (team ranks, bytes per peer). */
+static void shm_local_mismatch(coll_req_t *r, uint32_t s, uint64_t size)
+{
+    const hier_t *h = r->team->hier;
+
+    if (!r->deferred)
+        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
+                "rank) passed %zu: every rank must pass the same size",
+                shm_coll_name(r), (unsigned long long)r->epoch, h->node_rank[h->node * h->lmax + s],
+                (unsigned long long)size, r->team->rank, r->bytes);
+    r->deferred = ARCOLL_ERR_MISMATCH;
+}
+
+/* This node's master published that node e's blocks will never come. */
+static void shm_told(coll_req_t *r, uint32_t e, unsigned status)
+{
+    const hier_t *h = r->team->hier;
+
+    if (!r->deferred)
+        log_err("%s (epoch %llu): this node's master (team rank %u) reports that the blocks of the "
+                "node of team rank %u will not come: %s",
+                shm_coll_name(r), (unsigned long long)r->epoch, h->node_rank[h->node * h->lmax],
+                h->node_rank[e * h->lmax], arcoll_strerror(-(int)status));
+    r->deferred = -(int)status;
+}
+
 /* Phase 3 (and our own node's blocks): copy out whatever is ready. */
 static void shm_copy_out(coll_req_t *r)
 {
@@ -124,12 +151,7 @@ static void shm_copy_out(coll_req_t *r)
         if (*got || !hier_arrived(h, s, SC(r)->seq, &size))
             continue;
         if (size != r->bytes) {
-            if (!r->deferred)
-                log_err("%s (epoch %llu): local rank %u of this node uses %llu bytes per rank, "
-                        "this rank %zu: message sizes must agree",
-                        shm_coll_name(r), (unsigned long long)r->epoch, s, (unsigned long long)size,
-                        r->bytes);
-            r->deferred = ARCOLL_ERR_MISMATCH;
+            shm_local_mismatch(r, s, size);
         } else {
             shm_copy_node(r, send, r->type == COLL_ALLTOALL ? h->node : 0, h->node, s);
         }
@@ -153,8 +175,7 @@ static void shm_copy_out(coll_req_t *r)
         if (!wire_done_epoch_match(w, SC(r)->seq))
             continue;
         if (wire_done_status(w) != 0) {
-            if (!r->deferred)
-                r->deferred = -(int)wire_done_status(w); /* logged by the master */
+            shm_told(r, e, wire_done_status(w));
         } else {
             shm_copy_node(r, recv, e, e, HIER_NONE);
         }
@@ -186,6 +207,30 @@ static void shm_publish_rest(coll_req_t *r, int rc)
                           memory_order_release);
 }
 
+/* Master: the masters' collective failed on a size. Its sizes are whole
+ * nodes' (lmax * lmax or lmax blocks), one byte short from a node whose own
+ * ranks disagree (shm_master_local): say it per rank. */
+static void shm_inner_mismatch(coll_req_t *r, const coll_req_t *in)
+{
+    const hier_t *h = r->team->hier;
+    uint64_t per = (uint64_t)h->lmax * (r->type == COLL_ALLTOALL ? h->lmax : 1);
+    uint32_t m = in->mm_peer > 0 ? h->node_rank[(in->mm_peer - 1) * h->lmax] : 0;
+    unsigned long long ep = (unsigned long long)r->epoch;
+
+    if (in->mm_peer == 0 || in->mm_size == UINT64_MAX)
+        log_err("%s (epoch %llu): the master of the node of team rank %u reported a size mismatch "
+                "with this node",
+                shm_coll_name(r), ep, m);
+    else if (in->mm_size % per != 0)
+        log_err("%s (epoch %llu): the ranks of the node of team rank %u pass different sizes",
+                shm_coll_name(r), ep, m);
+    else
+        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
+                "rank) passed %zu: every rank must pass the same size",
+                shm_coll_name(r), ep, m, (unsigned long long)(in->mm_size / per), r->team->rank,
+                r->bytes);
+}
+
 /* Master, phase 1 -> 2: once every local rank arrived, start the masters'
  * collective. A local size mismatch still runs it, with a size no other
  * master uses, so that every node learns of the error (docs/protocol.md). */
@@ -200,6 +245,8 @@ static int shm_master_local(coll_req_t *r)
         uint64_t size;
         if (!hier_arrived(h, s, SC(r)->seq, &size))
             return ARCOLL_OK;
+        if (size != r->bytes && !mismatch)
+            shm_local_mismatch(r, s, size);
         mismatch |= size != r->bytes;
     }
     if (h->nnodes < 2) {
@@ -218,6 +265,8 @@ static int shm_master_local(coll_req_t *r)
                        r->alg->variant == SHM_V_PAP ? &coll_alg_pap : &coll_alg_direct,
                        COLL_F_INNER, NULL, &SC(r)->inner);
     }
+    if (rc == ARCOLL_ERR_MISMATCH && SC(r)->inner != NULL && !r->deferred)
+        shm_inner_mismatch(r, SC(r)->inner); /* it failed in its first pass */
     if (rc < 0)
         return rc;
     SC(r)->phase = SHM_PH_NET;
@@ -232,6 +281,8 @@ static int shm_master_net(coll_req_t *r)
     coll_req_t *in = SC(r)->inner;
     int rc = coll_progress(in);
 
+    if (rc == ARCOLL_ERR_MISMATCH && !r->deferred)
+        shm_inner_mismatch(r, in);
     if (rc < 0)
         return rc; /* published by shm_fail */
     if (r->alg->variant == SHM_V_PAP) {
@@ -279,7 +330,10 @@ static int shm_slow_path(coll_req_t *r, uint64_t now)
 static int shm_fail(coll_req_t *r, int rc)
 {
     hier_t *h = r->team->hier;
+    int trc = rc == ARCOLL_ERR_MISMATCH ? coll_refuse_all(r) : ARCOLL_OK;
 
+    if (trc != ARCOLL_OK)
+        rc = trc; /* a flat peer may now wait for its timeout; the channel's error wins */
     if (hier_is_master(h) && h->nnodes > 1)
         shm_publish_rest(r, rc);
     if (SC(r)->inner != NULL && SC(r)->inner->active)
@@ -299,14 +353,16 @@ static int shm_progress(coll_req_t *r)
         return shm_fail(r, rc);
     shm_copy_out(r);
     if (SC(r)->left == 0 && SC(r)->phase == SHM_PH_DONE)
-        return coll_finish(r);
+        return r->deferred ? shm_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
-        if (now >= r->next_check_ns) {
+        /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback:
+         * it writes our team region, never the node segment. */
+        rc = coll_flat_check(r);
+        if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = shm_slow_path(r, now);
-            if (rc != ARCOLL_INPROGRESS)
-                return shm_fail(r, rc);
-        }
+        if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
+            return shm_fail(r, rc);
     }
     return ARCOLL_INPROGRESS;
 }

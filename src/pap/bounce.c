@@ -99,6 +99,24 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
     return p->tx_frag == coll_nfrags(r, len);
 }
 
+/* Nothing new in the slot: has the peer refused the call, or (alltoall,
+ * allgather: a control slot carries the sender's own size) advertised a size
+ * that is not ours, which puts it on the zero-copy path while we wait here
+ * (docs/protocol.md §8)? */
+static int bounce_rx_idle(coll_req_t *r, uint32_t peer)
+{
+    wire_ctrl_t adv;
+
+    if (!coll_rx_idle_check(r))
+        return 0;
+    if (coll_refused(r, peer))
+        return coll_mismatch(r, peer, 0, UINT64_MAX);
+    if (r->type == COLL_ALLTOALLV || r->peers[peer].rx_frag > 0 || !coll_ctrl_read(r, peer, &adv) ||
+        adv.size == r->bytes)
+        return 0;
+    return coll_mismatch(r, peer, 0, adv.size);
+}
+
 static int bounce_rx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
@@ -111,14 +129,9 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
     int rc;
 
     if (!bounce_flag_match(r, wire_load(&t->region, off), k))
-        return 0;
-    if (k == 0 && hdr->size != len) {
-        /* Tell a sender that waits for credits, then fail here: never copy
-         * more than our buffer holds. */
-        c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
-                        &t->peer_region[peer], wire_cred_off(&t->layout, t->rank, r->bank));
+        return bounce_rx_idle(r, peer);
+    if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
         return coll_mismatch(r, peer, 0, hdr->size);
-    }
     if (flen > 0)
         memcpy(coll_dst(r, peer) + (size_t)k * t->layout.bounce, (const char *)hdr + WIRE_LINE,
                flen);

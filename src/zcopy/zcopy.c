@@ -140,13 +140,9 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     if (r->peers[peer].tx_frag > 0)
         return coll_proto_bounce.tx(r, peer); /* checked at fragment 0 */
     if (!coll_ctrl_read(r, peer, &adv))
-        return 0;
-    if (adv.size != len) {
-        /* Nothing written: the done word tells the receiver, whichever path
-         * it waits on. */
-        zcopy_done_put(r, peer, WIRE_ST_MISMATCH);
+        return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
+    if (adv.size != len) /* nothing written; the engine tells the receiver (coll_refuse) */
         return coll_mismatch(r, peer, 1, adv.size);
-    }
     /* No key: the receiver chose the copy path for this block (alltoallv) or
      * could not register. */
     if (adv.rkey.kind == 0)
@@ -171,24 +167,21 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
 static int zcopy_rx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
-    const coll_peer_t *p = &r->peers[peer];
     uint64_t w;
-    int rc;
 
-    if (r->type == COLL_ALLTOALLV ? !p->rx_zc : r->zc_bounce) {
-        rc = coll_proto_bounce.rx(r, peer);
-        if (rc != 0 || p->rx_frag > 0)
-            return rc;
-        /* Nothing landed yet: a sender that refused our length says so in
-         * the done word instead. */
-        w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
-        if (wire_done_epoch_match(w, r->epoch) && wire_done_status(w) != WIRE_ST_OK)
-            return coll_mismatch(r, peer, 0, UINT64_MAX);
-        return 0;
-    }
+    if (!coll_rx_keyed(r, peer))
+        return coll_proto_bounce.rx(r, peer); /* it also sees a sender's refusal */
     w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
-    if (!wire_done_epoch_match(w, r->epoch))
-        return 0;
+    if (!wire_done_epoch_match(w, r->epoch)) {
+        /* A sender whose size put it on the copy path writes our bounce slot
+         * instead: its header shows the size (docs/protocol.md §8). */
+        const wire_slot_hdr_t *hdr;
+        uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
+        if (!coll_rx_idle_check(r) || wire_load(&t->region, off) != wire_frag_word(r->epoch, 0))
+            return 0;
+        hdr = (const wire_slot_hdr_t *)((const char *)t->region.addr + off);
+        return hdr->size != coll_rx_len(r, peer) ? coll_mismatch(r, peer, 0, hdr->size) : 0;
+    }
     if (wire_done_status(w) != WIRE_ST_OK)
         return coll_mismatch(r, peer, 0, UINT64_MAX);
     return 1;

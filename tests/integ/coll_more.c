@@ -668,6 +668,87 @@ static void test_split(arcoll_context_t ctx)
     CHECK(rc == ARCOLL_ERR_INVALID, "NULL newteam: %s", arcoll_strerror(rc));
 }
 
+/* alltoall and allgather where one rank's size puts it on another path or
+ * algorithm than the others (docs/protocol.md §8): copy against zero-copy
+ * (threshold 16k), a node algorithm against its flat fallback (ARCOLL_SHM_MAX
+ * 4k; pretend nodes with ARCOLL_NODE_SIZE, or one node), in both directions,
+ * the odd rank a node master (0) or not (n-1). Every rank must return
+ * ARCOLL_ERR_MISMATCH well within the timeout (COLL_VBAD_TIMEOUT_MS, default
+ * 20000; each call must end in 5 s), say why in arcoll_last_error, and leave
+ * the bytes past its receive area untouched. */
+static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
+{
+    static const struct {
+        const char *alg;
+        size_t odd, rest; /* bytes per rank of the odd rank, of the others */
+    } k[] = {
+        {"pap", 20000, 100},        {"pap", 100, 20000},    {"direct", 20000, 100},
+        {"direct", 100, 20000},     {"pap", 15000, 20000},  {"pap_shm", 5000, 100},
+        {"pap_shm", 20000, 100},    {"pap_shm", 100, 5000}, {"shm_direct", 5000, 100},
+        {"shm_direct", 100, 20000}, {"pap_shm", 3000, 100},
+    };
+    const char *tmo = getenv("COLL_VBAD_TIMEOUT_MS");
+    const size_t guard = 4096, most = 20000;
+    int n = nranks, me = rank;
+    uint8_t *sbuf = malloc((size_t)n * most), *rbuf = malloc((size_t)n * most + guard);
+
+    if (sbuf == NULL || rbuf == NULL) {
+        CHECK(0, "vbad sizes: out of memory");
+        goto out;
+    }
+    set(ctx, "ARCOLL_TIMEOUT_MS", tmo != NULL ? tmo : "20000");
+    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
+    set(ctx, "ARCOLL_SHM_MAX", "4k");
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        for (int coll = 0; coll < 2; coll++) {
+            int odd = i % 2 == 0 ? 0 : n - 1, rc;
+            size_t mine = me == odd ? k[i].odd : k[i].rest, area = (size_t)n * mine, bad = 0;
+            arcoll_team_t t = NULL;
+            float f[2] = {0};
+            double t0, secs;
+            char what[128], before[512];
+            snprintf(what, sizeof(what), "size kind %zu, %s %s, rank %d passes %zu, the others %zu",
+                     i, k[i].alg, coll == 0 ? "alltoall" : "allgather", odd, k[i].odd, k[i].rest);
+            rc = arcoll_team_split(world, 0, 0, &t);
+            CHECK(rc == ARCOLL_OK && t != NULL, "split for %s: %s", what, arcoll_strerror(rc));
+            if (t == NULL)
+                continue;
+            set(ctx, coll == 0 ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG", k[i].alg);
+            memset(sbuf, 0x3c, (size_t)n * most);
+            memset(rbuf, 0xa5, (size_t)n * most + guard);
+            /* a known last error, so that a failure that sets none shows */
+            arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_BXOR);
+            snprintf(before, sizeof(before), "%s", arcoll_last_error(NULL));
+            t0 = phase_now();
+            rc = coll == 0 ? arcoll_alltoall(t, sbuf, rbuf, mine)
+                           : arcoll_allgather(t, sbuf, rbuf, mine);
+            secs = phase_now() - t0;
+            for (size_t j = area; j < (size_t)n * most + guard; j++)
+                bad += rbuf[j] != 0xa5;
+            CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
+                  arcoll_strerror(rc), arcoll_last_error(NULL));
+            CHECK(strcmp(arcoll_last_error(NULL), before) != 0 &&
+                      strstr(arcoll_last_error(NULL), "size") != NULL,
+                  "%s: failed without saying why (last error: %s)", what, arcoll_last_error(NULL));
+            CHECK(secs < 5.0, "%s: took %.2f s, want a prompt mismatch", what, secs);
+            CHECK(bad == 0, "%s: %zu bytes written past the %zu-byte receive area", what, bad,
+                  area);
+            if (getenv("COLL_VBAD_VERBOSE") != NULL)
+                printf("[rank %d] %s: %s in %.4f s: %s\n", me, what, arcoll_strerror(rc), secs,
+                       arcoll_last_error(NULL));
+            rc = arcoll_team_destroy(ctx, t);
+            CHECK(rc == ARCOLL_OK, "destroy after %s: %s", what, arcoll_strerror(rc));
+        }
+    }
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+    set(ctx, "ARCOLL_SHM_MAX", "64k");
+out:
+    free(sbuf);
+    free(rbuf);
+}
+
 /* Bad input of the other collectives: local errors (the same on every rank,
  * before any communication: the team stays usable), then disagreements
  * across ranks, each on a fresh team split off the world (a mismatch fails
@@ -798,6 +879,7 @@ static void test_vbad(arcoll_context_t ctx)
     set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
     set(ctx, "ARCOLL_SLOAV_MAX", "2k");
     set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
+    vbad_sizes(ctx, world);
 out:
     free(buf);
     free(out);

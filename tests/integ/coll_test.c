@@ -561,10 +561,7 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap_shm");
 }
 
-#include "coll_more.c"
-
-/* ---- phasefault: a rank lost outside the data path ---------------------- */
-
+/* Monotonic seconds (phasefault, and coll_more.c's vbad). */
 static double phase_now(void)
 {
     struct timespec t;
@@ -572,6 +569,10 @@ static double phase_now(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
+
+#include "coll_more.c"
+
+/* ---- phasefault: a rank lost outside the data path ---------------------- */
 
 /* The victim: SIGKILL now, or SIGSTOP with a child that kills the stopped
  * process once the survivors are done, so that mpirun can end. */

@@ -110,6 +110,13 @@ done
 for n in 2 3 4 5 8; do
     run "mpirun-$n-vbad" ok $MPIRUN -np $n "$T/coll_test" vbad
 done
+# Sizes on different paths (copy and zero-copy) or algorithms (a node algorithm and its flat
+# fallback above ARCOLL_SHM_MAX) must end in a mismatch on every rank, never the timeout
+# (vbad's size kinds; the pretend nodes make masters run the inter-node step).
+for shape in 4:2 8:2 6:3,1; do
+    n=${shape%%:*} k=${shape#*:}
+    run "vbad-$n-nodes-$k" ok env ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" vbad
+done
 for n in 2 3 4 8; do
     run "mpirun-$n-inflight" ok $MPIRUN -np $n "$T/coll_test" inflight
 done
