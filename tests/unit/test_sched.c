@@ -465,44 +465,6 @@ static void test_multi_fragment(void **state)
 
 /* ---- errors ------------------------------------------------------------ */
 
-static void test_tx_errors(void **state)
-{
-    const coll_alg_t *algs[] = {&coll_alg_pap, &coll_alg_direct};
-
-    (void)state;
-    for (int a = 0; a < 2; a++) {
-        /* A transport error stops the schedule and is returned as is. */
-        coll_req_t *r = req_init(4, 0, algs[a], &fake_proto);
-        set_all(fk.ready, 4, 1);
-        fk.tx_rc[2] = ARCOLL_ERR_CHANNEL;
-        assert_int_equal(r->alg->tx_progress(r), ARCOLL_ERR_CHANNEL);
-        assert_int_equal(peers[2].tx_state, COLL_TX_IDLE);
-        /* PAP wrote 3 before failing on 2, Direct wrote 1; neither went on. */
-        assert_int_equal(fk.tx_calls[3], a == 0 ? 1 : 0);
-        assert_int_equal(fk.tx_calls[1], a == 0 ? 0 : 1);
-        assert_int_equal(fk.tx_calls[2], 1);
-        assert_int_equal(r->tx_left, 2);
-
-        /* A size mismatch is deferred: the peer counts as served, the others
-         * are still written. */
-        r = req_init(4, 0, algs[a], &fake_proto);
-        set_all(fk.ready, 4, 1);
-        fk.tx_rc[2] = ARCOLL_ERR_MISMATCH;
-        assert_int_equal(r->alg->tx_progress(r), ARCOLL_OK);
-        assert_int_equal(r->deferred, ARCOLL_ERR_MISMATCH);
-        assert_int_equal(r->tx_left, 0);
-        assert_all_written_once(4, 0);
-
-        /* An error from tx_ready is returned; nothing is written. */
-        r = req_init(4, 0, algs[a], &fake_proto);
-        set_all(fk.ready, 4, 1);
-        fk.ready_rc = ARCOLL_ERR_PEER;
-        assert_int_equal(r->alg->tx_progress(r), ARCOLL_ERR_PEER);
-        assert_int_equal(fk.ntx, 0);
-        assert_int_equal(r->tx_left, 3);
-    }
-}
-
 /* ---- the real protocols over a recording channel ----------------------- */
 
 typedef struct put_rec {
@@ -599,6 +561,51 @@ static void real_fini(void)
 {
     free(team.region.addr);
     team.region.addr = NULL;
+}
+
+static void test_tx_errors(void **state)
+{
+    const coll_alg_t *algs[] = {&coll_alg_pap, &coll_alg_direct};
+
+    (void)state;
+    for (int a = 0; a < 2; a++) {
+        /* A transport error stops the schedule and is returned as is. */
+        coll_req_t *r = req_init(4, 0, algs[a], &fake_proto);
+        set_all(fk.ready, 4, 1);
+        fk.tx_rc[2] = ARCOLL_ERR_CHANNEL;
+        assert_int_equal(r->alg->tx_progress(r), ARCOLL_ERR_CHANNEL);
+        assert_int_equal(peers[2].tx_state, COLL_TX_IDLE);
+        /* PAP wrote 3 before failing on 2, Direct wrote 1; neither went on. */
+        assert_int_equal(fk.tx_calls[3], a == 0 ? 1 : 0);
+        assert_int_equal(fk.tx_calls[1], a == 0 ? 0 : 1);
+        assert_int_equal(fk.tx_calls[2], 1);
+        assert_int_equal(r->tx_left, 2);
+
+        /* A size mismatch is deferred: the peer counts as served, the others
+         * are still written, and the peer is told once (a reject credit and a
+         * done word with the mismatch status, through the channel). */
+        r = real_init(4, 0, &fake_proto, 1, 8);
+        r->alg = algs[a];
+        r->is_direct = algs[a] == &coll_alg_direct;
+        set_all(fk.ready, 4, 1);
+        fk.tx_rc[2] = ARCOLL_ERR_MISMATCH;
+        assert_int_equal(r->alg->tx_progress(r), ARCOLL_OK);
+        assert_int_equal(r->deferred, ARCOLL_ERR_MISMATCH);
+        assert_int_equal(r->tx_left, 0);
+        assert_all_written_once(4, 0);
+        assert_int_equal(nputs, 2);
+        for (size_t i = 0; i < nputs; i++)
+            assert_true(puts[i].peer == RANK_BASE + 2 && puts[i].is_u64);
+        real_fini();
+
+        /* An error from tx_ready is returned; nothing is written. */
+        r = req_init(4, 0, algs[a], &fake_proto);
+        set_all(fk.ready, 4, 1);
+        fk.ready_rc = ARCOLL_ERR_PEER;
+        assert_int_equal(r->alg->tx_progress(r), ARCOLL_ERR_PEER);
+        assert_int_equal(fk.ntx, 0);
+        assert_int_equal(r->tx_left, 3);
+    }
 }
 
 /* Peer q advertises its receive buffer to us for epoch e (zero-copy). */
