@@ -261,7 +261,8 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" all
-	VMBED=0 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	VMBED=0 INTEG_SKEW_CALLS=300 INTEG_CRASH_RUNS=20 \
+		ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 		UBSAN_OPTIONS=print_stacktrace=1 $(MAKE) BUILD=build-asan \
 		OPT="-O1 -g -fno-omit-frame-pointer" \
 		EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \

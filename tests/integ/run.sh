@@ -16,6 +16,10 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # A hang must become a failure: generous per-collective timeout, hard per-test limit.
 export ARCOLL_TIMEOUT_MS=${ARCOLL_TIMEOUT_MS:-20000}
 MPIRUN="mpirun --oversubscribe --bind-to none"
+# Repetitions of the long loops: the sanitizer build (make asan) runs fewer; make check runs the
+# full counts (1000 skewed calls, 100 crashed jobs).
+SKEW_N=${INTEG_SKEW_CALLS:-1000}
+CRASH_N=${INTEG_CRASH_RUNS:-100}
 pass=0
 fail=0
 failed_names=()
@@ -96,8 +100,8 @@ done
 # 1000 back-to-back calls per algorithm x path x collective, random delays on
 # every rank, or only on the last one (the others run a whole call ahead).
 for n in 3 4 8; do
-    run "mpirun-$n-skew-random" ok $MPIRUN -np $n "$T/coll_test" skew 1000 200 random
-    run "mpirun-$n-skew-late" ok $MPIRUN -np $n "$T/coll_test" skew 1000 500 late
+    run "mpirun-$n-skew-random" ok $MPIRUN -np $n "$T/coll_test" skew $SKEW_N 200 random
+    run "mpirun-$n-skew-late" ok $MPIRUN -np $n "$T/coll_test" skew $SKEW_N 500 late
 done
 # The other collectives (tests/integ/coll_more.c): alltoallv, allgatherv, reduce_scatter_block
 # and allreduce x every algorithm x sizes 0..200000 x in place x blocking or not; bad input and
@@ -177,9 +181,9 @@ done
 for shape in 8:2 8:4 5:3,1; do
     n=${shape%%:*} k=${shape#*:}
     run "shm-$n-nodes-$k-skew-random" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
-        "$T/coll_test" skew 1000 200 random
+        "$T/coll_test" skew $SKEW_N 200 random
     run "shm-$n-nodes-$k-skew-late" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
-        "$T/coll_test" skew 1000 500 late
+        "$T/coll_test" skew $SKEW_N 500 late
 done
 for alg in shm_direct pap_shm; do
     run "shm-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
@@ -190,8 +194,8 @@ run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm
 # Shared segments cannot leak or be hijacked (docs/reliability.md "Shared memory"): 100 jobs
 # with a rank SIGKILLed in setup or at a random moment of the loop, then a clean one, leave
 # no arcoll* name in /dev/shm (mpirun exits at once when a rank dies: sigkill_timeout 0).
-run shm-crash-kill-100-no-leak "text:shm-crash: [0-9]+ kills in 100 runs, 0 leaked names" \
-    "$(dirname "$0")/shm_crash.sh" 100 coll_test env ARCOLL_TIMEOUT_MS=2000 $SHM \
+run shm-crash-kill-$CRASH_N-no-leak "text:shm-crash: [0-9]+ kills in $CRASH_N runs, 0 leaked names" \
+    "$(dirname "$0")/shm_crash.sh" "$CRASH_N" coll_test env ARCOLL_TIMEOUT_MS=2000 $SHM \
     $MPIRUN --mca odls_base_sigkill_timeout 0 -np 2 "$T/coll_test" skew 3000 20 random
 # The named fallback: each rank pre-creates the names it would have had before random names
 # (arcoll.<its pid>.<0-2>), and init must still succeed.
@@ -221,11 +225,11 @@ run "nl-6-nodes-3,1-falls-back" "ok:sa runs as pap on this team (unequal ranks p
 for shape in 8:2 8:4; do
     n=${shape%%:*} k=${shape#*:}
     run "nl-$n-nodes-$k-skew-random" ok $NL ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
-        "$T/coll_test" skew 1000 200 random
+        "$T/coll_test" skew $SKEW_N 200 random
     run "nl-$n-nodes-$k-skew-late" ok $NL ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
-        "$T/coll_test" skew 1000 500 late
+        "$T/coll_test" skew $SKEW_N 500 late
     run "all-$n-nodes-$k-skew-mix" ok env COLL_TEST_ALGS=direct,pap,shm_direct,pap_shm,sa,sa_direct,rd,leader \
-        ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" skew 1000 200 mix
+        ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" skew $SKEW_N 200 mix
 done
 for alg in sa sa_direct rd; do
     run "nl-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
