@@ -745,8 +745,14 @@ static void shim_fail_seen(shim_comm_t *c, const char *reason, int in_call)
         return;
     c->fail = SHIM_TEAM_SEEN;
     snprintf(c->reason, sizeof(c->reason), "%s", reason);
-    if (in_call && c->agree != MPI_COMM_NULL)
-        PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_WAITING, c->agree, &flag, MPI_STATUS_IGNORE);
+    /* A message already here may need some progress to be seen: probe for
+     * up to 10 ms (only after a failure). */
+    for (double end = PMPI_Wtime() + 0.01; in_call && c->agree != MPI_COMM_NULL && !flag;) {
+        if (PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_WAITING, c->agree, &flag, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS ||
+            PMPI_Wtime() > end)
+            break;
+    }
     shim_log(SHIM_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
              flag ? "another rank waits, agreeing now" : "agreeing at the next call");
     if (flag)
