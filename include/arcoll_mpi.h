@@ -49,6 +49,8 @@ typedef struct arcoll_mpi_stats {
     unsigned long long teams_freed;    /* ... whose team arcoll_team_free released */
     unsigned long long split_fallback; /* team ranks differed from MPI's: own context instead */
     unsigned long long split_failed;   /* arcoll_team_split failed: the communicator uses MPI */
+    /* Communicators whose team failed, whose later calls go to MPI (agreed by all ranks). */
+    unsigned long long comms_failed;
 } arcoll_mpi_stats_t;
 
 /* This process's counters since MPI_Init. Returns 0. Call between MPI calls

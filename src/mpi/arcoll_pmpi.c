@@ -70,8 +70,15 @@ enum { SHIM_LOG_NONE, SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEB
 enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
 /* Test hooks (ARCOLL_MPI_FAULT): world rank 1 alone takes a split team as
  * failed, or as ordered unlike the communicator, so that tests can see that
- * every rank of the new communicator still makes the same choice. */
-enum { SHIM_FAULT_NONE, SHIM_FAULT_SPLIT_FAIL, SHIM_FAULT_SPLIT_ORDER };
+ * every rank of the new communicator still makes the same choice; or
+ * (coll_fail) its first blocking collective on MPI_COMM_WORLD that arcoll
+ * ran as failed (a timeout), as if the others had completed it and it had
+ * not: the failure agreement's hardest case. */
+enum { SHIM_FAULT_NONE, SHIM_FAULT_SPLIT_FAIL, SHIM_FAULT_SPLIT_ORDER, SHIM_FAULT_COLL_FAIL };
+/* A communicator's team: healthy; failed as this rank saw it (the others may
+ * not know yet); failed as every rank agreed (calls from `from` on go to
+ * PMPI). */
+enum { SHIM_TEAM_OK, SHIM_TEAM_SEEN, SHIM_TEAM_AGREED };
 
 /* The collectives, blocking first; SHIM_NB + k is the nonblocking form of k. */
 enum {
@@ -115,6 +122,14 @@ typedef struct shim_comm {
     arcoll_team_t team;
     int split; /* team made by arcoll_team_split: freed with comm */
     int size;  /* ranks of comm */
+    /* After a failure (docs/reliability.md, "The PMPI shim after a failure"):
+     * a private copy of comm for the agreement, the calls that were bound
+     * for arcoll so far (the same count on every rank), the state and the
+     * first call that goes to PMPI once all agree. */
+    MPI_Comm agree;
+    unsigned long long calls, from;
+    int fail;
+    char reason[160];
     /* The last serve decision per collective (K_*): a loop
      * calls one size again and again, and the shim's contexts' settings never
      * change after init, so the answer does not either. */
@@ -290,6 +305,8 @@ static void shim_comm_destroy(shim_comm_t *c)
         shim_last_rec = NULL;
     }
     shim_comm_unlink(c);
+    if (c->agree != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->agree);
     if (c->sc != NULL) {
         shim_req_drain(c->comm);
         /* At MPI_Finalize arcoll_finalize frees the teams with their contexts. */
@@ -328,6 +345,7 @@ static void shim_setup(void)
     if (fault != NULL && shim_wrank == 1)
         shim_fault = strcmp(fault, "split_fail") == 0    ? SHIM_FAULT_SPLIT_FAIL
                      : strcmp(fault, "split_order") == 0 ? SHIM_FAULT_SPLIT_ORDER
+                     : strcmp(fault, "coll_fail") == 0   ? SHIM_FAULT_COLL_FAIL
                                                          : SHIM_FAULT_NONE;
     shim_state = SHIM_OFF;
     if (PMPI_Query_thread(&level) != MPI_SUCCESS || level == MPI_THREAD_MULTIPLE) {
@@ -435,6 +453,20 @@ static shim_ctx_t *shim_ctx_create(MPI_Comm comm, int n, int mem)
     return x;
 }
 
+/* Collective over comm, whose record c is on arcoll on every rank: the
+ * private copy of comm that the agreement after a failure runs on (a split,
+ * as for a context's oob). */
+static void shim_agree_make(shim_comm_t *c, MPI_Comm comm)
+{
+    int me = 0;
+
+    PMPI_Comm_rank(comm, &me);
+    if (PMPI_Comm_split(comm, 0, me, &c->agree) != MPI_SUCCESS)
+        c->agree = MPI_COMM_NULL;
+    else
+        PMPI_Comm_set_errhandler(c->agree, MPI_ERRORS_RETURN);
+}
+
 /* Collective over comm (its first intercepted collective, or its first use as
  * a parent): a record with a context of its own, or without one, which sends
  * the communicator to PMPI for good. NULL only when the attribute could not
@@ -444,6 +476,8 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
     shim_comm_t *c = calloc(1, sizeof(*c));
     int inter = 0, n = 0;
 
+    if (c != NULL)
+        c->agree = MPI_COMM_NULL;
     PMPI_Comm_test_inter(comm, &inter);
     PMPI_Comm_size(comm, &n);
     if (inter) {
@@ -455,6 +489,7 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
             c->sc = x;
             c->team = arcoll_team_world(x->ctx);
             x->users++;
+            shim_agree_make(c, comm);
         }
     }
     if (c == NULL) {
@@ -642,6 +677,116 @@ static int shim_raise(MPI_Comm comm, int code, const char *what, const char *why
 }
 
 /*
+ * After a failure (docs/reliability.md, "The PMPI shim after a failure"). A
+ * rank that saw its team fail (SEEN) cannot hand calls to PMPI alone: the
+ * others may have completed the failing call and wait in arcoll for the
+ * next. So at its next arcoll-bound call on the communicator it tells every
+ * rank that it waits (a message on the private copy), then waits in an
+ * allreduce there. A rank that was still healthy joins when its own call
+ * fails (a timeout, since this one no longer comes): in that very call if
+ * the message is there, else at its next call. The allreduce gives the
+ * highest "call + 1 if it ran on arcoll", from: the first call every rank
+ * hands to PMPI; calls before it fail at once. Healthy communicators pay
+ * nothing per call.
+ */
+enum { SHIM_TAG_WAITING = 1 };
+
+/* Collective over c's agreement copy: every rank is here once. */
+static void shim_agree(shim_comm_t *c, int ran)
+{
+    unsigned long long mine = c->calls + (unsigned long long)ran, top = ULLONG_MAX;
+    MPI_Request *sends;
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int me = 0, n = 0, len = 0, ok;
+
+    if (c->agree == MPI_COMM_NULL)
+        return; /* stays SEEN: every later call fails, as arcoll's would */
+    PMPI_Comm_rank(c->agree, &me);
+    PMPI_Comm_size(c->agree, &n);
+    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu%s",
+             c->calls, ran ? ", which failed" : "");
+    sends = malloc((size_t)n * sizeof(*sends));
+    for (int r = 0; r < n; r++) {
+        if (sends != NULL)
+            sends[r] = MPI_REQUEST_NULL;
+        if (r == me)
+            continue;
+        if (sends != NULL)
+            PMPI_Isend(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, &sends[r]);
+        else /* zero bytes: sent eagerly */
+            PMPI_Send(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree);
+    }
+    ok = PMPI_Allreduce(&mine, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, c->agree) == MPI_SUCCESS;
+    /* Every rank sent its message before the allreduce: take them all. */
+    for (int r = 0; r < n; r++)
+        if (r != me)
+            PMPI_Recv(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, MPI_STATUS_IGNORE);
+    if (sends != NULL)
+        PMPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
+    free(sends);
+    c->fail = SHIM_TEAM_AGREED;
+    c->from = ok ? top : ULLONG_MAX;
+    shim_stats.comms_failed++;
+    PMPI_Comm_get_name(c->comm, name, &len);
+    shim_log(me == 0 ? SHIM_LOG_WARN : SHIM_LOG_INFO,
+             "arcoll team of communicator %s (%d ranks) failed (%s); its collectives go to MPI "
+             "from now on",
+             len > 0 ? name : "<unnamed>", n, c->reason);
+}
+
+/* This rank saw c's team fail: an arcoll error, or a call it could not take
+ * part in. in_call: inside the call that failed, which joins the agreement
+ * at once if another rank already waits in it. */
+static void shim_fail_seen(shim_comm_t *c, const char *reason, int in_call)
+{
+    int flag = 0;
+
+    if (c == NULL || c == &shim_comm_nomem || c->fail != SHIM_TEAM_OK)
+        return;
+    c->fail = SHIM_TEAM_SEEN;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    /* A message already here may need some progress to be seen: probe for
+     * up to 10 ms (only after a failure). */
+    for (double end = PMPI_Wtime() + 0.01; in_call && c->agree != MPI_COMM_NULL && !flag;) {
+        if (PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_WAITING, c->agree, &flag, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS ||
+            PMPI_Wtime() > end)
+            break;
+    }
+    shim_log(SHIM_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
+             flag ? "another rank waits, agreeing now" : "agreeing at the next call");
+    if (flag)
+        shim_agree(c, 1);
+}
+
+/* A call that the rules so far send to arcoll (team): counted, and once the
+ * team failed sent to PMPI (NULL) or failed (NULL, *code raised; a
+ * nonblocking call's *req is then MPI_REQUEST_NULL). */
+static arcoll_team_t shim_gate(int kind, MPI_Comm comm, arcoll_team_t team, int *code,
+                               MPI_Request *req)
+{
+    shim_comm_t *c;
+
+    *code = MPI_SUCCESS;
+    if (team == NULL || (c = shim_comm_get(comm)) == NULL || c == &shim_comm_nomem)
+        return team;
+    c->calls++;
+    if (c->fail == SHIM_TEAM_OK)
+        return team;
+    if (c->fail == SHIM_TEAM_SEEN)
+        shim_agree(c, 0);
+    if (c->fail == SHIM_TEAM_AGREED && c->calls >= c->from) {
+        shim_passed[kind]++;
+        return NULL;
+    }
+    if (req != NULL)
+        *req = MPI_REQUEST_NULL;
+    *code = shim_raise(comm, MPI_ERR_OTHER, shim_names[kind],
+                       "the communicator's arcoll team failed; this call failed with it");
+    return NULL;
+}
+
+/*
  * One collective as arcoll runs it: buffers, byte counts, and the packed
  * copies that stand for non-contiguous user buffers.
  */
@@ -669,7 +814,9 @@ typedef struct shim_job {
     const int *ucounts, *udispls;
     const size_t *upos;
     int un;
-    int err; /* an MPI error this rank raises after taking part */
+    int err;          /* an MPI error this rank raises after taking part */
+    shim_comm_t *rec; /* comm's record */
+    int in_call;      /* inside the call that started it (not a wait or test) */
 } shim_job_t;
 
 static void shim_job_free(shim_job_t *j)
@@ -713,8 +860,10 @@ static int shim_finish(shim_job_t *j, int rc)
     if (rc == ARCOLL_OK && j->ubuf != NULL)
         code = shim_unpack(j);
     shim_job_free(j);
-    if (rc != ARCOLL_OK)
+    if (rc != ARCOLL_OK) {
+        shim_fail_seen(j->rec, arcoll_strerror(rc), j->in_call);
         return shim_error(j->comm, rc, what);
+    }
     if (code != MPI_SUCCESS)
         return shim_raise(j->comm, code, what, "MPI_Unpack failed");
     if (j->err != MPI_SUCCESS)
@@ -1056,13 +1205,23 @@ static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
     if (j->packed)
         shim_stats.packed++;
     arcoll_call_site(site);
-    if (req == NULL)
-        return shim_finish(j, shim_start(j, NULL));
+    j->in_call = 1;
+    if (req == NULL) {
+        rc = shim_start(j, NULL);
+        if (shim_fault == SHIM_FAULT_COLL_FAIL && rc == ARCOLL_OK && j->comm == MPI_COMM_WORLD) {
+            shim_fault = SHIM_FAULT_NONE;
+            shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=coll_fail: %s taken as failed",
+                     shim_names[j->kind]);
+            rc = ARCOLL_ERR_TIMEOUT;
+        }
+        return shim_finish(j, rc);
+    }
     r = calloc(1, sizeof(*r));
     if (r == NULL || PMPI_Grequest_start(shim_req_query, shim_req_free, shim_req_cancel, r,
                                          &r->greq) != MPI_SUCCESS) {
         free(r);
         shim_job_free(j);
+        shim_fail_seen(j->rec, "no memory for a request", 1);
         return shim_raise(j->comm, MPI_ERR_NO_MEM, shim_names[j->kind], "no memory for a request");
     }
     r->job = *j;
@@ -1080,6 +1239,7 @@ static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
      * with the request. */
     if (rc != ARCOLL_OK || r->areq == NULL)
         shim_req_done(r, rc);
+    r->job.in_call = 0; /* completes in a wait or test, or at a free */
     return MPI_SUCCESS;
 }
 
@@ -1113,12 +1273,14 @@ static void shim_job_init(shim_job_t *j, int kind, MPI_Comm comm, arcoll_team_t 
     j->comm = comm;
     j->team = team;
     j->utype = MPI_DATATYPE_NULL;
+    j->rec = shim_comm_get(comm); /* cached by shim_route */
 }
 
 /* A plan that failed on this rank: free it and raise the error. */
 static int shim_plan_failed(shim_job_t *j, int code)
 {
     shim_job_free(j);
+    shim_fail_seen(j->rec, "this rank could not take part in a call", 1);
     return shim_raise(j->comm, code, shim_names[j->kind],
                       code == MPI_ERR_NO_MEM ? "out of memory" : "invalid count or datatype");
 }
@@ -1168,6 +1330,8 @@ static int shim_uniform(int kind, const void *site, const void *sbuf, int scount
     shim_job_t j;
     int rc;
 
+    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+        return rc;
     if (team == NULL) {
         switch (kind) {
         case K_ALLTOALL: return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -1192,6 +1356,8 @@ static int shim_alltoallv(int kind, const void *site, const void *sbuf, const in
     shim_job_t j;
     int rc;
 
+    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+        return rc;
     if (team == NULL)
         return req == NULL ? PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
                                             rtype, comm)
@@ -1221,6 +1387,8 @@ static int shim_allgatherv(int kind, const void *site, const void *sbuf, int sco
         if (n > 0 && PMPI_Type_size(rtype, &tsize) == MPI_SUCCESS && tsize > 0)
             team = shim_route_bytes(kind, comm, team, sum * (size_t)tsize / (size_t)n);
     }
+    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+        return rc;
     if (team == NULL)
         return req == NULL
                    ? PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm)
@@ -1243,11 +1411,13 @@ static int shim_reduce(int kind, const void *site, const void *sbuf, void *rbuf,
                                                    : NULL;
     arcoll_team_t team = shim_route(kind, comm, why);
     shim_job_t j;
-    int tsize = 0;
+    int tsize = 0, rc;
 
     /* count (per block, or of the vector) is the same on every rank. */
     if (team != NULL && count > 0 && PMPI_Type_size(type, &tsize) == MPI_SUCCESS && tsize > 0)
         team = shim_route_bytes(kind, comm, team, (size_t)count * (size_t)tsize);
+    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+        return rc;
     if (team == NULL) {
         switch (kind) {
         case K_RSB: return PMPI_Reduce_scatter_block(sbuf, rbuf, count, type, op, comm);
@@ -1407,7 +1577,9 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
     /* arcoll_team_split refuses a team with collectives in flight; every
      * rank of parent started the same ones, so all can finish them. */
     shim_req_drain(parent);
-    rc = arcoll_team_split(p->team, color, key, &nt);
+    /* A failed team cannot split (where this rank saw it fail, the others'
+     * splits time out): the new communicator gets a context of its own. */
+    rc = p->fail != SHIM_TEAM_OK ? ARCOLL_ERR_STATE : arcoll_team_split(p->team, color, key, &nt);
     if (newcomm == MPI_COMM_NULL)
         goto out; /* joined none: nt is NULL */
     PMPI_Comm_rank(newcomm, &me);
@@ -1424,12 +1596,14 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
     } else if (c != NULL) {
         c->comm = newcomm;
         c->size = n;
+        c->agree = MPI_COMM_NULL;
         shim_comm_link(c);
     }
-    if (rc != ARCOLL_OK || c == NULL || shim_fault == SHIM_FAULT_SPLIT_FAIL)
+    if ((rc != ARCOLL_OK && p->fail == SHIM_TEAM_OK) || c == NULL ||
+        shim_fault == SHIM_FAULT_SPLIT_FAIL)
         mine = SHIM_SPLIT_FAILED;
-    else if (nt == NULL || arcoll_team_rank(nt) != me || arcoll_team_size(nt) != n ||
-             shim_fault == SHIM_FAULT_SPLIT_ORDER)
+    else if (p->fail != SHIM_TEAM_OK || nt == NULL || arcoll_team_rank(nt) != me ||
+             arcoll_team_size(nt) != n || shim_fault == SHIM_FAULT_SPLIT_ORDER)
         mine = SHIM_SPLIT_ORDER;
     else
         mine = SHIM_SPLIT_OK;
@@ -1440,6 +1614,7 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         c->team = nt;
         c->split = 1;
         p->sc->users++;
+        shim_agree_make(c, newcomm);
         shim_stats.comms_arcoll++;
         shim_stats.comms_split++;
         goto out;

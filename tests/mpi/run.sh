@@ -116,6 +116,23 @@ else
     t shim-coll-3-debug-dtype ok:"MPI_Reduce_scatter_block (3 ranks): datatype not in arcoll" \
         grep -F "datatype not in arcoll" "$LOG/shim-coll-3-debug.log"
     t shim-coll-missing-is-caught fails:"libarcoll_mpi.so is not loaded" $MPIRUN -np 2 "$CT" shim
+    # Mixed datatypes (4 x MPI_INT on rank 0, one contiguous or vector type of 4 ints on the
+    # others) under serve rules, without the @arcoll override: rcount x size(rtype) is the
+    # same on every rank, so all choose alike, below and above the rules' bound.
+    t shim-coll-2-serve-default ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" \
+        ARCOLL_TUNE=default SHIM_TEST_MPI_BELOW=$below "$CT" serve
+    t shim-coll-4-serve-rule ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
+        ARCOLL_TUNE="alltoall:0-1000:@mpi#allgather:0-1000:@mpi" SHIM_TEST_MPI_BELOW=1000 \
+        "$CT" serve
+    # A failed team (world rank 1 alone takes a call as failed; then counts that differ on a
+    # dup): the ranks agree, later calls go to MPI with the right data, warned once each.
+    for n in 2 4; do
+        t "shim-coll-$n-fail" ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" \
+            ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=coll_fail "$CT" fail
+        t "shim-coll-$n-fail-warned-once" ok bash -c 'for c in MPI_COMM_WORLD dup_of_world; do
+            [ "$(grep -c "arcoll team of communicator $c (.*its collectives go to MPI" "$1")" = 1 ] ||
+                exit 1; done' _ "$LOG/shim-coll-$n-fail.log"
+    done
     # New communicators (MPI_Comm_split, _split_type, _create, _dup) get a team that
     # arcoll_team_split makes from their parent's and share its context: ranks, data against
     # PMPI, the counters (teams by split, contexts made, live and freed), 200 split/free

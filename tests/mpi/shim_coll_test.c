@@ -6,6 +6,13 @@
  *   shim_coll_test MODE
  *     shim   the shim must be loaded and must serve every call it can
  *     plain  no expectation about the shim (data checks only)
+ *     serve  MPI_Alltoall/Allgather of mixed datatypes under the tuning
+ *            table's serve rules (SHIM_TEST_MPI_BELOW=N: calls of fewer
+ *            than N bytes per peer must go to PMPI, on every rank alike)
+ *     fail   under MPI_ERRORS_RETURN, a failed team (a size mismatch on a
+ *            dup, then ARCOLL_MPI_FAULT=coll_fail on world rank 1):
+ *            after the failing call and at most one more, 100 calls must
+ *            give PMPI's data and go to PMPI
  *
  * Every result is compared byte for byte, gaps of the datatypes included,
  * with the same call made through PMPI_* (the MPI library itself):
@@ -36,13 +43,14 @@
 
 #include "arcoll_mpi.h"
 
-enum { MODE_SHIM, MODE_PLAIN };
+enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL };
 enum { SERVED, PASSED };
 /* SHIM_TEST_ALLREDUCE_MPI_BELOW=N: the tuning table's serve rules hand
  * allreduces of fewer than N bytes to PMPI (the default table: 4096). */
 static long allreduce_mpi_below;
 
 static int mode, wrank, wsize;
+static long mpi_below; /* serve: calls of fewer bytes per peer go to PMPI */
 static long passed, failed;
 static arcoll_mpi_stats_fn stats_fn;
 
@@ -71,7 +79,7 @@ static void verdict(int ok, const char *what, const char *detail)
          : (s1).name##_mpi - (s0).name##_mpi == 1 && (s1).name##_arcoll == (s0).name##_arcoll)
 #define EXPECT(s0, s1, name, how, what, detail)                                  \
     do {                                                                         \
-        if (mode == MODE_SHIM)                                                   \
+        if (mode != MODE_PLAIN)                                                  \
             verdict(COUNTED(s0, s1, name, how),                                  \
                     (how) == SERVED ? "not served by arcoll: " what              \
                                     : "served by arcoll, should be PMPI: " what, \
@@ -131,6 +139,8 @@ static const lay_t *lay_of(const laysel_t *sel, int rank, int n)
         return sel->all;
     if (rank == 0)
         return &L_INT4;
+    if (sel->mixed == 2)
+        return &L_VEC4;
     return rank == n - 1 && n > 2 ? &L_VEC4 : &L_CONTIG4;
 }
 
@@ -168,7 +178,12 @@ static void t_uniform(MPI_Comm comm, const char *cname, int a2a, const laysel_t 
     size_t blk = (size_t)k * l->ue, slen = a2a ? blk * (size_t)n : blk;
     size_t rlen = blk * (size_t)n;
     unsigned char *sref, *s = buf2(slen, &sref, 0), *ref, *r = buf2(rlen, &ref, 0xEE);
-    int cnt = k * l->m;
+    int cnt = k * l->m, tsize = 0;
+
+    /* Under serve rules: by the bytes per peer, the same on every rank. */
+    MPI_Type_size(l->t, &tsize);
+    long bytes = (long)cnt * tsize;
+    int how = bytes > 0 && bytes < mpi_below ? PASSED : SERVED;
 
     fill(s, slen, me, salt);
     if (in_place) {
@@ -192,9 +207,9 @@ static void t_uniform(MPI_Comm comm, const char *cname, int a2a, const laysel_t 
              l->name);
     verdict(rc == MPI_SUCCESS && memcmp(r, ref, rlen + 1) == 0, "data differs from PMPI", detail);
     if (a2a)
-        EXPECT(s0, s1, alltoall, SERVED, "alltoall", detail);
+        EXPECT(s0, s1, alltoall, how, "alltoall", detail);
     else
-        EXPECT(s0, s1, allgather, SERVED, "allgather", detail);
+        EXPECT(s0, s1, allgather, how, "allgather", detail);
     free(s);
     free(sref);
     free(r);
@@ -732,6 +747,129 @@ static void t_request_free(MPI_Comm comm, const char *cname)
     free(ref);
 }
 
+/* Mixed datatypes of one signature with the serve rules in force: sizes
+ * below and above the rules' bound, in place and not. */
+static void serve_suite(MPI_Comm comm, const char *cname)
+{
+    const laysel_t sels[] = {{NULL, 1, "mixed: 4 x MPI_INT / contiguous(4) / vector(4)"},
+                             {NULL, 2, "mixed: 4 x MPI_INT / vector(4)"}};
+    const int ks[] = {0, 1, 5, 31, 32, 40, 64, 300};
+
+    for (size_t i = 0; i < sizeof(sels) / sizeof(sels[0]); i++)
+        for (size_t k = 0; k < sizeof(ks) / sizeof(ks[0]); k++)
+            for (int ip = 0; ip <= 1; ip++) {
+                t_uniform(comm, cname, 1, &sels[i], ks[k], ip, (int)(i + k));
+                t_uniform(comm, cname, 0, &sels[i], ks[k], ip, (int)(i + k));
+            }
+}
+
+static unsigned long long mpi_calls(const arcoll_mpi_stats_t *s)
+{
+    return s->allreduce_mpi + s->alltoall_mpi + s->allgather_mpi;
+}
+
+static unsigned long long arcoll_calls(const arcoll_mpi_stats_t *s)
+{
+    return s->allreduce_arcoll + s->alltoall_arcoll + s->allgather_arcoll;
+}
+
+/* Call i of a series after a failure: allreduce, alltoall or allgather,
+ * against PMPI. *rc: the shim's status. Data compared only on success. */
+static int fail_call(MPI_Comm comm, int i, int *rc)
+{
+    enum { K = 40 };
+    int me, n, v[K], r[K * 8], ref[K * 8];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    for (int k = 0; k < K; k++)
+        v[k] = me * 1000 + k * 7 + i;
+    memset(r, 0, sizeof(r));
+    memset(ref, 0, sizeof(ref));
+    switch (i % 3) {
+    case 0:
+        *rc = MPI_Allreduce(v, r, K, MPI_INT, MPI_SUM, comm);
+        PMPI_Allreduce(v, ref, K, MPI_INT, MPI_SUM, comm);
+        break;
+    case 1:
+        *rc = MPI_Alltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm);
+        PMPI_Alltoall(v, K / n, MPI_INT, ref, K / n, MPI_INT, comm);
+        break;
+    default:
+        *rc = MPI_Allgather(v, 5, MPI_INT, r, 5, MPI_INT, comm);
+        PMPI_Allgather(v, 5, MPI_INT, ref, 5, MPI_INT, comm);
+        break;
+    }
+    return *rc != MPI_SUCCESS || memcmp(r, ref, sizeof(r)) == 0;
+}
+
+/*
+ * The failing call (mismatch: counts that differ across ranks, erroneous MPI
+ * that arcoll reports; else the fault hook's), then calls until one
+ * succeeds (at most one more may fail: a rank that completed the failing
+ * call learns of the failure in the next), then 100 that must give PMPI's
+ * data and go to PMPI, with the failure agreed once.
+ */
+static void t_failure(MPI_Comm comm, const char *cname, int mismatch)
+{
+    arcoll_mpi_stats_t s0, s1;
+    int me, rc, bad = 0, v[8] = {0}, r[8], next = 0;
+    char detail[256];
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    stats(&s0);
+    if (mismatch)
+        rc = MPI_Allreduce(v, r, me == 0 ? 3 : 4, MPI_INT, MPI_SUM, comm);
+    else
+        fail_call(comm, 0, &rc);
+    snprintf(detail, sizeof(detail), "%s: the failing call (%s) returned %d", cname,
+             mismatch ? "counts differ" : "ARCOLL_MPI_FAULT=coll_fail", rc);
+    /* The mismatch fails every rank; the fault hook world rank 1 only. */
+    verdict(mismatch || wrank == 1 ? rc != MPI_SUCCESS : 1, "no error", detail);
+    for (int tries = 0; tries < 2; tries++, next++) {
+        bad += !fail_call(comm, next, &rc);
+        if (rc == MPI_SUCCESS)
+            break;
+    }
+    snprintf(detail, sizeof(detail), "%s: the call after the failing one returned %d", cname, rc);
+    verdict(rc == MPI_SUCCESS, "a second call failed", detail);
+    stats(&s1);
+    for (int i = 0; i < 100; i++) {
+        bad += !fail_call(comm, ++next, &rc);
+        bad += rc != MPI_SUCCESS;
+    }
+    stats(&s0);
+    snprintf(detail, sizeof(detail), "%s: %d of 100 calls after the failure wrong", cname, bad);
+    verdict(bad == 0, "data differs from PMPI", detail);
+    snprintf(detail, sizeof(detail), "%s: %llu of 100 calls to MPI, %llu to arcoll, %llu failed",
+             cname, mpi_calls(&s0) - mpi_calls(&s1), arcoll_calls(&s0) - arcoll_calls(&s1),
+             s0.comms_failed);
+    verdict(mpi_calls(&s0) - mpi_calls(&s1) == 100 && arcoll_calls(&s0) == arcoll_calls(&s1),
+            "not handed to MPI", detail);
+}
+
+static void fail_suite(void)
+{
+    arcoll_mpi_stats_t s;
+    MPI_Comm dup;
+    char detail[128];
+
+    /* A dup (a split team) first: the fault hook fails MPI_COMM_WORLD's. */
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_name(dup, "dup_of_world");
+    t_failure(dup, "dup_of_world", 1);
+    MPI_Comm_free(&dup);
+    t_failure(MPI_COMM_WORLD, "MPI_COMM_WORLD", 0);
+    /* A communicator made from the failed one gets a context of its own. */
+    MPI_Comm_split(MPI_COMM_WORLD, 0, wrank, &dup);
+    data_suite(dup, "split of the failed MPI_COMM_WORLD");
+    MPI_Comm_free(&dup);
+    stats(&s);
+    snprintf(detail, sizeof(detail), "%llu communicators failed", s.comms_failed);
+    verdict(s.comms_failed == 2, "failures not agreed", detail);
+}
+
 static void suite(MPI_Comm comm, const char *cname)
 {
     data_suite(comm, cname);
@@ -749,25 +887,39 @@ int main(int argc, char **argv)
     MPI_Comm split;
     long sums[2];
 
-    mode = strcmp(mname, "plain") == 0 ? MODE_PLAIN : MODE_SHIM;
+    mode = strcmp(mname, "plain") == 0   ? MODE_PLAIN
+           : strcmp(mname, "serve") == 0 ? MODE_SERVE
+           : strcmp(mname, "fail") == 0  ? MODE_FAIL
+                                         : MODE_SHIM;
+    if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
+        mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     if (getenv("SHIM_TEST_ALLREDUCE_MPI_BELOW") != NULL)
         allreduce_mpi_below = strtol(getenv("SHIM_TEST_ALLREDUCE_MPI_BELOW"), NULL, 0);
-    if (mode == MODE_SHIM && stats_fn == NULL) {
+    if (mode != MODE_PLAIN && stats_fn == NULL) {
         if (wrank == 0)
             fprintf(stderr, "shim_coll_test: libarcoll_mpi.so is not loaded (LD_PRELOAD it)\n");
         MPI_Finalize();
         return 1;
     }
     lays_init();
-    suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
-    /* Reversed order, odd sizes: a communicator of its own context. */
-    MPI_Comm_split(MPI_COMM_WORLD, wrank % 3 == 1, wsize - wrank, &split);
-    suite(split, "split(rank % 3 == 1, reversed)");
-    MPI_Comm_free(&split);
+    if (mode == MODE_SERVE) {
+        serve_suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+        MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - wrank, &split);
+        serve_suite(split, "split(0, reversed)");
+        MPI_Comm_free(&split);
+    } else if (mode == MODE_FAIL) {
+        fail_suite();
+    } else {
+        suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+        /* Reversed order, odd sizes: a communicator of its own context. */
+        MPI_Comm_split(MPI_COMM_WORLD, wrank % 3 == 1, wsize - wrank, &split);
+        suite(split, "split(rank % 3 == 1, reversed)");
+        MPI_Comm_free(&split);
+    }
 
     MPI_Type_free(&contig4);
     MPI_Type_free(&vec4);
