@@ -115,6 +115,15 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
     return 1;
 }
 
+void coll_log_sizes(const coll_req_t *r, const char *what, uint32_t peer, uint64_t theirs,
+                    size_t ours, const char *note)
+{
+    log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this rank) "
+            "passed %zu: every rank must pass the same size%s",
+            what, (unsigned long long)r->epoch, peer, (unsigned long long)theirs, r->team->rank,
+            ours, note);
+}
+
 int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
 {
     const char *what = coll_type_name(r->type);
@@ -140,9 +149,7 @@ int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
                 "%u, %zu bytes per peer)",
                 what, e, peer, me, ours);
     else
-        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
-                "rank) passed %zu: every rank must pass the same size",
-                what, e, peer, (unsigned long long)their_size, me, ours);
+        coll_log_sizes(r, what, peer, their_size, ours, "");
     return ARCOLL_ERR_MISMATCH;
 }
 
@@ -217,11 +224,10 @@ int coll_flat_check(coll_req_t *r)
     for (uint32_t peer = 0; peer < t->size; peer++) {
         if (peer == t->rank || !coll_flat_arrival(r, peer, &size))
             continue;
-        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
-                "rank) passed %zu: every rank must pass the same size (%s runs up to "
-                "ARCOLL_SHM_MAX, its flat fallback above)",
-                coll_type_name(r->type), (unsigned long long)r->epoch, peer,
-                (unsigned long long)size, t->rank, r->bytes, r->alg->name);
+        char note[96];
+        snprintf(note, sizeof(note), " (%s runs up to ARCOLL_SHM_MAX, its flat fallback above)",
+                 r->alg->name);
+        coll_log_sizes(r, coll_type_name(r->type), peer, size, r->bytes, note);
         return ARCOLL_ERR_MISMATCH;
     }
     return ARCOLL_OK;

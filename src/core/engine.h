@@ -115,6 +115,11 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
 /* The block to (tx) or from the peer has their_size bytes there (UINT64_MAX:
  * the peer refused it) and another length here: log in the caller's terms
  * (inner calls only note it, for their outer call), ARCOLL_ERR_MISMATCH. */
+/* "team rank P passed N bytes per peer, team rank R (this rank) passed M:
+ * every rank must pass the same size" + note: a size mismatch in the
+ * caller's terms, for every path that finds one. */
+void coll_log_sizes(const coll_req_t *r, const char *what, uint32_t peer, uint64_t theirs,
+                    size_t ours, const char *note);
 int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size);
 /* The peer refused this call with us: its done word carries a status. */
 int coll_refused(const coll_req_t *r, uint32_t peer);

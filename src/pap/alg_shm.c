@@ -119,10 +119,8 @@ static void shm_local_mismatch(coll_req_t *r, uint32_t s, uint64_t size)
     const hier_t *h = r->team->hier;
 
     if (!r->deferred)
-        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
-                "rank) passed %zu: every rank must pass the same size",
-                shm_coll_name(r), (unsigned long long)r->epoch, h->node_rank[h->node * h->lmax + s],
-                (unsigned long long)size, r->team->rank, r->bytes);
+        coll_log_sizes(r, shm_coll_name(r), h->node_rank[h->node * h->lmax + s], size, r->bytes,
+                       "");
     r->deferred = ARCOLL_ERR_MISMATCH;
 }
 
@@ -225,10 +223,7 @@ static void shm_inner_mismatch(coll_req_t *r, const coll_req_t *in)
         log_err("%s (epoch %llu): the ranks of the node of team rank %u pass different sizes",
                 shm_coll_name(r), ep, m);
     else
-        log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this "
-                "rank) passed %zu: every rank must pass the same size",
-                shm_coll_name(r), ep, m, (unsigned long long)(in->mm_size / per), r->team->rank,
-                r->bytes);
+        coll_log_sizes(r, shm_coll_name(r), m, in->mm_size / per, r->bytes, "");
 }
 
 /* Master, phase 1 -> 2: once every local rank arrived, start the masters'
