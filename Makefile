@@ -26,7 +26,7 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
-	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c) \
+	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c) \
 	$(wildcard bootstrap/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
