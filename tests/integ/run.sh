@@ -359,6 +359,10 @@ if [ -x "$T/fork_test" ]; then
     run shco-4-skew ok "$T/fork_test" 4 shco skew "$SKEW_N" 200
     run shco-8-skew ok "$T/fork_test" 8 shco skew "$SKEW_N" 200
     run shco-4-skew-mix ok "$T/fork_test" 4 shco skew "$SKEW_N" 200 mix
+    run shco-5-skew-late ok "$T/fork_test" 5 shco skew "$SKEW_N" 200 late
+    # A rank killed mid-run (buffers outside any region: each call goes on as pap).
+    run shco-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 ARCOLL_ALLTOALL_ALG=sh_co \
+        "$T/fork_test" 4 kill
     # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap; auto never picks it.
     run shco-4-two-nodes-unfit "ok:sh_co runs as pap on this team" env ARCOLL_LOG=info \
         ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co \

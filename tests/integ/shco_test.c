@@ -10,9 +10,11 @@
  *                                   rank still gets the right data (the pap fallback); calls in
  *                                   flight around sh_co; a rank that never arrives: the others
  *                                   time out
- *   fork_test N shco skew ITERS US [mix]
+ *   fork_test N shco skew ITERS US [random|late|mix]
  *                                   back-to-back calls, random delays up to US before each
- *                                   (mix: sh_co alternating with pap_shm, shm_direct and pap)
+ *                                   (late: only the last rank's, so the others copy among
+ *                                   themselves first; mix: sh_co alternating with pap_shm,
+ *                                   shm_direct and pap)
  *   fork_test N shco bench          sh_co vs pap vs direct, 1 KiB .. 4 MiB per peer, and a
  *                                   single-threaded memcpy of the bytes one rank receives
  */
@@ -253,14 +255,14 @@ static void shco_inflight(arcoll_context_t ctx)
     }
 }
 
-static void shco_skew(arcoll_context_t ctx, long iters, long max_us, int mix)
+static void shco_skew(arcoll_context_t ctx, long iters, long max_us, const char *mode)
 {
     static const size_t sizes[] = {8, 200, 4096};
     static const char *mixed[] = {"sh_co", "pap_shm", "sh_co", "shm_direct", "sh_co", "pap"};
     arcoll_team_t world = arcoll_team_world(ctx);
     size_t most = 4096 * (size_t)nranks;
     uint8_t *s = shco_alloc(most), *r = shco_alloc(most);
-    int bad_calls = 0, errors = 0;
+    int bad_calls = 0, errors = 0, mix = strcmp(mode, "mix") == 0, late = strcmp(mode, "late") == 0;
 
     srand(4321u + (unsigned)rank * 7919u);
     shco_algs(ctx, "sh_co");
@@ -270,7 +272,8 @@ static void shco_skew(arcoll_context_t ctx, long iters, long max_us, int mix)
         if (mix) /* algorithms that share the node segment, call by call */
             shco_algs(ctx, mixed[it % 6]);
         fill(c, (uint64_t)it + 1, rank, nranks, bytes, s);
-        delay_us(rand() % (max_us + 1));
+        if (!late || rank == nranks - 1)
+            delay_us(rand() % (max_us + 1));
         rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
         if (rc != ARCOLL_OK) {
             fprintf(stderr, "[rank %d] sh_co skew call %ld: %s\n", rank, it, arcoll_strerror(rc));
@@ -279,8 +282,8 @@ static void shco_skew(arcoll_context_t ctx, long iters, long max_us, int mix)
         }
         bad_calls += verify(c, (uint64_t)it + 1, rank, nranks, bytes, r, "sh_co skew") != 0;
     }
-    CHECK(errors == 0 && bad_calls == 0, "sh_co skew%s: %d corrupted calls of %ld, %d errors",
-          mix ? " mix" : "", bad_calls, iters, errors);
+    CHECK(errors == 0 && bad_calls == 0, "sh_co skew %s: %d corrupted calls of %ld, %d errors",
+          mode, bad_calls, iters, errors);
     shco_free_all();
 }
 
@@ -398,7 +401,7 @@ static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **ar
         shco_timeout(ctx);
     } else if (strcmp(what, "skew") == 0) {
         shco_skew(ctx, argc > 3 ? atol(argv[3]) : 1000, argc > 4 ? atol(argv[4]) : 100,
-                  argc > 5 && strcmp(argv[5], "mix") == 0);
+                  argc > 5 ? argv[5] : "random");
     } else if (strcmp(what, "bench") == 0) {
         shco_bench(ctx);
     } else {
