@@ -5,7 +5,8 @@
  * every rank; each rank takes its buffers from its own slice of it.
  *
  *   fork_test N shco check          alltoall and allgather 1 B .. 1 MiB per peer, blocking and
- *                                   not; every rank gets ARCOLL_ERR_MISMATCH on unequal sizes;
+ *                                   not, and in place (runs as pap); every rank gets
+ *                                   ARCOLL_ERR_MISMATCH on unequal sizes;
  *                                   a rank's send or receive buffer outside the region: every
  *                                   rank still gets the right data (the pap fallback); calls in
  *                                   flight around sh_co; a rank that never arrives: the others
@@ -116,6 +117,31 @@ static void shco_sizes(arcoll_context_t ctx)
             }
         shco_free_all();
     }
+}
+
+/* In place, alltoall and allgather are their v-forms, which sh_co does not
+ * serve: they run as pap, with the right data. */
+static void shco_in_place(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t bytes = 4096, len = bytes * (size_t)nranks;
+    uint8_t *r = shco_alloc(len);
+    uint64_t call = 7000;
+
+    shco_algs(ctx, "sh_co");
+    for (int c = 0; c < 2; c++) {
+        int rc;
+        memset(r, 0xee, len);
+        fill(c, ++call, rank, nranks, bytes, c ? r : r + (size_t)rank * bytes);
+        rc = c ? arcoll_alltoall(world, ARCOLL_IN_PLACE, r, bytes)
+               : arcoll_allgather(world, ARCOLL_IN_PLACE, r, bytes);
+        CHECK(rc == ARCOLL_OK, "sh_co %s in place: %s", c ? "alltoall" : "allgather",
+              arcoll_strerror(rc));
+        if (rc == ARCOLL_OK)
+            CHECK(verify(c, call, rank, nranks, bytes, r, "in place") == 0,
+                  "sh_co %s in place: wrong data", c ? "alltoall" : "allgather");
+    }
+    shco_free_all();
 }
 
 /* Unequal sizes: every rank, not only some, fails with ARCOLL_ERR_MISMATCH
@@ -397,6 +423,7 @@ static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **ar
     const char *what = argc > 2 ? argv[2] : "check";
     if (strcmp(what, "check") == 0) {
         shco_sizes(ctx);
+        shco_in_place(ctx);
         shco_mismatch(ctx);
         shco_fallback(ctx);
         shco_inflight(ctx);
