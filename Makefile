@@ -197,10 +197,11 @@ $(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
-$(BUILD)/tests/fork_test: tests/integ/fork_test.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
+# Static: its sh_co modes register a same-address region (heap/region.h, internal).
+$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/shco_test.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
 # coll_test across hosts: one launcher per node, bootstrap callbacks over TCP.
 $(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so

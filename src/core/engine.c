@@ -575,6 +575,35 @@ static uint32_t eng_max_frags(const coll_req_t *r)
     return n;
 }
 
+/* How the call's bytes move: a flat algorithm's per-peer protocol, or none. */
+static void eng_pick_proto(coll_req_t *r)
+{
+    if (eng_is_flat(r) && r->type == COLL_ALLTOALLV) {
+        /* Per pair: the zero-copy protocol's advertisements carry each pair's
+         * length and path (docs/protocol.md §6). */
+        r->proto = &coll_proto_zcopy;
+        r->nfrags = eng_max_frags(r);
+    } else if (eng_is_flat(r)) {
+        r->proto = eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
+        r->nfrags = (uint32_t)((r->bytes + r->team->layout.bounce - 1) / r->team->layout.bounce);
+    } else {
+        r->proto = &coll_proto_none;
+    }
+}
+
+/* A flat call's first step: its own block, then the protocol's start. */
+static int eng_flat_begin(coll_req_t *r)
+{
+    uint32_t me = r->team->rank;
+
+    /* Inner phases leave their own block where the outer call reads it. */
+    if (!(r->flags & COLL_F_NOSELF) && coll_rx_len(r, me) > 0)
+        memcpy(coll_dst(r, me), coll_src(r, me), coll_rx_len(r, me));
+    r->peers[me].tx_state = COLL_TX_DONE;
+    r->peers[me].rx_done = 1;
+    return r->proto->start(r);
+}
+
 int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
               const void *site, coll_req_t **out)
 {
@@ -612,17 +641,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r->alg = alg;
     r->flags = flags;
     r->is_direct = alg->is_direct;
-    if (eng_is_flat(r) && r->type == COLL_ALLTOALLV) {
-        /* Per pair: the zero-copy protocol's advertisements carry each pair's
-         * length and path (docs/protocol.md §6). */
-        r->proto = &coll_proto_zcopy;
-        r->nfrags = eng_max_frags(r);
-    } else if (eng_is_flat(r)) {
-        r->proto = eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
-        r->nfrags = (uint32_t)((r->bytes + t->layout.bounce - 1) / t->layout.bounce);
-    } else {
-        r->proto = &coll_proto_none;
-    }
+    eng_pick_proto(r);
     r->epoch = ++t->seq;
     r->bank = wire_bank(r->epoch);
     r->tx_left = r->rx_left = t->size - 1;
@@ -647,17 +666,21 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
         *out = r;
         return coll_progress(r);
     }
-    /* Inner phases leave their own block where the outer call reads it. */
-    if (!(flags & COLL_F_NOSELF) && coll_rx_len(r, t->rank) > 0)
-        memcpy(coll_dst(r, t->rank), coll_src(r, t->rank), coll_rx_len(r, t->rank));
-    r->peers[t->rank].tx_state = COLL_TX_DONE;
-    r->peers[t->rank].rx_done = 1;
-
-    rc = r->proto->start(r);
+    rc = eng_flat_begin(r);
     if (rc != ARCOLL_OK)
         return coll_fail(r, rc);
     *out = r;
     return coll_progress(r);
+}
+
+int eng_switch_flat(coll_req_t *r, const coll_alg_t *alg)
+{
+    if (r->alg->serial)
+        r->team->hier->busy = 0; /* done with the node segment: the next such call may start */
+    r->alg = alg;
+    r->is_direct = alg->is_direct;
+    eng_pick_proto(r);
+    return eng_flat_begin(r);
 }
 
 int coll_wait(coll_req_t *r)

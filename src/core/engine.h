@@ -74,6 +74,12 @@ uint64_t core_time_ns(void);
  * ARCOLL_INPROGRESS (*out is the request) or an error. */
 int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
               const void *site, coll_req_t **out);
+/* A multi-phase call (alltoall or allgather) that has not used the team
+ * region in its epoch goes on as flat algorithm alg in that same epoch, from
+ * its start (every rank of the team must switch alike: its peers run the
+ * flat protocol of that epoch). Frees the node segment of a serial one. Then
+ * the engine drives it; an error return means: fail the call with it. */
+int eng_switch_flat(coll_req_t *r, const coll_alg_t *alg);
 /* One pass over the call: never blocks. */
 int coll_progress(coll_req_t *r);
 /* Progress until the call completes (and the team's other calls meanwhile). */

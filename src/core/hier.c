@@ -20,11 +20,15 @@ static void hier_layout_init(hier_t *h)
     l->off_all = l->off_done + (uint64_t)h->nnodes * WIRE_LINE;
     l->off_send = l->off_all + WIRE_LINE;
     l->off_recv = l->off_send + 2 * l->area;
-    l->total = l->off_recv + l->area;
+    /* Whole lines: max_bytes may be odd, the words below are atomics. */
+    l->off_addr = (l->off_recv + l->area + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
+    l->total = l->off_addr + (uint64_t)h->lmax * WIRE_LINE;
 }
 
 static void hier_release(hier_t *h)
 {
+    if (h->alg_state_free != NULL)
+        h->alg_state_free(h->alg_state);
     free(h->pack);
     free(h->pub);
     free(h->got);

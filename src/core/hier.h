@@ -13,6 +13,7 @@
  *   all           64 B:      master's word "every node's data is there" (shm_direct)
  *   send[2]       area each, banks by call parity: phase-1 data of the node's ranks
  *   recv          area:      phase-2 data from the other nodes
+ *   addr[lmax]    64 B each: local rank s's buffers by address (sh_co, src/heap/alg_sh_co.c)
  *
  * An alltoall area is [node d][local s][local l] blocks of the message size
  * (lmax x lmax per node, so unequal nodes are padded); an allgather area is
@@ -39,7 +40,7 @@ struct arcoll_team;
 struct arcoll_mem;
 
 typedef struct hier_layout {
-    uint64_t off_arrive, off_done, off_all, off_send, off_recv;
+    uint64_t off_arrive, off_done, off_all, off_send, off_recv, off_addr;
     uint64_t area; /* bytes of one send bank or of the receive area */
     uint64_t total;
 } hier_layout_t;
@@ -71,6 +72,10 @@ typedef struct hier {
      * in flight) leave the argument of docs/protocol.md §10 intact. */
     uint64_t seq;
     int busy;
+    /* A node algorithm's per-team state, made on its first call (sh_co: the
+     * rank's Morton share), freed with the team. */
+    void *alg_state;
+    void (*alg_state_free)(void *);
 } hier_t;
 
 /* Local planning, before the team's bootstrap exchange: group the ranks and,

@@ -607,6 +607,8 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
     case CORE_ALG_SA:
     case CORE_ALG_SA_DIRECT:
     case CORE_ALG_RD: return shape->ppn >= 2 && shape->equal;
+    /* sh_co: only the call's buffers make it eligible, so auto never picks it (yet). */
+    case CORE_ALG_SH_CO: return 0;
     default: return 0;
     }
 }

@@ -35,6 +35,8 @@
 #include "arcoll.h"
 
 static int rank, nranks, passed, failed;
+/* A launcher's own modes (fork_test: tests/integ/shco_test.c): 1 if it ran mode. */
+static int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, char **argv);
 
 /* Algorithms under test: the first four, or the comma-separated COLL_TEST_ALGS
  * (the alltoall-only ones and auto, the tuning table's choice, only when named). */
@@ -727,7 +729,7 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         /* The team lost a rank: no collective summary is possible. */
         arcoll_finalize(ctx);
         return failed ? 1 : 0;
-    } else {
+    } else if (coll_test_extra == NULL || !coll_test_extra(ctx, mode, argc, argv)) {
         fprintf(stderr, "unknown mode %s\n", mode);
         failed++;
     }

@@ -3,7 +3,8 @@
  * arcoll through the out-of-band callbacks (the seam an embedding MPI channel
  * uses), implemented over an anonymous shared mapping made before the fork.
  *
- *   fork_test NRANKS MODE [ARGS...]     MODE and ARGS as for coll_test
+ *   fork_test NRANKS MODE [ARGS...]     MODE and ARGS as for coll_test, or shco
+ *                                       (tests/integ/shco_test.c)
  *
  * Exit status 0 only if every child exited 0; in MODE kill the last rank must
  * instead die by SIGKILL. Nothing waits forever: an oob barrier gives up after
@@ -117,6 +118,8 @@ static int fork_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
     return fork_barrier(o);
 }
 
+#include "shco_test.c"
+
 static int fork_child(struct fork_shared *sh, int me, int n, int argc, char **argv)
 {
     struct fork_oob o = {sh, me, n};
@@ -133,6 +136,7 @@ static int fork_child(struct fork_shared *sh, int me, int n, int argc, char **ar
     for (int i = 2; i < argc; i++)
         args[i - 1] = argv[i];
     args[argc - 1] = NULL;
+    coll_test_extra = shco_mode;
     return coll_test_main(argc - 1, args, &oob);
 }
 
@@ -169,6 +173,10 @@ int main(int argc, char **argv)
         perror("fork_test: mmap");
         return 1;
     }
+    /* sh_co modes: the same-address region, before the fork (up to two
+     * buffers of 4 MiB per peer per rank, for the bench). */
+    if (strcmp(argv[2], "shco") == 0 && shco_region_make(n, ((size_t)8 << 20) * n + (4 << 20)))
+        return 1;
     atomic_init(&sh->count, 0);
     atomic_init(&sh->gen, 0);
     atomic_init(&sh->broken, 0);

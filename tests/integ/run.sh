@@ -351,6 +351,22 @@ if [ -x "$T/fork_test" ]; then
     run oob-5-skew-late ok "$T/fork_test" 5 skew 500 200 late
     run oob-3-bad-input ok "$T/fork_test" 3 bad
     run oob-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 "$T/fork_test" 4 kill
+    # sh_co over a same-address region the launcher maps before the fork (shco_test.c).
+    for n in 2 3 4 6 8; do
+        run "shco-$n-check" ok "$T/fork_test" $n shco check
+    done
+    run shco-3-skew ok "$T/fork_test" 3 shco skew "$SKEW_N" 200
+    run shco-4-skew ok "$T/fork_test" 4 shco skew "$SKEW_N" 200
+    run shco-8-skew ok "$T/fork_test" 8 shco skew "$SKEW_N" 200
+    run shco-4-skew-mix ok "$T/fork_test" 4 shco skew "$SKEW_N" 200 mix
+    run shco-5-skew-late ok "$T/fork_test" 5 shco skew "$SKEW_N" 200 late
+    # A rank killed mid-run (buffers outside any region: each call goes on as pap).
+    run shco-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 ARCOLL_ALLTOALL_ALG=sh_co \
+        "$T/fork_test" 4 kill
+    # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap; auto never picks it.
+    run shco-4-two-nodes-unfit "ok:sh_co runs as pap on this team" env ARCOLL_LOG=info \
+        ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co \
+        "$T/fork_test" 4 env
 fi
 # Two launchers standing in for two nodes, bootstrap callbacks over loopback TCP.
 if [ -x "$T/tcp_launch" ]; then

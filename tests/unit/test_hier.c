@@ -187,7 +187,9 @@ static void test_group_unequal(void **state)
     assert_int_equal(h->lay.off_all, h->lay.off_done + 4 * 64);
     assert_int_equal(h->lay.off_send, h->lay.off_all + 64);
     assert_int_equal(h->lay.off_recv, h->lay.off_send + 2 * h->lay.area);
-    assert_int_equal(h->lay.total, h->lay.off_recv + h->lay.area);
+    assert_int_equal(h->lay.off_addr, (h->lay.off_recv + h->lay.area + 63) / 64 * 64);
+    assert_true(h->lay.off_addr >= h->lay.off_recv + h->lay.area);
+    assert_int_equal(h->lay.total, h->lay.off_addr + 3 * 64);
     team_fini(&f);
 }
 

@@ -1,0 +1,283 @@
+/*
+ * SH-CO (seed 004 §2.1): alltoall and allgather on one node by plain memcpy
+ * from the sender's buffer straight into the receiver's, when every rank's
+ * buffers lie in one same-address region (heap/region.h), the block matrix
+ * cut among the ranks in Morton order (heap/morton.h). docs/protocol.md §15.
+ *
+ * Each rank publishes its buffers in its addr line of the node segment
+ * (core/hier.h) and copies the blocks of its share whose sender and receiver
+ * have both arrived (PAP-aware: early ranks work among themselves), then
+ * stores its done word; it returns once every rank's done word is there, so
+ * no block into its receive buffer is still to come and no one reads its
+ * send buffer any more. If the records show a size mismatch every rank fails
+ * with it; if some rank's buffers are outside the common region every rank
+ * goes on as the flat pap in the same epoch (eng_switch_flat).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/log.h"
+#include "heap/morton.h"
+#include "heap/region.h"
+
+extern const coll_alg_t coll_alg_pap;
+
+/* Words of a rank's addr line: arrive (the segment's call number) is stored
+ * last with release, the rest before it; done (a done word) when its share
+ * is over. */
+enum { AW_ARRIVE = 0, AW_DONE, AW_SBUF, AW_RBUF, AW_BYTES, AW_TYPE, AW_REGION };
+
+/* Per team: the rank's Morton share and per-call flags (hier_t.alg_state). */
+typedef struct shco_team {
+    uint32_t p;
+    morton_block_t *share; /* [p] */
+    uint8_t *seen;         /* [p] the rank's record of this call was read */
+    uint8_t *copied;       /* [p] the share's block was copied */
+    uintptr_t *sbuf;       /* [p] buffers read from the records */
+    uintptr_t *rbuf;       /* [p] */
+} shco_team_t;
+
+/* Per call (inside the request). */
+typedef struct shco_call {
+    uint64_t seq;    /* the node segment's call number */
+    uint32_t nseen;  /* records read */
+    uint32_t left;   /* share blocks not copied */
+    uint32_t ndone;  /* ranks whose done word was seen (in order) */
+    int published;   /* our done word is stored */
+    int mismatch;    /* 1 + the first rank whose size or collective differs */
+    int ineligible;  /* 1 + the first rank whose buffers are not in our region */
+    uint64_t region; /* our buffers' common region id, 0 if none */
+} shco_call_t;
+
+#define SC(r) COLL_PRIV(r, shco_call_t)
+
+static void shco_team_free(void *p)
+{
+    shco_team_t *st = p;
+
+    if (st == NULL)
+        return;
+    free(st->rbuf);
+    free(st->sbuf);
+    free(st->copied);
+    free(st->seen);
+    free(st->share);
+    free(st);
+}
+
+static shco_team_t *shco_team_get(struct arcoll_team *t)
+{
+    hier_t *h = t->hier;
+    shco_team_t *st = h->alg_state;
+
+    if (st != NULL)
+        return st;
+    st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        goto fail;
+    st->p = t->size;
+    st->share = malloc(sizeof(*st->share) * t->size);
+    st->seen = malloc(t->size);
+    st->copied = malloc(t->size);
+    st->sbuf = malloc(sizeof(*st->sbuf) * t->size);
+    st->rbuf = malloc(sizeof(*st->rbuf) * t->size);
+    if (st->share == NULL || st->seen == NULL || st->copied == NULL || st->sbuf == NULL ||
+        st->rbuf == NULL)
+        goto fail;
+    morton_share(t->size, t->rank, st->share);
+    h->alg_state = st;
+    h->alg_state_free = shco_team_free;
+    return st;
+fail:
+    log_err("sh_co: out of memory for the Morton share of %u ranks", t->size);
+    shco_team_free(st);
+    return NULL;
+}
+
+/* Team rank q's addr line (one node: local index = team rank). */
+static _Atomic uint64_t *shco_line(const coll_req_t *r, uint32_t q)
+{
+    const hier_t *h = r->team->hier;
+
+    return hier_word(h, h->lay.off_addr + (uint64_t)q * WIRE_LINE);
+}
+
+static size_t shco_slen(const coll_req_t *r)
+{
+    return r->type == COLL_ALLTOALL ? r->bytes * r->team->size : r->bytes;
+}
+
+static int shco_start(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    shco_team_t *st = shco_team_get(t);
+    _Atomic uint64_t *w = shco_line(r, t->rank);
+    uint64_t sid, rid;
+
+    if (st == NULL)
+        return ARCOLL_ERR_NOMEM;
+    memset(SC(r), 0, sizeof(*SC(r)));
+    SC(r)->seq = ++t->hier->seq;
+    SC(r)->left = t->size;
+    memset(st->seen, 0, t->size);
+    memset(st->copied, 0, t->size);
+    sid = heap_region_find(r->sbuf, shco_slen(r));
+    rid = heap_region_find(r->rbuf, r->bytes * t->size);
+    SC(r)->region = sid == rid ? sid : 0;
+    atomic_store_explicit(w + AW_SBUF, (uint64_t)(uintptr_t)r->sbuf, memory_order_relaxed);
+    atomic_store_explicit(w + AW_RBUF, (uint64_t)(uintptr_t)r->rbuf, memory_order_relaxed);
+    atomic_store_explicit(w + AW_BYTES, r->bytes, memory_order_relaxed);
+    atomic_store_explicit(w + AW_TYPE, (uint64_t)r->type, memory_order_relaxed);
+    atomic_store_explicit(w + AW_REGION, SC(r)->region, memory_order_relaxed);
+    /* The send buffer's contents and the fields above, before the arrival. */
+    atomic_store_explicit(w + AW_ARRIVE, SC(r)->seq, memory_order_release);
+    return ARCOLL_OK;
+}
+
+/* Read the records of ranks that arrived since the last pass; compare their
+ * size, collective and region with ours. A rank's record stays as it is
+ * until it has seen our done word, which we store only after reading all. */
+static void shco_scan(coll_req_t *r, shco_team_t *st)
+{
+    uint32_t n = r->team->size;
+
+    for (uint32_t q = 0; q < n && SC(r)->nseen < n; q++) {
+        _Atomic uint64_t *w = shco_line(r, q);
+        uint64_t bytes, type;
+        if (st->seen[q] || atomic_load_explicit(w + AW_ARRIVE, memory_order_acquire) != SC(r)->seq)
+            continue;
+        st->seen[q] = 1;
+        SC(r)->nseen++;
+        st->sbuf[q] = (uintptr_t)atomic_load_explicit(w + AW_SBUF, memory_order_relaxed);
+        st->rbuf[q] = (uintptr_t)atomic_load_explicit(w + AW_RBUF, memory_order_relaxed);
+        bytes = atomic_load_explicit(w + AW_BYTES, memory_order_relaxed);
+        type = atomic_load_explicit(w + AW_TYPE, memory_order_relaxed);
+        if ((bytes != r->bytes || type != (uint64_t)r->type) && !SC(r)->mismatch) {
+            SC(r)->mismatch = (int)q + 1;
+            if (type != (uint64_t)r->type)
+                log_err("%s (epoch %llu): team rank %u runs %s with sh_co in this call",
+                        coll_type_name(r->type), (unsigned long long)r->epoch, q,
+                        coll_type_name((coll_type_t)type));
+            else
+                coll_log_sizes(r, coll_type_name(r->type), q, bytes, r->bytes, "");
+        }
+        if ((SC(r)->region == 0 ||
+             atomic_load_explicit(w + AW_REGION, memory_order_relaxed) != SC(r)->region) &&
+            !SC(r)->ineligible)
+            SC(r)->ineligible = (int)q + 1;
+    }
+}
+
+/* Copy the blocks of our share whose two ends have arrived, in share order. */
+static void shco_copy(coll_req_t *r, shco_team_t *st)
+{
+    int a2a = r->type == COLL_ALLTOALL;
+    size_t m = r->bytes;
+
+    for (uint32_t i = 0; i < st->p && SC(r)->left; i++) {
+        morton_block_t b = st->share[i];
+        if (st->copied[i] || !st->seen[b.row] || !st->seen[b.col])
+            continue;
+        memcpy((char *)st->rbuf[b.col] + morton_dst_off(b, m),
+               (const char *)st->sbuf[b.row] + morton_src_off(a2a, b, m), m);
+        st->copied[i] = 1;
+        SC(r)->left--;
+    }
+}
+
+static int shco_slow_path(coll_req_t *r, uint64_t now)
+{
+    hier_t *h = r->team->hier;
+    int s;
+
+    r->next_check_ns = now + 100000000ULL;
+    s = hier_local_gone(h);
+    if (s >= 0) {
+        log_err("%s (epoch %llu): team rank %d (pid %ld) has exited", coll_type_name(r->type),
+                (unsigned long long)r->epoch, s, h->local_pid[s]);
+        return ARCOLL_ERR_PEER;
+    }
+    if (now < r->deadline_ns)
+        return ARCOLL_INPROGRESS;
+    log_err("%s (epoch %llu, sh_co, %zu bytes) timed out after %ld ms (ARCOLL_TIMEOUT_MS): %u of "
+            "%u ranks arrived, %u of %u blocks of this rank's share copied, %u done words seen",
+            coll_type_name(r->type), (unsigned long long)r->epoch, r->bytes,
+            r->team->ctx->cfg.timeout_ms, SC(r)->nseen, r->team->size, r->team->size - SC(r)->left,
+            r->team->size, SC(r)->ndone);
+    return ARCOLL_ERR_TIMEOUT;
+}
+
+/* Every rank's share is over (their done words, in rank order from where
+ * the last pass stopped). */
+static int shco_all_done(coll_req_t *r)
+{
+    for (; SC(r)->ndone < r->team->size; SC(r)->ndone++) {
+        uint64_t d =
+            atomic_load_explicit(shco_line(r, SC(r)->ndone) + AW_DONE, memory_order_acquire);
+        if (!wire_done_epoch_match(d, SC(r)->seq))
+            return 0;
+    }
+    return 1;
+}
+
+static int shco_progress(coll_req_t *r)
+{
+    shco_team_t *st = r->team->hier->alg_state;
+    uint32_t n = r->team->size;
+    int rc;
+
+    if (SC(r)->nseen < n)
+        shco_scan(r, st);
+    if (!SC(r)->mismatch && !SC(r)->ineligible)
+        shco_copy(r, st);
+    /* Done once every record is read (so each rank judged the call from all
+     * of them) and our copies are over, or will not happen. */
+    if (!SC(r)->published && SC(r)->nseen == n &&
+        (SC(r)->left == 0 || SC(r)->mismatch || SC(r)->ineligible)) {
+        atomic_store_explicit(shco_line(r, r->team->rank) + AW_DONE,
+                              wire_done_word(SC(r)->seq, WIRE_ST_OK), memory_order_release);
+        SC(r)->published = 1;
+    }
+    if (SC(r)->published && shco_all_done(r)) {
+        if (SC(r)->mismatch)
+            return coll_fail(r, ARCOLL_ERR_MISMATCH);
+        if (!SC(r)->ineligible)
+            return coll_finish(r);
+        /* Every rank saw the same records: all of them go on as pap. */
+        if (!r->team->hier_noticed++ && r->team->rank == 0)
+            log_info("%s: sh_co runs as pap in this call (team rank %d's buffers are not in the "
+                     "same-address region of the others)",
+                     coll_type_name(r->type), SC(r)->ineligible - 1);
+        rc = eng_switch_flat(r, &coll_alg_pap);
+        return rc != ARCOLL_OK ? coll_fail(r, rc) : coll_progress(r);
+    }
+    if ((++r->polls & 63) == 0) {
+        uint64_t now = core_time_ns();
+        if (now >= r->next_check_ns) {
+            rc = shco_slow_path(r, now);
+            if (rc != ARCOLL_INPROGRESS)
+                return coll_fail(r, rc);
+        }
+    }
+    return ARCOLL_INPROGRESS;
+}
+
+/* Same on every rank: the team's shape only (whether the buffers allow it
+ * is judged per call from what every rank published). */
+static const char *shco_unfit(const struct arcoll_team *t, const coll_args_t *a)
+{
+    (void)a;
+    if (t->hier == NULL)
+        return "no node holds two of its ranks, or ARCOLL_SHM_MAX is 0";
+    if (t->hier->nnodes != 1)
+        return "its ranks are on more than one node";
+    return NULL;
+}
+
+const coll_alg_t coll_alg_sh_co = {.name = "sh_co",
+                                   .unfit = shco_unfit,
+                                   .fallback = CORE_ALG_PAP,
+                                   .serial = 1,
+                                   .start = shco_start,
+                                   .progress = shco_progress};

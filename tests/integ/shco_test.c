@@ -1,0 +1,441 @@
+/*
+ * sh_co on forked ranks (included by fork_test.c after coll_test.c): the
+ * parent maps one MAP_SHARED anonymous region before the fork and registers
+ * it (heap/region.h), so it is at the same address, under the same id, in
+ * every rank; each rank takes its buffers from its own slice of it.
+ *
+ *   fork_test N shco check          alltoall and allgather 1 B .. 1 MiB per peer, blocking and
+ *                                   not, and in place (runs as pap); every rank gets
+ *                                   ARCOLL_ERR_MISMATCH on unequal sizes;
+ *                                   a rank's send or receive buffer outside the region: every
+ *                                   rank still gets the right data (the pap fallback); calls in
+ *                                   flight around sh_co; a rank that never arrives: the others
+ *                                   time out
+ *   fork_test N shco skew ITERS US [random|late|mix]
+ *                                   back-to-back calls, random delays up to US before each
+ *                                   (late: only the last rank's, so the others copy among
+ *                                   themselves first; mix: sh_co alternating with pap_shm,
+ *                                   shm_direct and pap)
+ *   fork_test N shco bench          sh_co vs pap vs direct, 1 KiB .. 4 MiB per peer, and a
+ *                                   single-threaded memcpy of the bytes one rank receives
+ */
+#include "heap/region.h"
+
+#define SHCO_REGION_ID 0x5c0c0ULL
+
+static char *shco_base;   /* the region, mapped before the fork */
+static size_t shco_slice; /* bytes of it per rank */
+static size_t shco_used;  /* bump allocation in this rank's slice */
+
+/* Parent, before the fork: the region and its registration, inherited. */
+static int shco_region_make(int n, size_t slice)
+{
+    size_t len = slice * (size_t)n;
+
+    shco_base =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (shco_base == MAP_FAILED) {
+        perror("fork_test: mmap of the sh_co region");
+        return -1;
+    }
+    shco_slice = slice;
+    if (heap_region_add(shco_base, len, SHCO_REGION_ID) != ARCOLL_OK) {
+        fprintf(stderr, "fork_test: heap_region_add failed\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void *shco_alloc(size_t len)
+{
+    char *p = shco_base + (size_t)rank * shco_slice + shco_used;
+
+    len = (len + 63) & ~(size_t)63;
+    if (shco_used + len > shco_slice) {
+        fprintf(stderr, "[rank %d] sh_co region slice of %zu bytes exhausted\n", rank, shco_slice);
+        abort();
+    }
+    shco_used += len;
+    return p;
+}
+
+static void shco_free_all(void)
+{
+    shco_used = 0;
+}
+
+static void shco_algs(arcoll_context_t ctx, const char *alg)
+{
+    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+}
+
+/* One validated call with the given buffers. */
+static int shco_one(arcoll_team_t team, int a2a, int nb, uint64_t call, size_t bytes, uint8_t *s,
+                    uint8_t *r, const char *what)
+{
+    int me = arcoll_team_rank(team), n = arcoll_team_size(team), rc;
+
+    fill(a2a, call, me, n, bytes, s);
+    memset(r, 0xee, bytes * (size_t)n);
+    rc = run_coll(team, a2a, nb, s, r, bytes);
+    CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+    if (rc == ARCOLL_OK)
+        CHECK(verify(a2a, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
+    return rc;
+}
+
+static arcoll_team_t shco_team_all(arcoll_context_t ctx)
+{
+    int all[FORK_MAX_RANKS];
+    arcoll_team_t t = NULL;
+    int rc;
+
+    for (int i = 0; i < nranks; i++)
+        all[i] = i;
+    rc = arcoll_team_create(ctx, all, nranks, &t);
+    CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
+    return rc == ARCOLL_OK ? t : NULL;
+}
+
+static void shco_sizes(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {1, 7, 64, 1000, 4096, 65536, 1 << 20};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 0;
+    char what[128];
+
+    shco_algs(ctx, "sh_co");
+    for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+        size_t len = sizes[z] * (size_t)nranks;
+        uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
+        for (int c = 0; c < 2; c++)
+            for (int nb = 0; nb < 2; nb++) {
+                snprintf(what, sizeof(what), "sh_co %s %zu B%s", c ? "alltoall" : "allgather",
+                         sizes[z], nb ? " nonblocking" : "");
+                shco_one(world, c, nb, ++call, sizes[z], s, r, what);
+            }
+        shco_free_all();
+    }
+}
+
+/* In place, alltoall and allgather are their v-forms, which sh_co does not
+ * serve: they run as pap, with the right data. */
+static void shco_in_place(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t bytes = 4096, len = bytes * (size_t)nranks;
+    uint8_t *r = shco_alloc(len);
+    uint64_t call = 7000;
+
+    shco_algs(ctx, "sh_co");
+    for (int c = 0; c < 2; c++) {
+        int rc;
+        memset(r, 0xee, len);
+        fill(c, ++call, rank, nranks, bytes, c ? r : r + (size_t)rank * bytes);
+        rc = c ? arcoll_alltoall(world, ARCOLL_IN_PLACE, r, bytes)
+               : arcoll_allgather(world, ARCOLL_IN_PLACE, r, bytes);
+        CHECK(rc == ARCOLL_OK, "sh_co %s in place: %s", c ? "alltoall" : "allgather",
+              arcoll_strerror(rc));
+        if (rc == ARCOLL_OK)
+            CHECK(verify(c, call, rank, nranks, bytes, r, "in place") == 0,
+                  "sh_co %s in place: wrong data", c ? "alltoall" : "allgather");
+    }
+    shco_free_all();
+}
+
+/* Unequal sizes: every rank, not only some, fails with ARCOLL_ERR_MISMATCH
+ * (the sizes are in the records every rank reads), and nothing is written
+ * past the smaller receive buffers. */
+static void shco_mismatch(arcoll_context_t ctx)
+{
+    size_t n = (size_t)nranks;
+    arcoll_team_t t = shco_team_all(ctx);
+    uint8_t *s = shco_alloc(n * 64), *r = shco_alloc(n * 64);
+
+    if (t == NULL)
+        return;
+    shco_algs(ctx, "sh_co");
+    for (int c = 0; c < 2; c++) {
+        size_t bytes = rank == 0 ? 24 : 16;
+        memset(r, 0x5a, n * 64);
+        int rc = c ? arcoll_alltoall(t, s, r, bytes) : arcoll_allgather(t, s, r, bytes);
+        CHECK(rc == ARCOLL_ERR_MISMATCH, "sh_co %s size mismatch: %s, want every rank to see it",
+              c ? "alltoall" : "allgather", arcoll_strerror(rc));
+        for (size_t i = n * bytes; i < n * 64; i++)
+            if (r[i] != 0x5a) {
+                CHECK(0, "sh_co size mismatch wrote past the receive buffer (byte %zu)", i);
+                break;
+            }
+        arcoll_team_destroy(ctx, t);
+        if (c == 0 && (t = shco_team_all(ctx)) == NULL)
+            break;
+    }
+    shco_free_all();
+}
+
+/* The last rank's send buffer, receive buffer or both outside the region:
+ * every rank must see it in the records and go on as pap, with the right
+ * data everywhere, and the team must stay usable. */
+static void shco_fallback(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {8, 4096, 300000};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint64_t call = 5000;
+    char what[128];
+
+    shco_algs(ctx, "sh_co");
+    for (int outside = 1; outside <= 3; outside++)
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            size_t len = sizes[z] * (size_t)nranks;
+            uint8_t *ps = malloc(len), *pr = malloc(len);
+            uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
+            if (rank == nranks - 1) {
+                s = outside & 1 ? ps : s;
+                r = outside & 2 ? pr : r;
+            }
+            for (int c = 0; c < 2; c++) {
+                snprintf(what, sizeof(what), "sh_co %s %zu B, last rank's %s outside the region",
+                         c ? "alltoall" : "allgather", sizes[z],
+                         outside == 1   ? "send buffer"
+                         : outside == 2 ? "receive buffer"
+                                        : "buffers");
+                shco_one(world, c, 0, ++call, sizes[z], s, r, what);
+            }
+            /* and the next call, all in the region, is sh_co again */
+            s = shco_alloc(len);
+            r = shco_alloc(len);
+            shco_one(world, 1, 0, ++call, sizes[z], s, r, "sh_co after a fallback");
+            free(ps);
+            free(pr);
+            shco_free_all();
+        }
+}
+
+/* A rank that never arrives: the others fail with ARCOLL_ERR_TIMEOUT in time. */
+static void shco_timeout(arcoll_context_t ctx)
+{
+    size_t n = (size_t)nranks;
+    arcoll_team_t t = shco_team_all(ctx);
+    uint8_t *s = shco_alloc(n * 8), *r = shco_alloc(n * 8);
+
+    if (t == NULL)
+        return;
+    shco_algs(ctx, "sh_co");
+    set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
+    if (rank != nranks - 1) {
+        double t0 = fork_now();
+        int rc = arcoll_alltoall(t, s, r, 8);
+        double secs = fork_now() - t0;
+        CHECK(rc == ARCOLL_ERR_TIMEOUT, "sh_co peer never arrives: %s", arcoll_strerror(rc));
+        /* A wide margin: waiting ranks yield between polls, and under the ASan
+         * build on a machine loaded 14x over its cores one run took 7.8 s. */
+        CHECK(secs >= 0.9 && secs < 16.0, "sh_co timeout after %.2f s, ARCOLL_TIMEOUT_MS=1000",
+              secs);
+    }
+    set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    arcoll_team_destroy(ctx, t);
+    shco_free_all();
+}
+
+/* Nonblocking calls in flight around sh_co: sh_co, then a pap call and
+ * another sh_co (which waits for the first: they share the node segment),
+ * all waited for together; once with the last rank's buffer outside the
+ * region, so that the first one goes on as pap while the others are in flight. */
+static void shco_inflight(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t bytes = 1000, len = bytes * (size_t)nranks;
+    uint64_t call = 9000;
+
+    for (int outside = 0; outside < 2; outside++) {
+        uint8_t *s[3], *r[3], *priv = malloc(len);
+        arcoll_request_t req[3];
+        const char *alg[3] = {"sh_co", "pap", "sh_co"};
+        int rc[3];
+        for (int k = 0; k < 3; k++) {
+            s[k] = shco_alloc(len);
+            r[k] = shco_alloc(len);
+            fill(k != 1, call + (uint64_t)k, rank, nranks, bytes, s[k]);
+            memset(r[k], 0xee, len);
+        }
+        if (outside && rank == nranks - 1)
+            r[0] = priv;
+        for (int k = 0; k < 3; k++) {
+            shco_algs(ctx, alg[k]);
+            rc[k] = k != 1 ? arcoll_ialltoall(world, s[k], r[k], bytes, &req[k])
+                           : arcoll_iallgather(world, s[k], r[k], bytes, &req[k]);
+            CHECK(rc[k] == ARCOLL_OK, "in flight: start %d: %s", k, arcoll_strerror(rc[k]));
+        }
+        for (int k = 2; k >= 0; k--) {
+            if (rc[k] != ARCOLL_OK)
+                continue;
+            rc[k] = arcoll_wait(&req[k]);
+            CHECK(rc[k] == ARCOLL_OK, "in flight: call %d: %s", k, arcoll_strerror(rc[k]));
+            if (rc[k] == ARCOLL_OK)
+                CHECK(verify(k != 1, call + (uint64_t)k, rank, nranks, bytes, r[k], "in flight") ==
+                          0,
+                      "in flight (outside %d): call %d: wrong data", outside, k);
+        }
+        call += 3;
+        free(priv);
+        shco_free_all();
+    }
+}
+
+static void shco_skew(arcoll_context_t ctx, long iters, long max_us, const char *mode)
+{
+    static const size_t sizes[] = {8, 200, 4096};
+    static const char *mixed[] = {"sh_co", "pap_shm", "sh_co", "shm_direct", "sh_co", "pap"};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t most = 4096 * (size_t)nranks;
+    uint8_t *s = shco_alloc(most), *r = shco_alloc(most);
+    int bad_calls = 0, errors = 0, mix = strcmp(mode, "mix") == 0, late = strcmp(mode, "late") == 0;
+
+    srand(4321u + (unsigned)rank * 7919u);
+    shco_algs(ctx, "sh_co");
+    for (long it = 0; it < iters; it++) {
+        size_t bytes = sizes[it % 3];
+        int c = (int)((it / 3) % 2), rc;
+        if (mix) /* algorithms that share the node segment, call by call */
+            shco_algs(ctx, mixed[it % 6]);
+        fill(c, (uint64_t)it + 1, rank, nranks, bytes, s);
+        if (!late || rank == nranks - 1)
+            delay_us(rand() % (max_us + 1));
+        rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
+        if (rc != ARCOLL_OK) {
+            fprintf(stderr, "[rank %d] sh_co skew call %ld: %s\n", rank, it, arcoll_strerror(rc));
+            errors++;
+            break;
+        }
+        bad_calls += verify(c, (uint64_t)it + 1, rank, nranks, bytes, r, "sh_co skew") != 0;
+    }
+    CHECK(errors == 0 && bad_calls == 0, "sh_co skew %s: %d corrupted calls of %ld, %d errors",
+          mode, bad_calls, iters, errors);
+    shco_free_all();
+}
+
+static int shco_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The median of iters timings (the machine is shared: a preempted call is
+ * an outlier, not the algorithm's cost). */
+static double shco_median(double *t, int iters)
+{
+    qsort(t, (size_t)iters, sizeof(*t), shco_cmp);
+    return t[iters / 2];
+}
+
+/* Seconds per call of alg: each rank's median over iters calls, the slowest
+ * rank's. */
+static double shco_time(arcoll_context_t ctx, const char *alg, int a2a, size_t bytes, uint8_t *s,
+                        uint8_t *r, int iters, double *t)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    double mine, all[FORK_MAX_RANKS], worst = 0;
+
+    shco_algs(ctx, alg);
+    for (int i = 0; i < 2; i++)
+        run_coll(world, a2a, 0, s, r, bytes);
+    shco_algs(ctx, "pap");
+    if (arcoll_allgather(world, &worst, all, sizeof(worst)) != ARCOLL_OK) /* a barrier */
+        return -1;
+    shco_algs(ctx, alg);
+    for (int i = 0; i < iters; i++) {
+        double t0 = fork_now();
+        if (run_coll(world, a2a, 0, s, r, bytes) != ARCOLL_OK)
+            return -1;
+        t[i] = fork_now() - t0;
+    }
+    mine = shco_median(t, iters);
+    shco_algs(ctx, "pap");
+    if (arcoll_allgather(world, &mine, all, sizeof(mine)) != ARCOLL_OK)
+        return -1;
+    for (int i = 0; i < nranks; i++)
+        worst = all[i] > worst ? all[i] : worst;
+    return worst;
+}
+
+/* One thread copying the bytes one rank receives, the same buffers: the
+ * median seconds. */
+static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, double *t)
+{
+    for (int i = 0; i < iters; i++) {
+        double t0 = fork_now();
+        memcpy(r, s, len);
+        __asm__ __volatile__("" ::"r"(r) : "memory");
+        t[i] = fork_now() - t0;
+    }
+    return shco_median(t, iters);
+}
+
+/* The machine is shared and noisy: SHCO_BATCHES batches per algorithm,
+ * interleaved so that a busy spell hits all of them; the best batch median
+ * of each is reported. */
+#define SHCO_BATCHES 5
+
+static void shco_bench(arcoll_context_t ctx)
+{
+    static const char *algs3[] = {"sh_co", "pap", "direct"};
+
+    for (int c = 1; c >= 0; c--) {
+        if (rank == 0)
+            printf("%s, %d ranks: us per call (slowest rank's median over a batch, best of %d "
+                   "batches); GB/s = bytes one rank receives / time; memcpy = one thread "
+                   "copying those bytes once\n"
+                   "%9s %10s %10s %10s %10s %8s %8s %8s\n",
+                   c ? "alltoall" : "allgather", nranks, SHCO_BATCHES, "bytes", "sh_co", "pap",
+                   "direct", "memcpy", "sh_co", "memcpy", "sh/mcpy");
+        for (size_t bytes = 1024; bytes <= (4u << 20); bytes *= 4) {
+            size_t len = bytes * (size_t)nranks;
+            uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
+            int iters = (int)((16u << 20) / len);
+            double best[4] = {1e30, 1e30, 1e30, 1e30}, ts[500];
+            iters = iters < 5 ? 5 : iters > 500 ? 500 : iters;
+            memset(s, 1, len);
+            memset(r, 2, len);
+            for (int b = 0; b < SHCO_BATCHES; b++) {
+                for (int a = 0; a < 3; a++) {
+                    double t = shco_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
+                    best[a] = t >= 0 && t < best[a] ? t : best[a];
+                }
+                double t = shco_memcpy_time(s, r, len, iters, ts);
+                best[3] = t < best[3] ? t : best[3];
+            }
+            if (rank == 0)
+                printf("%9zu %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
+                       best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, (double)len / best[0] / 1e9,
+                       (double)len / best[3] / 1e9, best[3] / best[0]);
+            shco_free_all();
+        }
+    }
+}
+
+/* coll_test's hook for the modes above: 1 if mode was one of them. */
+static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv)
+{
+    if (strcmp(mode, "shco") != 0)
+        return 0;
+    const char *what = argc > 2 ? argv[2] : "check";
+    if (strcmp(what, "check") == 0) {
+        shco_sizes(ctx);
+        shco_in_place(ctx);
+        shco_mismatch(ctx);
+        shco_fallback(ctx);
+        shco_inflight(ctx);
+        shco_timeout(ctx);
+    } else if (strcmp(what, "skew") == 0) {
+        shco_skew(ctx, argc > 3 ? atol(argv[3]) : 1000, argc > 4 ? atol(argv[4]) : 100,
+                  argc > 5 ? argv[5] : "random");
+    } else if (strcmp(what, "bench") == 0) {
+        shco_bench(ctx);
+    } else {
+        fprintf(stderr, "unknown shco mode %s\n", what);
+        failed++;
+    }
+    return 1;
+}
