@@ -251,6 +251,12 @@ static void nl_rd_publish(coll_req_t *r, int rc)
  * is under way (that team is failed too), then fail ours. */
 static int nl_fail(coll_req_t *r, int rc)
 {
+    /* A flat peer (its size above ARCOLL_SHM_MAX) waits for a word from every
+     * rank: refuse it the call, as the node-master family does (§10). */
+    int trc = rc == ARCOLL_ERR_MISMATCH ? coll_refuse_all(r) : ARCOLL_OK;
+
+    if (trc != ARCOLL_OK)
+        rc = trc;
     if (r->alg->variant == NL_V_RD)
         nl_rd_publish(r, rc);
     if (NC(r)->inner != NULL && NC(r)->inner->active)
@@ -324,10 +330,14 @@ static int nl_progress(coll_req_t *r)
     else if (NC(r)->phase == NL_PH_OUT)
         NC(r)->left = 0;
     if (NC(r)->phase == NL_PH_OUT && NC(r)->left == 0)
-        return coll_finish(r);
+        return r->deferred ? nl_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
-        rc = coll_note_check(r); /* a peer made this a 0-byte call */
+        /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback
+         * (it writes our team region), or one made this a 0-byte call. */
+        rc = coll_flat_check(r);
+        if (rc == ARCOLL_OK)
+            rc = coll_note_check(r);
         if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = nl_slow_path(r, now);
         if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
