@@ -265,7 +265,7 @@ static void coll_log_lineup(const coll_req_t *r, uint32_t peer, int noted, uint6
         return; /* a step: the outer call says it */
     if (noted && theirs == r->epoch)
         log_err("%s (call %llu of this team): team rank %u passed 0 bytes, team rank %u (this "
-                "rank) passed %zu: every rank must pass the same size",
+                "rank) passed %zu bytes: every rank must pass the same size",
                 what, c, peer, r->team->rank, r->bytes);
     else if (noted)
         log_err("%s (call %llu of this team): team rank %u passed 0 bytes to a call to which "
