@@ -76,6 +76,11 @@ struct chan_ops {
     int (*progress)(chan_t *c);
     /* Is the peer still alive? (slow path, called while waiting on it) */
     int (*peer_check)(chan_t *c, int peer);
+    /* Optional (NULL: always): a put_u64 to the peer goes out now, queues
+     * nothing, and needs no call of the peer's process to land (verbs: the
+     * QP is connected and flags are plain writes). For notices that must
+     * never cost a connection or pile up: the 0-byte calls' notes. */
+    int (*peer_ready)(chan_t *c, int peer);
     /* One line on the transport state toward the peer, for a timeout report. */
     void (*peer_describe)(chan_t *c, int peer, char *buf, size_t len);
     /* RC QPs created, of those connected both ways, bytes registered with the

@@ -313,8 +313,10 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
         return ARCOLL_ERR_STATE;
     }
     rc = coll_validate(t, &a, &noop);
-    if (rc != ARCOLL_OK || noop)
+    if (rc != ARCOLL_OK)
         return rc;
+    if (noop)
+        return eng_noop(t); /* counted and noted: peers that passed data see it (§8) */
     if (a.in_place)
         a.sbuf = NULL;
     a.sig = coll_sig(t, &a);

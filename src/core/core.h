@@ -28,6 +28,7 @@ struct arcoll_team {
     chan_rmem_t *peer_region; /* [size], own entry unused */
     coll_peer_t *peer_mem;    /* [ARCOLL_MAX_INFLIGHT * size]: the requests' peers */
     uint64_t seq;             /* epoch of the last collective started */
+    uint64_t noops;           /* 0-byte calls so far (no epoch; numbered: seq + noops) */
     int failed;               /* a collective failed: epochs may disagree */
     /* Calls in flight: epoch e uses reqs[e % ARCOLL_MAX_INFLIGHT] (the window). */
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];

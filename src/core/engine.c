@@ -118,6 +118,13 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
 void coll_log_sizes(const coll_req_t *r, const char *what, uint32_t peer, uint64_t theirs,
                     size_t ours, const char *note)
 {
+    if (theirs == HIER_OTHER_CALL) {
+        log_err("%s (epoch %llu): team rank %u is in another call of this team: some call passed "
+                "0 bytes on one rank and data on another, so the calls no longer line up (every "
+                "rank must pass the same size; this rank passed %zu)",
+                what, (unsigned long long)r->epoch, peer, ours);
+        return;
+    }
     log_err("%s (epoch %llu): team rank %u passed %llu bytes per peer, team rank %u (this rank) "
             "passed %zu: every rank must pass the same size%s",
             what, (unsigned long long)r->epoch, peer, (unsigned long long)theirs, r->team->rank,
@@ -199,6 +206,79 @@ static int coll_peer_drop(coll_req_t *r, uint32_t peer, int rx_over)
     return coll_refuse(r, peer);
 }
 
+/* A number of 32 bits (read from a word) as the full number nearest ours. */
+static uint64_t coll_num_near(const coll_req_t *r, uint64_t theirs)
+{
+    return r->epoch + (uint64_t)(int64_t)(int32_t)((uint32_t)theirs - (uint32_t)r->epoch);
+}
+
+/* The peer's note: it made a 0-byte call among its first r->epoch calls where
+ * this rank made fewer (docs/protocol.md §8). With its note (R epochs started,
+ * D 0-byte calls) that holds if D > ours and R < our epoch: of its calls up to
+ * ours at least min(D, ours - R) passed 0 bytes. *num: its 0-byte call's number. */
+static int coll_note_says(const coll_req_t *r, uint32_t peer, uint64_t *num)
+{
+    const struct arcoll_team *t = r->team;
+    uint64_t w = wire_load(&t->region, wire_note_off(&t->layout, peer));
+    uint32_t d = (uint32_t)w, ep = (uint32_t)(w >> 32);
+
+    if (w == 0 || r->noops == UINT64_MAX)
+        return 0;
+    if ((int32_t)(d - (uint32_t)r->noops) <= 0 ||
+        (int32_t)(ep - (uint32_t)(r->epoch - r->noops)) >= 0)
+        return 0;
+    *num = coll_num_near(r, (uint64_t)ep + d);
+    return 1;
+}
+
+/* A word of the peer in our bank belongs to another call of the team. */
+static int coll_other_call(const coll_req_t *r, uint32_t peer, uint64_t *num)
+{
+    const struct arcoll_team *t = r->team;
+    const wire_layout_t *l = &t->layout;
+    uint64_t w[4] = {wire_load(&t->region, wire_ctrl_off(l, peer, r->bank)),
+                     wire_load(&t->region, wire_slot_off(l, peer, r->bank)) >> 32,
+                     wire_load(&t->region, wire_done_off(l, peer, r->bank)) >> 8,
+                     wire_load(&t->region, wire_cred_off(l, peer, r->bank)) >> 32};
+
+#ifdef ARCOLL_FAULTS
+    extern int wire_fault_no_epoch, wire_fault_one_bank;
+    if (wire_fault_no_epoch || wire_fault_one_bank)
+        return 0; /* tests of the epochs and banks themselves: let them show */
+#endif
+    for (int i = 0; i < 4; i++) {
+        if (w[i] != 0 && wire_num_stray(w[i], r->epoch)) {
+            *num = coll_num_near(r, w[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Say in the caller's terms why a peer's calls do not line up with ours. */
+static void coll_log_lineup(const coll_req_t *r, uint32_t peer, int noted, uint64_t theirs)
+{
+    const char *what = coll_type_name(r->type);
+    unsigned long long c = (unsigned long long)r->epoch;
+
+    if (r->flags & COLL_F_NOSELF)
+        return; /* a step: the outer call says it */
+    if (noted && theirs == r->epoch)
+        log_err("%s (call %llu of this team): team rank %u passed 0 bytes, team rank %u (this "
+                "rank) passed %zu bytes: every rank must pass the same size",
+                what, c, peer, r->team->rank, r->bytes);
+    else if (noted)
+        log_err("%s (call %llu of this team): team rank %u passed 0 bytes to a call to which "
+                "this rank (team rank %u) passed data, call %llu or earlier (its last 0-byte "
+                "call is its call %llu): every rank must pass the same size",
+                what, c, peer, r->team->rank, c, (unsigned long long)theirs);
+    else
+        log_err("%s (call %llu of this team): team rank %u is at the same epoch in its call "
+                "%llu: some call passed 0 bytes on one rank and data on another, so the calls "
+                "no longer line up (every rank must pass the same size)",
+                what, c, peer, (unsigned long long)theirs);
+}
+
 int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size)
 {
     const struct arcoll_team *t = r->team;
@@ -222,6 +302,10 @@ int coll_flat_check(coll_req_t *r)
     uint64_t size;
 
     for (uint32_t peer = 0; peer < t->size; peer++) {
+        if (peer != t->rank && coll_other_call(r, peer, &size)) {
+            coll_log_lineup(r, peer, 0, size);
+            return ARCOLL_ERR_MISMATCH;
+        }
         if (peer == t->rank || !coll_flat_arrival(r, peer, &size))
             continue;
         char note[96];
@@ -441,13 +525,84 @@ int coll_progress(coll_req_t *r)
     return rc == ARCOLL_INPROGRESS ? rc : coll_fail(r, rc);
 }
 
+int eng_noop(struct arcoll_team *t)
+{
+    chan_t *c = t->ctx->chan;
+    uint64_t w;
+    int rc;
+
+    t->noops++;
+    w = wire_note_word(t->seq, t->noops);
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        int cr = t->ranks[peer];
+        if (c->ops->peer_ready != NULL && !c->ops->peer_ready(c, cr))
+            continue; /* no connection for a notice: that peer waits for its timeout */
+        rc = c->ops->put_u64(c, cr, w, &t->peer_region[peer], wire_note_off(&t->layout, t->rank));
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+/* Every 64th pass: a peer we still wait for or send to whose 0-byte call
+ * this is (its note), or that is in another call at our epoch (its words):
+ * refused and dropped as on a size mismatch, the others still served. */
+static int coll_lineup_check(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    uint64_t num;
+    int rc;
+
+    for (uint32_t peer = 0; peer < t->size; peer++) {
+        coll_peer_t *p = &r->peers[peer];
+        int noted;
+        if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
+            continue;
+        noted = coll_note_says(r, peer, &num);
+        if (!noted && !coll_other_call(r, peer, &num))
+            continue;
+        if (!r->deferred)
+            coll_log_lineup(r, peer, noted, num);
+        if (r->mm_peer == 0) {
+            r->mm_peer = peer + 1;
+            r->mm_size = UINT64_MAX;
+        }
+        if (r->proto == &coll_proto_none) {
+            eng_sched_drop_peer(r, peer);
+            continue;
+        }
+        rc = coll_peer_drop(r, peer, 1);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    return ARCOLL_OK;
+}
+
+int coll_note_check(coll_req_t *r)
+{
+    uint64_t num;
+
+    for (uint32_t peer = 0; peer < r->team->size; peer++) {
+        if (peer == r->team->rank || !coll_note_says(r, peer, &num))
+            continue;
+        coll_log_lineup(r, peer, 1, num);
+        return ARCOLL_ERR_MISMATCH;
+    }
+    return ARCOLL_OK;
+}
+
 int eng_check_time(coll_req_t *r)
 {
     uint64_t now;
+    int rc;
 
     /* The clock is for timeouts and liveness only: read it every 64th pass. */
     if ((++r->polls & 63) != 0)
         return ARCOLL_INPROGRESS;
+    rc = coll_lineup_check(r);
+    if (rc != ARCOLL_OK)
+        return rc;
     now = core_time_ns();
     return now >= r->next_check_ns ? coll_slow_path(r, now) : ARCOLL_INPROGRESS;
 }
@@ -642,8 +797,12 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     r->flags = flags;
     r->is_direct = alg->is_direct;
     eng_pick_proto(r);
-    r->epoch = ++t->seq;
-    r->bank = wire_bank(r->epoch);
+    /* The bank follows the epoch (calls that move data); the wire words carry
+     * the call's number, 0-byte calls counted (docs/protocol.md §8). */
+    t->seq++;
+    r->epoch = a->call != 0 ? a->call : t->seq + t->noops;
+    r->noops = a->call != 0 ? UINT64_MAX : t->noops;
+    r->bank = wire_bank(t->seq);
     r->tx_left = r->rx_left = t->size - 1;
     r->step = 1;
     r->start_ns = core_time_ns();

@@ -159,6 +159,13 @@ static inline int coll_rx_keyed(const coll_req_t *r, uint32_t peer)
         return 0;
     return r->type == COLL_ALLTOALLV ? r->peers[peer].rx_zc : !r->zc_bounce;
 }
+/* A 0-byte call (takes no epoch): count it, and note it in every peer's
+ * region (docs/protocol.md §8) without waiting for anyone. */
+int eng_noop(struct arcoll_team *t);
+/* A peer's notes show a 0-byte call where this call has data: logged,
+ * ARCOLL_ERR_MISMATCH; else ARCOLL_OK. For multi-phase algorithms' polls
+ * (eng_check_time does it, and more, for the others). */
+int coll_note_check(coll_req_t *r);
 /* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
  * or the error to fail the call with (logged, naming the peers waited for). */
 int eng_check_time(coll_req_t *r);
@@ -196,6 +203,9 @@ int eng_sendrecv(struct arcoll_team *t, uint32_t to, const void *sbuf, size_t sl
  * (its next fragment sees the rejection), and end the call with
  * ARCOLL_ERR_MISMATCH. */
 void eng_sched_reject(coll_req_t *r, uint32_t p);
+/* A peer whose calls do not line up with ours (a 0-byte call on one side):
+ * drop its receives and sends, tell it, ARCOLL_ERR_MISMATCH at the end. */
+void eng_sched_drop_peer(coll_req_t *r, uint32_t p);
 /* The same for every peer we still expect a message from. */
 void eng_sched_reject_pending(coll_req_t *r);
 /* Free a request slot's schedule state (team teardown). */

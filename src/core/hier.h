@@ -111,7 +111,8 @@ static inline _Atomic uint64_t *hier_word(const hier_t *h, uint64_t off)
 
 /* Local rank s's arrive line: word 0 the segment call number (hier_t.seq,
  * called "epoch" below) of its last arrival, words 1-2 its size per bank
- * (parity), words 3-4 a done word per bank (rd). */
+ * (parity), words 3-4 a done word per bank (rd), words 5-6 per bank the
+ * number of its call on the team (docs/protocol.md §8). */
 static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 {
     return hier_word(h, h->lay.off_arrive + (uint64_t)s * 64);
@@ -121,32 +122,43 @@ static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 extern int wire_fault_no_epoch;
 #endif
 
+/* The size hier_arrived reports for a local rank whose call there is not
+ * ours (its team call number differs: a 0-byte call on one side). */
+#define HIER_OTHER_CALL UINT64_MAX
+
 /* Local rank s has arrived at the call of this epoch: its arrive word holds
  * the epoch, or the next one if s already finished this call (it can be no
  * further ahead: finishing the next call needs our arrival). Its size for an
  * epoch sits in the word of that epoch's bank, so the next call cannot hide
- * it (docs/protocol.md §10). */
-static inline int hier_arrived(const hier_t *h, uint32_t s, uint64_t epoch, uint64_t *size)
+ * it (docs/protocol.md §10); so does its team call number, which must be num,
+ * else the size is HIER_OTHER_CALL. */
+static inline int hier_arrived(const hier_t *h, uint32_t s, uint64_t epoch, uint64_t num,
+                               uint64_t *size)
 {
     const _Atomic uint64_t *w = hier_arrive_line(h, s);
     uint64_t e = atomic_load_explicit(w, memory_order_acquire);
 
 #ifdef ARCOLL_FAULTS
-    if (wire_fault_no_epoch && e != 0)
+    if (wire_fault_no_epoch && e != 0) {
         e = epoch; /* tests: any earlier arrival passes for this one */
+        num = atomic_load_explicit(w + 5 + (epoch & 1), memory_order_relaxed);
+    }
 #endif
     if ((int64_t)(e - epoch) < 0)
         return 0;
     *size = atomic_load_explicit(w + 1 + (epoch & 1), memory_order_relaxed);
+    if (atomic_load_explicit(w + 5 + (epoch & 1), memory_order_relaxed) != num)
+        *size = HIER_OTHER_CALL;
     return 1;
 }
 
-/* Announce our arrival at epoch with our size. */
-static inline void hier_arrive_set(const hier_t *h, uint64_t epoch, uint64_t size)
+/* Announce our arrival at epoch with our size, in our call num of the team. */
+static inline void hier_arrive_set(const hier_t *h, uint64_t epoch, uint64_t num, uint64_t size)
 {
     _Atomic uint64_t *w = hier_arrive_line(h, h->lrank);
 
     atomic_store_explicit(w + 1 + (epoch & 1), size, memory_order_relaxed);
+    atomic_store_explicit(w + 5 + (epoch & 1), num, memory_order_relaxed);
     atomic_store_explicit(w, epoch, memory_order_release);
 }
 

@@ -49,6 +49,10 @@ typedef struct coll_args {
      * dtype, op, allgatherv's rcounts), hashed: schedules carry it in every
      * message so that a disagreement is a mismatch wherever it shows. */
     uint64_t sig;
+    /* A step of another team's call: that call's number (wire words carry
+     * it, so steps of calls that do not line up never match); 0: the call is
+     * numbered on its own team (docs/protocol.md §8). */
+    uint64_t call;
 } coll_args_t;
 
 /* How bytes reach a peer: bounce slots (copy) or the final buffer (zcopy).
@@ -116,8 +120,9 @@ struct coll_req {
     char *rbuf;
     size_t bytes;
     int is_direct;
-    uint64_t epoch;
-    unsigned bank;
+    uint64_t epoch; /* the call's number on the team, which its wire words carry (§8) */
+    unsigned bank;  /* of its epoch: the calls that moved data, counted */
+    uint64_t noops; /* 0-byte calls of this team before this one; UINT64_MAX: a step */
     uint32_t nfrags;
     uint32_t tx_left, rx_left;
     uint32_t step; /* direct: next step */

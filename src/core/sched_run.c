@@ -363,6 +363,14 @@ void eng_sched_reject(coll_req_t *r, uint32_t p)
                           &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
+void eng_sched_drop_peer(coll_req_t *r, uint32_t p)
+{
+    eng_sched_reject(r, p);
+    sx_drop_tx(r->sx, p);
+    r->peers[p].rx_done = 1;
+    r->peers[p].tx_state = COLL_TX_DONE;
+}
+
 void eng_sched_reject_pending(coll_req_t *r)
 {
     for (uint32_t p = 0; p < r->team->size; p++)

@@ -10,6 +10,7 @@
  *   done[N][B]   64 B each: peer j's "all data written into your buffer" (zcopy)
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
  *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
+ *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), no banks
  *
  * B = WIRE_BANKS = 2 x ARCOLL_MAX_INFLIGHT: a call of epoch e uses bank
  * e mod B, and docs/protocol.md §5 argues why a bank is free again when a
@@ -105,7 +106,7 @@ static inline unsigned wire_done_status(uint64_t word)
 typedef struct wire_layout {
     uint32_t n;
     uint64_t bounce;
-    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, total;
+    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_note, total;
 } wire_layout_t;
 
 static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce)
@@ -125,9 +126,11 @@ static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce
     l->off_cred = l->off_done + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
     l->off_slot = l->off_cred + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
     l->slot_stride = WIRE_LINE + l->bounce;
-    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / WIRE_BANKS)
+    /* n note lines are n * WIRE_BANKS * (WIRE_LINE / WIRE_BANKS) bytes */
+    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / WIRE_BANKS - WIRE_LINE / WIRE_BANKS)
         return -1;
-    l->total = l->off_slot + (uint64_t)n * WIRE_BANKS * l->slot_stride;
+    l->off_note = l->off_slot + (uint64_t)n * WIRE_BANKS * l->slot_stride;
+    l->total = l->off_note + (uint64_t)n * WIRE_LINE;
     return 0;
 }
 
@@ -149,6 +152,32 @@ static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer, unsi
 static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
     return l->off_slot + ((uint64_t)peer * WIRE_BANKS + bank) * l->slot_stride;
+}
+
+static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)
+{
+    return l->off_note + (uint64_t)peer * WIRE_LINE;
+}
+
+/* The words above carry the call's number on the team (every call counted,
+ * 0-byte ones too; docs/protocol.md §8), not the epoch that picks the bank.
+ * A number read from a peer's word in the bank of our call, other than ours:
+ * later, or fewer than WIRE_BANKS calls earlier (a stale word of that bank is
+ * at least WIRE_BANKS calls old), means the peer is in another call at the
+ * same epoch: the ranks' calls no longer line up. Compared modulo 2^32, as
+ * fragment words keep 32 bits of it. Only for words that are not 0 (fresh). */
+static inline int wire_num_stray(uint64_t theirs, uint64_t ours)
+{
+    int32_t d = (int32_t)((uint32_t)theirs - (uint32_t)ours);
+
+    return d > 0 || (d < 0 && d > -WIRE_BANKS);
+}
+
+/* A note: a rank that makes a 0-byte call writes every peer's note line with
+ * (its epochs started << 32) | its 0-byte calls, both modulo 2^32. */
+static inline uint64_t wire_note_word(uint64_t epochs, uint64_t noops)
+{
+    return (epochs << 32) | (noops & 0xffffffffULL);
 }
 
 /* Poll a word a peer writes: the acquire pairs with the writer's release (smp)

@@ -90,7 +90,7 @@ static void nl_sa_arrive(coll_req_t *r)
             memcpy(slice + ((size_t)d * h->lmax + h->lrank) * m,
                    r->sbuf + (size_t)h->node_rank[d * h->lmax + x] * m, m);
     }
-    hier_arrive_set(h, NC(r)->seq, (uint64_t)m);
+    hier_arrive_set(h, NC(r)->seq, r->epoch, (uint64_t)m);
 }
 
 /* Start our cross team's alltoall of lmax-block messages (bytes - 1 if a
@@ -100,7 +100,8 @@ static int nl_inner_start(coll_req_t *r, const void *sbuf, void *rbuf, int misma
     hier_t *h = r->team->hier;
     size_t bytes = r->bytes * h->lmax - (mismatch ? 1 : 0);
     const coll_alg_t *alg = r->alg->variant == NL_V_SA_DIRECT ? &coll_alg_direct : &coll_alg_pap;
-    coll_args_t a = {.type = COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .bytes = bytes};
+    coll_args_t a = {
+        .type = COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .bytes = bytes, .call = r->epoch};
     coll_req_t *in;
     int rc;
 
@@ -120,14 +121,12 @@ static int nl_local_sizes(coll_req_t *r, int *mismatch)
     *mismatch = 0;
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, NC(r)->seq, &size))
+        if (!hier_arrived(h, s, NC(r)->seq, r->epoch, &size))
             return 0;
         if (size != r->bytes) {
-            if (!*mismatch)
-                log_err("alltoall (epoch %llu, %s): local rank %u of this node uses %llu bytes "
-                        "per rank, this rank %zu: message sizes must agree",
-                        (unsigned long long)r->epoch, r->alg->name, s, (unsigned long long)size,
-                        r->bytes);
+            if (!*mismatch && !r->deferred)
+                coll_log_sizes(r, "alltoall", h->node_rank[h->node * h->lmax + s], size, r->bytes,
+                               "");
             *mismatch = 1;
         }
     }
@@ -171,7 +170,7 @@ static int nl_rd_begin(coll_req_t *r)
     const char *src = r->sbuf;
     size_t m = r->bytes;
 
-    hier_arrive_set(h, NC(r)->seq, (uint64_t)m);
+    hier_arrive_set(h, NC(r)->seq, r->epoch, (uint64_t)m);
     if (!h->node_major) {
         /* Private, not the receive area: a local rank may still be copying a
          * node-master call's data out of that (docs/protocol.md). */
@@ -206,7 +205,7 @@ static void nl_rd_copy_out(coll_req_t *r)
         uint8_t *got = &h->got[x];
         uint64_t size, w;
         const char *slice;
-        if (*got || !hier_arrived(h, x, NC(r)->seq, &size))
+        if (*got || !hier_arrived(h, x, NC(r)->seq, r->epoch, &size))
             continue;
         w = atomic_load_explicit(nl_done_word(r, x), memory_order_acquire);
         if (!wire_done_epoch_match(w, NC(r)->seq))
@@ -214,15 +213,19 @@ static void nl_rd_copy_out(coll_req_t *r)
         *got = 1;
         NC(r)->left--;
         if (wire_done_status(w) != 0) {
-            if (!r->deferred)
-                r->deferred = -(int)wire_done_status(w); /* logged by local rank x */
+            if (!r->deferred) {
+                log_err("alltoall (epoch %llu, rd): team rank %u of this node reports that its "
+                        "inter-node step failed: %s",
+                        (unsigned long long)r->epoch, h->node_rank[h->node * h->lmax + x],
+                        arcoll_strerror(-(int)wire_done_status(w)));
+                r->deferred = -(int)wire_done_status(w);
+            }
             continue;
         }
         if (size != r->bytes) {
             if (!r->deferred)
-                log_err("alltoall (epoch %llu, rd): local rank %u of this node uses %llu bytes "
-                        "per rank, this rank %zu: message sizes must agree",
-                        (unsigned long long)r->epoch, x, (unsigned long long)size, r->bytes);
+                coll_log_sizes(r, "alltoall", h->node_rank[h->node * h->lmax + x], size, r->bytes,
+                               "");
             r->deferred = ARCOLL_ERR_MISMATCH;
             continue;
         }
@@ -248,6 +251,12 @@ static void nl_rd_publish(coll_req_t *r, int rc)
  * is under way (that team is failed too), then fail ours. */
 static int nl_fail(coll_req_t *r, int rc)
 {
+    /* A flat peer (its size above ARCOLL_SHM_MAX) waits for a word from every
+     * rank: refuse it the call, as the node-master family does (§10). */
+    int trc = rc == ARCOLL_ERR_MISMATCH ? coll_refuse_all(r) : ARCOLL_OK;
+
+    if (trc != ARCOLL_OK)
+        rc = trc;
     if (r->alg->variant == NL_V_RD)
         nl_rd_publish(r, rc);
     if (NC(r)->inner != NULL && NC(r)->inner->active)
@@ -321,14 +330,18 @@ static int nl_progress(coll_req_t *r)
     else if (NC(r)->phase == NL_PH_OUT)
         NC(r)->left = 0;
     if (NC(r)->phase == NL_PH_OUT && NC(r)->left == 0)
-        return coll_finish(r);
+        return r->deferred ? nl_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
-        if (now >= r->next_check_ns) {
+        /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback
+         * (it writes our team region), or one made this a 0-byte call. */
+        rc = coll_flat_check(r);
+        if (rc == ARCOLL_OK)
+            rc = coll_note_check(r);
+        if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = nl_slow_path(r, now);
-            if (rc != ARCOLL_INPROGRESS)
-                return nl_fail(r, rc);
-        }
+        if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
+            return nl_fail(r, rc);
     }
     return ARCOLL_INPROGRESS;
 }

@@ -75,7 +75,7 @@ static void shm_arrive(coll_req_t *r)
                 memcpy(dst + (size_t)l * m, r->sbuf + (size_t)h->node_rank[d * h->lmax + l] * m, m);
         }
     }
-    hier_arrive_set(h, SC(r)->seq, (uint64_t)m);
+    hier_arrive_set(h, SC(r)->seq, r->epoch, (uint64_t)m);
 }
 
 static int shm_start(coll_req_t *r)
@@ -146,7 +146,7 @@ static void shm_copy_out(coll_req_t *r)
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint8_t *got = &h->got[h->node * h->lmax + s];
         uint64_t size;
-        if (*got || !hier_arrived(h, s, SC(r)->seq, &size))
+        if (*got || !hier_arrived(h, s, SC(r)->seq, r->epoch, &size))
             continue;
         if (size != r->bytes) {
             shm_local_mismatch(r, s, size);
@@ -238,7 +238,7 @@ static int shm_master_local(coll_req_t *r)
 
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, SC(r)->seq, &size))
+        if (!hier_arrived(h, s, SC(r)->seq, r->epoch, &size))
             return ARCOLL_OK;
         if (size != r->bytes && !mismatch)
             shm_local_mismatch(r, s, size);
@@ -255,7 +255,8 @@ static int shm_master_local(coll_req_t *r)
         coll_args_t in = {.type = r->type,
                           .sbuf = shm_send(r),
                           .rbuf = hier_at(h, h->lay.off_recv),
-                          .bytes = bytes};
+                          .bytes = bytes,
+                          .call = r->epoch};
         rc = eng_start(h->xteam, &in,
                        r->alg->variant == SHM_V_PAP ? &coll_alg_pap : &coll_alg_direct,
                        COLL_F_INNER, NULL, &SC(r)->inner);
@@ -354,6 +355,8 @@ static int shm_progress(coll_req_t *r)
         /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback:
          * it writes our team region, never the node segment. */
         rc = coll_flat_check(r);
+        if (rc == ARCOLL_OK)
+            rc = coll_note_check(r); /* a peer made this a 0-byte call */
         if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = shm_slow_path(r, now);
         if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)

@@ -862,6 +862,18 @@ static int verbs_put_u64(chan_t *c, int peer, uint64_t val, const chan_rmem_t *d
     return verbs_put_u64_now(vc, peer, val, dst, off);
 }
 
+/* Notes may go to this peer now: connected, nothing queued, not failed, and
+ * plain flag writes (with ARCOLL_NOTIFY=imm every flag consumes one of the
+ * peer's receives, which only its progress reposts: a loop of notes to a
+ * process that does not progress would exhaust them). */
+static int verbs_peer_ready(chan_t *c, int peer)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    const verbs_peer_t *p = &vc->peers[peer];
+
+    return !vc->imm && p->state == VERBS_CONN_READY && p->qlen == 0 && !p->failed;
+}
+
 static int verbs_progress(chan_t *c)
 {
     verbs_chan_t *vc = (verbs_chan_t *)c;
@@ -1066,6 +1078,7 @@ static const struct chan_ops verbs_ops = {
     .put_u64 = verbs_put_u64,
     .progress = verbs_progress,
     .peer_check = verbs_peer_check,
+    .peer_ready = verbs_peer_ready,
     .peer_describe = verbs_peer_describe,
     .stats = verbs_stats,
     .destroy = verbs_destroy,

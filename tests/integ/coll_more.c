@@ -668,6 +668,90 @@ static void test_split(arcoll_context_t ctx)
     CHECK(rc == ARCOLL_ERR_INVALID, "NULL newteam: %s", arcoll_strerror(rc));
 }
 
+/* One rank passes 0 bytes (0 elements) where the others pass data: a 0-byte
+ * call takes no epoch and waits for nobody, yet every rank that passed data
+ * must get ARCOLL_ERR_MISMATCH within 5 s (ARCOLL_TIMEOUT_MS 20000), say why,
+ * and write nothing past its receive area (docs/protocol.md §8). Variant 0:
+ * the 0-byte rank makes no further call on the team (its peers learn it from
+ * its note); variant 1: it then makes the same call with the others' size,
+ * whose data lands at the epoch the others are in, and that call must end in
+ * a mismatch too (nothing may pair calls that are not the same call).
+ * Settings and buffers as vbad_sizes', which calls it. */
+static void vbad_empty(arcoll_context_t ctx, arcoll_team_t world, uint8_t *sbuf, uint8_t *rbuf,
+                       size_t guard, size_t most)
+{
+    static const struct {
+        int coll; /* 0 alltoall, 1 allgather, 2 reduce_scatter_block, 3 allreduce */
+        const char *alg;
+        size_t size; /* bytes per rank (collectives 2, 3: int32 elements) */
+    } k[] = {
+        {0, "pap", 100},        {0, "pap", 20000},      {0, "direct", 100},   {0, "direct", 20000},
+        {0, "pap_shm", 100},    {0, "shm_direct", 100}, {0, "sa", 100},       {0, "sa_direct", 100},
+        {0, "rd", 100},         {1, "pap", 100},        {1, "direct", 20000}, {1, "pap_shm", 100},
+        {1, "shm_direct", 100}, {2, "pap", 16},         {2, "ring", 16},      {2, "rdh", 16},
+        {3, "pap", 64},         {3, "rdd", 64},         {3, "ring", 64},
+    };
+    static const char *const var[] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG",
+                                      "ARCOLL_REDUCE_SCATTER_ALG", "ARCOLL_ALLREDUCE_ALG"};
+    int n = nranks, me = rank;
+
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        for (int v = 0; v < 2; v++) {
+            int odd = (i + (size_t)v) % 2 == 0 ? 0 : n - 1, c = k[i].coll, rc;
+            size_t area = c == 0 || c == 1 ? (size_t)n * k[i].size : k[i].size * 4, bad = 0;
+            arcoll_team_t t = NULL;
+            float f[2] = {0};
+            double t0, secs;
+            char what[160], before[512];
+            snprintf(what, sizeof(what),
+                     "empty kind %zu.%d, %s %s, rank %d passes 0, the others %zu", i, v, k[i].alg,
+                     var[c] + 7, odd, k[i].size);
+            rc = arcoll_team_split(world, 0, 0, &t);
+            CHECK(rc == ARCOLL_OK && t != NULL, "split for %s: %s", what, arcoll_strerror(rc));
+            if (t == NULL)
+                continue;
+            set(ctx, var[c], k[i].alg);
+            memset(sbuf, 0, (size_t)n * most);
+            memset(rbuf, 0xa5, (size_t)n * most + guard);
+            arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_BXOR); /* a known error */
+            snprintf(before, sizeof(before), "%s", arcoll_last_error(NULL));
+            t0 = phase_now();
+            for (int call = 0; call < (me == odd ? 1 + v : 1); call++) {
+                size_t mine = me == odd && call == 0 ? 0 : k[i].size;
+                rc = c == 0   ? arcoll_alltoall(t, sbuf, rbuf, mine)
+                     : c == 1 ? arcoll_allgather(t, sbuf, rbuf, mine)
+                     : c == 2 ? arcoll_reduce_scatter_block(t, sbuf, rbuf, mine, ARCOLL_INT32,
+                                                            ARCOLL_SUM)
+                              : arcoll_allreduce(t, sbuf, rbuf, mine, ARCOLL_INT32, ARCOLL_SUM);
+                if (me == odd && call == 0)
+                    CHECK(rc == ARCOLL_OK, "%s: the 0-byte call got %s", what, arcoll_strerror(rc));
+            }
+            secs = phase_now() - t0;
+            if (getenv("COLL_VBAD_VERBOSE") != NULL)
+                printf("[rank %d] %s: %s in %.4f s: %s\n", me, what, arcoll_strerror(rc), secs,
+                       arcoll_last_error(NULL));
+            if (me != odd || v == 1) {
+                for (size_t j = area; j < (size_t)n * most + guard; j++)
+                    bad += rbuf[j] != 0xa5;
+                CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
+                      arcoll_strerror(rc), arcoll_last_error(NULL));
+                /* schedules: a rank downstream of the one that saw it is
+                 * told its input differs (protocol.md §12) */
+                CHECK(strcmp(arcoll_last_error(NULL), before) != 0 &&
+                          (c >= 2 || strstr(arcoll_last_error(NULL), "size") != NULL),
+                      "%s: failed without saying why (last error: %s)", what,
+                      arcoll_last_error(NULL));
+                CHECK(secs < 5.0, "%s: took %.2f s, want a prompt mismatch", what, secs);
+                CHECK(bad == 0, "%s: %zu bytes written past the %zu-byte receive area", what, bad,
+                      area);
+            }
+            rc = arcoll_team_destroy(ctx, t);
+            CHECK(rc == ARCOLL_OK, "destroy after %s: %s", what, arcoll_strerror(rc));
+            set(ctx, var[c], "pap");
+        }
+    }
+}
+
 /* alltoall and allgather where one rank's size puts it on another path or
  * algorithm than the others (docs/protocol.md §8): copy against zero-copy
  * (threshold 16k), a node algorithm against its flat fallback (ARCOLL_SHM_MAX
@@ -682,10 +766,24 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
         const char *alg;
         size_t odd, rest; /* bytes per rank of the odd rank, of the others */
     } k[] = {
-        {"pap", 20000, 100},        {"pap", 100, 20000},    {"direct", 20000, 100},
-        {"direct", 100, 20000},     {"pap", 15000, 20000},  {"pap_shm", 5000, 100},
-        {"pap_shm", 20000, 100},    {"pap_shm", 100, 5000}, {"shm_direct", 5000, 100},
-        {"shm_direct", 100, 20000}, {"pap_shm", 3000, 100},
+        {"pap", 20000, 100},
+        {"pap", 100, 20000},
+        {"direct", 20000, 100},
+        {"direct", 100, 20000},
+        {"pap", 15000, 20000},
+        {"pap_shm", 5000, 100},
+        {"pap_shm", 20000, 100},
+        {"pap_shm", 100, 5000},
+        {"shm_direct", 5000, 100},
+        {"shm_direct", 100, 20000},
+        {"pap_shm", 3000, 100},
+        /* the non-leader ones (alltoall only) against their flat fallback */
+        {"sa", 5000, 100},
+        {"sa", 100, 5000},
+        {"sa_direct", 5000, 100},
+        {"sa_direct", 100, 20000},
+        {"rd", 5000, 100},
+        {"rd", 100, 5000},
     };
     const char *tmo = getenv("COLL_VBAD_TIMEOUT_MS");
     const size_t guard = 4096, most = 20000;
@@ -700,7 +798,7 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
     set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
     set(ctx, "ARCOLL_SHM_MAX", "4k");
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
-        for (int coll = 0; coll < 2; coll++) {
+        for (int coll = 0; coll < (a2a_only(k[i].alg) ? 1 : 2); coll++) {
             int odd = i % 2 == 0 ? 0 : n - 1, rc;
             size_t mine = me == odd ? k[i].odd : k[i].rest, area = (size_t)n * mine, bad = 0;
             arcoll_team_t t = NULL;
@@ -742,6 +840,7 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
     }
     set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    vbad_empty(ctx, world, sbuf, rbuf, guard, most);
     set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
     set(ctx, "ARCOLL_SHM_MAX", "64k");
 out:

@@ -184,7 +184,7 @@ static int span_cmp(const void *a, const void *b)
 static void check_layout(uint32_t n, uint64_t bounce)
 {
     wire_layout_t l;
-    size_t cnt = 0, max = 1 + (size_t)n * 4 * WIRE_BANKS;
+    size_t cnt = 0, max = 1 + (size_t)n * (4 * WIRE_BANKS + 1);
     uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * WIRE_BANKS);
     span_t *s;
 
@@ -219,6 +219,7 @@ static void check_layout(uint32_t n, uint64_t bounce)
             s[cnt++] = (span_t){wire_done_off(&l, p, b), WIRE_LINE, "done"};
             s[cnt++] = (span_t){wire_cred_off(&l, p, b), WIRE_LINE, "cred"};
         }
+        s[cnt++] = (span_t){wire_note_off(&l, p), WIRE_LINE, "note"};
     }
     assert_int_equal(cnt, max);
     for (size_t i = 0; i < cnt; i++) {
@@ -234,7 +235,7 @@ static void check_layout(uint32_t n, uint64_t bounce)
         /* back to back: nothing wasted between entries */
         assert_int_equal(s[i - 1].start + s[i - 1].len, s[i].start);
     }
-    /* Nothing wasted at the end: the last slot ends the region. */
+    /* Nothing wasted at the end: the last note line ends the region. */
     assert_int_equal(s[cnt - 1].start + s[cnt - 1].len, l.total);
     free(s);
 }
@@ -258,7 +259,7 @@ static void test_layout_exact(void **state)
 
     (void)state;
     /* n = 4, bounce 100 -> 128: header, then ctrl, done, cred (4 x B lines each),
-     * then 4 x B slots of 192. */
+     * then 4 x B slots of 192, then 4 note lines. */
     assert_int_equal(wire_layout_init(&l, 4, 100), 0);
     assert_int_equal(l.bounce, 128);
     assert_int_equal(l.off_ctrl, 64);
@@ -266,7 +267,9 @@ static void test_layout_exact(void **state)
     assert_int_equal(l.off_cred, 64 + 8 * B * 64);
     assert_int_equal(l.off_slot, 64 + 12 * B * 64);
     assert_int_equal(l.slot_stride, 192);
-    assert_int_equal(l.total, 64 + 12 * B * 64 + 4 * B * 192);
+    assert_int_equal(l.off_note, 64 + 12 * B * 64 + 4 * B * 192);
+    assert_int_equal(l.total, l.off_note + 4 * 64);
+    assert_int_equal(wire_note_off(&l, 2), l.off_note + 2 * 64);
     assert_int_equal(wire_ctrl_off(&l, 2, 1), 64 + (2 * B + 1) * 64);
     assert_int_equal(wire_done_off(&l, 3, 0), l.off_done + 3 * B * 64);
     assert_int_equal(wire_cred_off(&l, 1, 5), l.off_cred + (B + 5) * 64);
@@ -295,6 +298,21 @@ static void test_layout_budget(void **state)
     assert_true(l.total > (uint64_t)UINT32_MAX * WIRE_BANKS * WIRE_BOUNCE_MIN);
 }
 
+/* A word of another call in our bank: later, or too recent to be a stale
+ * word of that bank (docs/protocol.md §8); modulo 2^32. */
+static void test_num_stray(void **state)
+{
+    (void)state;
+    assert_false(wire_num_stray(7, 7));
+    assert_true(wire_num_stray(8, 7));
+    assert_true(wire_num_stray(6, 7));
+    assert_true(wire_num_stray(7 - (WIRE_BANKS - 1), 7));
+    assert_false(wire_num_stray(7 + 100 - WIRE_BANKS - 100, 7)); /* WIRE_BANKS calls back */
+    assert_false(wire_num_stray(1, 1000));                       /* stale */
+    assert_true(wire_num_stray(0x100000000ULL, 0xffffffffULL));  /* across the wrap */
+    assert_false(wire_num_stray(0xffffffffULL, 0xffffffffULL + WIRE_BANKS));
+}
+
 /* ---- polling ----------------------------------------------------------- */
 
 static void test_wire_load(void **state)
@@ -317,17 +335,12 @@ static void test_wire_load(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frag_word_never_zero),
-        cmocka_unit_test(test_frag_word_distinct),
-        cmocka_unit_test(test_frag_word_epoch_wrap),
-        cmocka_unit_test(test_done_word_roundtrip),
-        cmocka_unit_test(test_done_word_other_epoch),
-        cmocka_unit_test(test_bank_parity),
-        cmocka_unit_test(test_struct_shapes),
-        cmocka_unit_test(test_layout_many),
-        cmocka_unit_test(test_layout_exact),
-        cmocka_unit_test(test_layout_budget),
-        cmocka_unit_test(test_wire_load),
+        cmocka_unit_test(test_frag_word_never_zero),  cmocka_unit_test(test_frag_word_distinct),
+        cmocka_unit_test(test_frag_word_epoch_wrap),  cmocka_unit_test(test_done_word_roundtrip),
+        cmocka_unit_test(test_done_word_other_epoch), cmocka_unit_test(test_bank_parity),
+        cmocka_unit_test(test_struct_shapes),         cmocka_unit_test(test_layout_many),
+        cmocka_unit_test(test_layout_exact),          cmocka_unit_test(test_num_stray),
+        cmocka_unit_test(test_layout_budget),         cmocka_unit_test(test_wire_load),
     };
 
     return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
