@@ -465,7 +465,7 @@ static int prof_t_batches(struct arcoll_team *t, char *buf, const uint64_t *size
 
 /* A barrier over the world team that sleeps while it waits: the ranks that
  * do not measure T wait here while ranks 0 and 1 do, and must leave them the
- * cores (a polling wait inflated T a hundredfold with 3 ranks on 2 cores). */
+ * cores (a polling wait there inflated T many times over, 3 ranks on 2 cores). */
 static int prof_world_rest(struct arcoll_context *ctx)
 {
     const struct timespec nap = {0, 50000};

@@ -139,10 +139,12 @@ typedef struct shim_comm {
     int size;  /* ranks of comm */
     /* After a failure (docs/reliability.md, "The PMPI shim after a failure"):
      * a private copy of comm for the agreement, the calls that were bound
-     * for arcoll so far (the same count on every rank), the state and the
-     * first call that goes to PMPI once all agree. */
+     * for arcoll so far (the same count on every rank), the state, this
+     * rank's word and its sends, and the first call that goes to PMPI once
+     * all agree. */
     MPI_Comm agree;
-    unsigned long long calls, from;
+    unsigned long long calls, from, word;
+    MPI_Request *sends;
     int fail;
     char reason[160];
     /* The last serve decision per collective (K_*): a loop
@@ -320,6 +322,12 @@ static void shim_comm_destroy(shim_comm_t *c)
         shim_last_rec = NULL;
     }
     shim_comm_unlink(c);
+    if (c->sends != NULL) {
+        /* Its word, sent before an agreement that never came: eight bytes,
+         * sent eagerly; the buffer goes with c. */
+        PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
+        free(c->sends);
+    }
     if (c->agree != MPI_COMM_NULL)
         PMPI_Comm_free(&c->agree);
     if (c->sc != NULL) {
@@ -775,50 +783,49 @@ static int shim_raise(MPI_Comm comm, int code, const char *what, const char *why
  * After a failure (docs/reliability.md, "The PMPI shim after a failure"). A
  * rank that saw its team fail (SEEN) cannot hand calls to PMPI alone: the
  * others may have completed the failing call and wait in arcoll for the
- * next. So at its next arcoll-bound call on the communicator it tells every
- * rank that it waits (a message on the private copy), then waits in an
- * allreduce there. A rank that was still healthy joins when its own call
- * fails (a timeout, since this one no longer comes): in that very call if
- * the message is there, else at its next call. The allreduce gives the
- * highest "call + 1 if it ran on arcoll", from: the first call every rank
- * hands to PMPI; calls before it fail at once. Healthy communicators pay
- * nothing per call.
+ * next. So when it sees the failure it sends every other rank its word (a
+ * message on the private copy): "call + 1", the first call it may hand to
+ * PMPI, and goes on without waiting. A rank that was still healthy sees the
+ * failure when its own call fails (a timeout, since the SEEN rank no longer
+ * comes) and sends its word likewise. A rank decides once it has every
+ * rank's word: in the call that failed if they are all there already, else
+ * at its next arcoll-bound call on the communicator, where it waits for
+ * them. from, the highest word: the first call every rank hands to PMPI;
+ * calls before it fail at once. Since no rank waits before it has sent its
+ * own word, and every rank sends it at the latest in the call that times
+ * out for want of the others, no MPI call in between (one the shim does not
+ * see) can wait for a rank stuck here. Healthy communicators pay nothing per
+ * call.
  */
-enum { SHIM_TAG_WAITING = 1 };
+enum { SHIM_TAG_WORD = 1 };
 
-/* Collective over c's agreement copy: every rank is here once. */
-static void shim_agree(shim_comm_t *c, int ran)
+/* The end of the agreement: every other rank's word (all sent, or being
+ * sent without waiting), the highest wins. */
+static void shim_agree(shim_comm_t *c)
 {
-    unsigned long long mine = c->calls + (unsigned long long)ran, top = ULLONG_MAX;
-    MPI_Request *sends;
+    unsigned long long top = c->word, theirs;
     char name[MPI_MAX_OBJECT_NAME] = "";
-    int me = 0, n = 0, len = 0, ok;
+    int me = 0, n = 0, len = 0, ok = 1;
 
     if (c->agree == MPI_COMM_NULL)
         return; /* stays SEEN: every later call fails, as arcoll's would */
     PMPI_Comm_rank(c->agree, &me);
     PMPI_Comm_size(c->agree, &n);
-    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu%s",
-             c->calls, ran ? ", which failed" : "");
-    sends = malloc((size_t)n * sizeof(*sends));
+    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu",
+             c->calls);
     for (int r = 0; r < n; r++) {
-        if (sends != NULL)
-            sends[r] = MPI_REQUEST_NULL;
         if (r == me)
             continue;
-        if (sends != NULL)
-            PMPI_Isend(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, &sends[r]);
-        else /* zero bytes: sent eagerly */
-            PMPI_Send(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree);
+        if (PMPI_Recv(&theirs, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
+                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            ok = 0;
+        else if (theirs > top)
+            top = theirs;
     }
-    ok = PMPI_Allreduce(&mine, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, c->agree) == MPI_SUCCESS;
-    /* Every rank sent its message before the allreduce: take them all. */
-    for (int r = 0; r < n; r++)
-        if (r != me)
-            PMPI_Recv(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, MPI_STATUS_IGNORE);
-    if (sends != NULL)
-        PMPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
-    free(sends);
+    if (c->sends != NULL)
+        PMPI_Waitall(n, c->sends, MPI_STATUSES_IGNORE);
+    free(c->sends);
+    c->sends = NULL;
     c->fail = SHIM_TEAM_AGREED;
     c->from = ok ? top : ULLONG_MAX;
     shim_stats.comms_failed++;
@@ -829,29 +836,64 @@ static void shim_agree(shim_comm_t *c, int ran)
              len > 0 ? name : "<unnamed>", n, c->reason);
 }
 
+/* Whether every other rank's word is here: probed for up to 10 ms (a
+ * message may need some progress to be seen; only after a failure). */
+static int shim_words_here(shim_comm_t *c)
+{
+    int me = 0, n = 0, flag, here;
+
+    PMPI_Comm_rank(c->agree, &me);
+    PMPI_Comm_size(c->agree, &n);
+    for (double end = PMPI_Wtime() + 0.01;;) {
+        here = 0;
+        for (int r = 0; r < n; r++) {
+            flag = 0;
+            if (r != me &&
+                (PMPI_Iprobe(r, SHIM_TAG_WORD, c->agree, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+                 !flag))
+                break;
+            here += r != me;
+        }
+        if (here == n - 1)
+            return 1;
+        if (PMPI_Wtime() > end)
+            return 0;
+    }
+}
+
 /* This rank saw c's team fail: an arcoll error, or a call it could not take
- * part in. in_call: inside the call that failed, which joins the agreement
- * at once if another rank already waits in it. */
+ * part in. Sends its word; in_call: inside the call that failed (or the wait
+ * that saw it), which decides at once if every word is here. */
 static void shim_fail_seen(shim_comm_t *c, const char *reason, int in_call)
 {
-    int flag = 0;
+    int me = 0, n = 0, now;
 
     if (c == NULL || c == &shim_comm_nomem || c->fail != SHIM_TEAM_OK)
         return;
     c->fail = SHIM_TEAM_SEEN;
     snprintf(c->reason, sizeof(c->reason), "%s", reason);
-    /* A message already here may need some progress to be seen: probe for
-     * up to 10 ms (only after a failure). */
-    for (double end = PMPI_Wtime() + 0.01; in_call && c->agree != MPI_COMM_NULL && !flag;) {
-        if (PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_WAITING, c->agree, &flag, MPI_STATUS_IGNORE) !=
-                MPI_SUCCESS ||
-            PMPI_Wtime() > end)
-            break;
+    if (c->agree == MPI_COMM_NULL)
+        return;
+    c->word = c->calls + 1;
+    PMPI_Comm_rank(c->agree, &me);
+    PMPI_Comm_size(c->agree, &n);
+    c->sends = malloc((size_t)n * sizeof(*c->sends));
+    for (int r = 0; r < n; r++) {
+        if (c->sends != NULL)
+            c->sends[r] = MPI_REQUEST_NULL;
+        if (r == me)
+            continue;
+        if (c->sends != NULL)
+            PMPI_Isend(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
+                       &c->sends[r]);
+        else /* eight bytes: sent eagerly */
+            PMPI_Send(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree);
     }
+    now = in_call && shim_words_here(c);
     shim_log(SHIM_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
-             flag ? "another rank waits, agreeing now" : "agreeing at the next call");
-    if (flag)
-        shim_agree(c, 1);
+             now ? "every rank's word is here, agreeing now" : "agreeing at the next call");
+    if (now)
+        shim_agree(c);
 }
 
 /* A call that the rules so far send to arcoll (team): counted, and once the
@@ -869,7 +911,7 @@ static arcoll_team_t shim_gate(int kind, MPI_Comm comm, arcoll_team_t team, int 
     if (c->fail == SHIM_TEAM_OK)
         return team;
     if (c->fail == SHIM_TEAM_SEEN)
-        shim_agree(c, 0);
+        shim_agree(c);
     if (c->fail == SHIM_TEAM_AGREED && c->calls >= c->from) {
         shim_passed[kind]++;
         return NULL;

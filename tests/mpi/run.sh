@@ -148,6 +148,11 @@ else
         # the wait and agreed there (agreed only at the next call, the barrier hung).
         t "shim-coll-$n-ifail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
             ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
+        # World rank 1 reaches the call after its failing one ARCOLL_TIMEOUT_MS + 1 s late, and
+        # an MPI_Barrier follows every call: the others' call times out before rank 1's word
+        # comes, so the agreement is by words sent without waiting (an allreduce hung here).
+        t "shim-coll-$n-latefail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env \
+            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=coll_fail "$CT" latefail
     done
     # New communicators (MPI_Comm_split, _split_type, _create, _dup) get a team that
     # arcoll_team_split makes from their parent's and share its context: ranks, data against

@@ -19,6 +19,10 @@
  *            one on MPI_COMM_WORLD as failed in the wait): the failure must
  *            be reported through the communicator's error handler at that
  *            wait and agreed there, or the barrier hangs
+ *     latefail  mode fail with an MPI_Barrier after every call, and world
+ *            rank 1 (ARCOLL_MPI_FAULT=coll_fail) reaching the call after
+ *            its failing one ARCOLL_TIMEOUT_MS + 1 s late: the others' call
+ *            times out before its word comes, and the barrier must not hang
  *
  * Every result is compared byte for byte, gaps of the datatypes included,
  * with the same call made through PMPI_* (the MPI library itself):
@@ -46,10 +50,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "arcoll_mpi.h"
 
-enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL };
+enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL, MODE_LATEFAIL };
 enum { SERVED, PASSED };
 /* SHIM_TEST_ALLREDUCE_MPI_BELOW=N: the tuning table's serve rules hand
  * allreduces of fewer than N bytes to PMPI (the default table: 4096). */
@@ -781,6 +786,16 @@ static unsigned long long arcoll_calls(const arcoll_mpi_stats_t *s)
            s->ialltoall_arcoll + s->iallgather_arcoll;
 }
 
+/* latefail: ARCOLL_TIMEOUT_MS + 1 s asleep. */
+static void late(void)
+{
+    const char *ms = getenv("ARCOLL_TIMEOUT_MS");
+    long t = (ms != NULL ? strtol(ms, NULL, 10) : 60000) + 1000;
+    struct timespec d = {t / 1000, (t % 1000) * 1000000L};
+
+    nanosleep(&d, NULL);
+}
+
 /* Calls of the communicator's error handler (mode ifail). */
 static int handled;
 
@@ -834,6 +849,8 @@ static int fail_call(MPI_Comm comm, int i, int *rc)
         PMPI_Allgather(v, 5, MPI_INT, ref, 5, MPI_INT, comm);
         break;
     }
+    if (mode == MODE_LATEFAIL)
+        MPI_Barrier(comm);
     return *rc != MPI_SUCCESS || memcmp(r, ref, sizeof(r)) == 0;
 }
 
@@ -864,6 +881,8 @@ static void t_failure(MPI_Comm comm, const char *cname, int mismatch)
         rc = MPI_Allreduce(v, r, me == 0 ? 3 : 4, MPI_INT, MPI_SUM, comm);
     else
         fail_call(comm, 0, &rc);
+    if (mode == MODE_LATEFAIL && wrank == 1 && !mismatch)
+        late();
     snprintf(detail, sizeof(detail), "%s: the failing call (%s) returned %d", cname,
              mismatch ? "counts differ" : "ARCOLL_MPI_FAULT=(i)coll_fail", rc);
     /* The mismatch fails every rank; the fault hook world rank 1 only. */
@@ -936,11 +955,12 @@ int main(int argc, char **argv)
     MPI_Comm split;
     long sums[2];
 
-    mode = strcmp(mname, "plain") == 0   ? MODE_PLAIN
-           : strcmp(mname, "serve") == 0 ? MODE_SERVE
-           : strcmp(mname, "fail") == 0  ? MODE_FAIL
-           : strcmp(mname, "ifail") == 0 ? MODE_IFAIL
-                                         : MODE_SHIM;
+    mode = strcmp(mname, "plain") == 0      ? MODE_PLAIN
+           : strcmp(mname, "serve") == 0    ? MODE_SERVE
+           : strcmp(mname, "fail") == 0     ? MODE_FAIL
+           : strcmp(mname, "ifail") == 0    ? MODE_IFAIL
+           : strcmp(mname, "latefail") == 0 ? MODE_LATEFAIL
+                                            : MODE_SHIM;
     if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
         mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
     MPI_Init(&argc, &argv);
@@ -961,7 +981,7 @@ int main(int argc, char **argv)
         MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - wrank, &split);
         serve_suite(split, "split(0, reversed)");
         MPI_Comm_free(&split);
-    } else if (mode == MODE_FAIL || mode == MODE_IFAIL) {
+    } else if (mode == MODE_FAIL || mode == MODE_IFAIL || mode == MODE_LATEFAIL) {
         fail_suite();
     } else {
         suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
