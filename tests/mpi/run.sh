@@ -104,7 +104,7 @@ else
     for n in 2 4; do
         t "shim-$n-thread-mixed" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
             ARCOLL_TIMEOUT_MS=5000 "$ST" mixed
-        t "shim-split-$n-setattr-fail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env \
+        t "shim-split-$n-setattr-fail" ok:" 0 failed" timeout 240 $MPIRUN -np $n env \
             LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=setattr_fail "$B/tests/shim_split_test" attr
     done
     # The fallbacks say why at ARCOLL_LOG=debug.
