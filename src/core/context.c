@@ -811,12 +811,13 @@ err_ctx:
 int arcoll_finalize(arcoll_context_t ctx)
 {
     int rc = core_ctx_check(ctx, "arcoll_finalize");
-    int lost = 0;
+    int lost = 0, was;
 
     if (rc != ARCOLL_OK)
         return rc;
     for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
         lost |= t->failed == ARCOLL_ERR_PEER || t->failed == ARCOLL_ERR_TIMEOUT;
+    was = ctx->teams->failed;
     if (ctx->prof != NULL) {
         prof_t *p = ctx->prof;
         ctx->prof = NULL; /* its own collectives are not part of the profile */
@@ -826,6 +827,10 @@ int arcoll_finalize(arcoll_context_t ctx)
      * peer would make that barrier hang, so then we release locally. */
     if (!lost)
         rc = core_ctx_barrier(ctx);
+    /* The profile's exchanges over the world team found a peer lost or late:
+     * finalize reports it, as its own barrier would have. */
+    if (rc == ARCOLL_OK && !was && ctx->teams->failed)
+        rc = ctx->teams->failed;
     core_ctx_unlink(ctx);
     core_ureqs_drop(ctx);
     while (ctx->teams != NULL) {

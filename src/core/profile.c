@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -54,7 +55,6 @@ typedef struct prof_hello {
 
 /* What every rank says at finalize. */
 typedef struct prof_bye {
-    uint64_t world_ok; /* the world team can run the second clock exchange */
     uint64_t nsizes;
     uint64_t sizes[PROF_NSIZES];
 } prof_bye_t;
@@ -159,10 +159,12 @@ static void prof_hello_fill(prof_hello_t *h)
     }
 }
 
-static int prof_allgather(struct arcoll_team *t, const uint64_t *val, uint64_t *all)
+/* An allgather of len bytes per rank over team t (the world team after init:
+ * no bootstrap, and the team's timeout bounds it when a rank is gone). */
+static int prof_allgather(struct arcoll_team *t, const void *val, void *all, size_t len)
 {
     coll_req_t *r;
-    int rc = coll_start(t, COLL_ALLGATHER, val, all, sizeof(*val), NULL, &r);
+    int rc = coll_start(t, COLL_ALLGATHER, val, all, len, NULL, &r);
 
     return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
 }
@@ -182,11 +184,11 @@ static int prof_sync_run(struct arcoll_context *ctx, uint64_t *all, prof_sync_t 
     for (int k = 0; k < PROF_ROUNDS; k++) {
         s = prof_local(core_time_ns());
         mine = s;
-        rc = prof_allgather(w, &mine, all);
+        rc = prof_allgather(w, &mine, all, sizeof(mine));
         if (rc != ARCOLL_OK)
             return rc;
         mine = prof_local(core_time_ns());
-        rc = prof_allgather(w, &mine, all);
+        rc = prof_allgather(w, &mine, all, sizeof(mine));
         if (rc != ARCOLL_OK)
             return rc;
         e = prof_local(core_time_ns());
@@ -461,6 +463,29 @@ static int prof_t_batches(struct arcoll_team *t, char *buf, const uint64_t *size
     return rc;
 }
 
+/* A barrier over the world team that sleeps while it waits: the ranks that
+ * do not measure T wait here while ranks 0 and 1 do, and must leave them the
+ * cores (a polling wait there inflated T many times over, 3 ranks on 2 cores). */
+static int prof_world_rest(struct arcoll_context *ctx)
+{
+    const struct timespec nap = {0, 50000};
+    int32_t zero = 0, any = 0;
+    coll_args_t a = {.type = COLL_ALLREDUCE,
+                     .sbuf = (const char *)&zero,
+                     .rbuf = (char *)&any,
+                     .count = 1,
+                     .dtype = ARCOLL_INT32,
+                     .op = ARCOLL_MAX};
+    coll_req_t *r;
+    int rc = coll_start_args(ctx->teams, &a, NULL, &r);
+
+    while (rc == ARCOLL_INPROGRESS) {
+        nanosleep(&nap, NULL);
+        rc = coll_progress(r);
+    }
+    return rc;
+}
+
 /* With the settings of arcoll_init (the ARCOLL_* environment): T is a
  * property of the system, not of what arcoll_config_set chose last. */
 static void prof_t_measure(struct arcoll_context *ctx, prof_t *p, const uint64_t *sizes,
@@ -481,9 +506,10 @@ static void prof_t_measure(struct arcoll_context *ctx, prof_t *p, const uint64_t
                      (unsigned long long)max);
     }
     /* Collective over all ranks even if this one has no buffer: the other
-     * member then sees that this one did not join, and nobody waits. */
+     * member then sees that this one did not join, and nobody waits. A split
+     * of the world team, over its channel (no bootstrap after init). */
     if (!single) {
-        rc = core_team_create(ctx, pair, buf != NULL ? 2 : 0, &t);
+        rc = arcoll_team_create(ctx, pair, buf != NULL ? 2 : 0, &t);
         if (rc != ARCOLL_OK)
             log_warn("ARCOLL_PROFILE: cannot create the team {0, 1} to measure T (%s)",
                      arcoll_strerror(rc));
@@ -500,54 +526,59 @@ static void prof_t_measure(struct arcoll_context *ctx, prof_t *p, const uint64_t
         }
     }
     p->t_method = single ? "memcpy" : "allgather-ranks-0-1";
-    if (!single) {
-        /* Nobody frees the region while the other member may still write. */
-        brc = ctx->boot->barrier(ctx->boot);
+    /* Its members only: the free's closing exchange over the team keeps
+     * either from freeing its region while the other may still write. */
+    if (t != NULL) {
+        brc = arcoll_team_free(t);
         if (brc != ARCOLL_OK)
-            log_warn("ARCOLL_PROFILE: barrier after measuring T failed");
-        core_team_free(t);
+            log_warn("ARCOLL_PROFILE: freeing the team that measured T failed (%s)",
+                     arcoll_strerror(brc));
     }
+    if (!single && (brc = prof_world_rest(ctx)) != ARCOLL_OK)
+        log_warn("ARCOLL_PROFILE: barrier after measuring T failed (%s)", arcoll_strerror(brc));
     free(buf);
     ctx->cfg = cfg;
 }
 
 static void prof_fini_collective(struct arcoll_context *ctx, prof_t *p)
 {
-    boot_t *b = ctx->boot;
     struct arcoll_team *w = ctx->teams;
     prof_sizes_t set;
     prof_xrec_t x;
     prof_bye_t *mine = &x.bye;
     uint64_t sizes[PROF_NSIZES];
     unsigned nsz;
-    int world_ok = 1, rc;
+    int rc;
 
     memset(&x, 0, sizeof(x));
     set.n = 0;
     for (size_t i = 0; i < p->nrecs; i++)
         prof_sizes_add(&set, p->recs[i].bytes);
     mine->nsizes = prof_sizes_pick(&set, mine->sizes);
-    mine->world_ok = !w->failed && !coll_team_busy(w);
-    rc = b->allgather(b, &x, p->xbuf, sizeof(*p->xbuf));
+    /* Over the world team, not the bootstrap: calls still in flight on it
+     * finish first (every rank started them); a rank whose world team failed
+     * takes no part, and the others' exchange ends in the team's timeout. */
+    rc = w->failed ? w->failed : coll_team_drain(w);
+    if (rc == ARCOLL_OK)
+        rc = prof_allgather(w, &x, p->xbuf, sizeof(*p->xbuf));
     if (rc != ARCOLL_OK) {
-        log_warn("ARCOLL_PROFILE: bootstrap allgather at finalize failed; no T, one clock "
-                 "exchange");
+        log_warn("ARCOLL_PROFILE: exchange at finalize failed (%s); no T, one clock exchange",
+                 arcoll_strerror(rc));
         return;
     }
     set.n = 0;
-    for (int r = 0; r < b->size; r++) {
+    for (int r = 0; r < (int)w->size; r++) {
         const prof_bye_t *bye = &p->xbuf[r].bye;
-        world_ok &= bye->world_ok != 0;
         for (uint64_t i = 0; i < bye->nsizes && i < PROF_NSIZES; i++)
             prof_sizes_add(&set, bye->sizes[i]);
     }
-    /* Every rank decided alike from the same data: no one waits alone. */
-    if (world_ok) {
-        rc = prof_sync_run(ctx, &p->xbuf[0].stamp, &p->sync[1]);
-        if (rc != ARCOLL_OK)
-            log_warn("ARCOLL_PROFILE: clock exchange at finalize failed (%s); the offset "
-                     "from arcoll_init is used",
-                     arcoll_strerror(rc));
+    /* Every rank goes on alike: the exchange completed everywhere. */
+    rc = prof_sync_run(ctx, &p->xbuf[0].stamp, &p->sync[1]);
+    if (rc != ARCOLL_OK) {
+        log_warn("ARCOLL_PROFILE: clock exchange at finalize failed (%s); the offset "
+                 "from arcoll_init is used",
+                 arcoll_strerror(rc));
+        return;
     }
     nsz = prof_sizes_pick(&set, sizes);
     if (nsz > 0)

@@ -29,10 +29,13 @@
  *
  * Agreement: every rank of a communicator must make the same choice between
  * arcoll and PMPI for a call, or the two halves wait for each other forever.
- * So the choice depends only on what MPI makes equal on all ranks: the
- * communicator (intracommunicator, thread level, a context on every rank,
- * decided once at its first call or its creation), the collective, and for
- * reductions the (datatype, op) pair. Never on a rank's own datatype or
+ * So the choice depends only on what MPI makes equal on all ranks, or on
+ * what the ranks agreed on: the thread level (agreed over MPI_COMM_WORLD at
+ * MPI_Init), the communicator (intracommunicator, and its record, agreed at
+ * its first call or its creation: every local step that may fail there,
+ * memory, the attribute, the private copies, the context, is part of one
+ * allreduce the creation runs anyway), the collective, and for reductions
+ * the (datatype, op) pair. Never on a rank's own datatype or
  * count: MPI lets ranks describe the same bytes with different datatypes.
  * Data movement therefore takes any datatype: a contiguous one goes straight
  * to arcoll, any other is packed into a temporary buffer (and unpacked after),
@@ -44,7 +47,9 @@
  * inside arcoll_test/arcoll_wait, and the MPI library cannot know that, so
  * every MPI wait/test call is intercepted: while shim requests are pending it
  * polls them (arcoll_test, then MPI_Grequest_complete) between nonblocking
- * PMPI tests of the caller's requests, which keeps MPI progressing too.
+ * PMPI tests of the caller's requests, which keeps MPI progressing too. A
+ * request that fails is raised on its communicator in the wait or test that
+ * sees it, and enters the failure agreement there as a blocking call would.
  *
  * Fortran: Open MPI's Fortran bindings call the PMPI_ C functions, which the
  * C definitions below never see, so the shim also defines the Fortran
@@ -73,8 +78,18 @@ enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
  * every rank of the new communicator still makes the same choice; or
  * (coll_fail) its first blocking collective on MPI_COMM_WORLD that arcoll
  * ran as failed (a timeout), as if the others had completed it and it had
- * not: the failure agreement's hardest case. */
-enum { SHIM_FAULT_NONE, SHIM_FAULT_SPLIT_FAIL, SHIM_FAULT_SPLIT_ORDER, SHIM_FAULT_COLL_FAIL };
+ * not: the failure agreement's hardest case; (icoll_fail) the same for its
+ * first nonblocking one, seen in the wait or test that completes it; or
+ * (setattr_fail) every other MPI_Comm_set_attr of the shim (the first, the
+ * third, ...) as failed, a local failure in setting up a communicator. */
+enum {
+    SHIM_FAULT_NONE,
+    SHIM_FAULT_SPLIT_FAIL,
+    SHIM_FAULT_SPLIT_ORDER,
+    SHIM_FAULT_COLL_FAIL,
+    SHIM_FAULT_ICOLL_FAIL,
+    SHIM_FAULT_SETATTR_FAIL
+};
 /* A communicator's team: healthy; failed as this rank saw it (the others may
  * not know yet); failed as every rank agreed (calls from `from` on go to
  * PMPI). */
@@ -124,10 +139,12 @@ typedef struct shim_comm {
     int size;  /* ranks of comm */
     /* After a failure (docs/reliability.md, "The PMPI shim after a failure"):
      * a private copy of comm for the agreement, the calls that were bound
-     * for arcoll so far (the same count on every rank), the state and the
-     * first call that goes to PMPI once all agree. */
+     * for arcoll so far (the same count on every rank), the state, this
+     * rank's word and its sends, and the first call that goes to PMPI once
+     * all agree. */
     MPI_Comm agree;
-    unsigned long long calls, from;
+    unsigned long long calls, from, word;
+    MPI_Request *sends;
     int fail;
     char reason[160];
     /* The last serve decision per collective (K_*): a loop
@@ -305,6 +322,12 @@ static void shim_comm_destroy(shim_comm_t *c)
         shim_last_rec = NULL;
     }
     shim_comm_unlink(c);
+    if (c->sends != NULL) {
+        /* Its word, sent before an agreement that never came: eight bytes,
+         * sent eagerly; the buffer goes with c. */
+        PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
+        free(c->sends);
+    }
     if (c->agree != MPI_COMM_NULL)
         PMPI_Comm_free(&c->agree);
     if (c->sc != NULL) {
@@ -333,32 +356,67 @@ static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
-/* Once per process, at the first collective: thread level, keyval, log. */
-static void shim_setup(void)
+/*
+ * Once per process: log level, fault hook, thread level, keyval. At MPI_Init
+ * (world 1) the processes agree over MPI_COMM_WORLD whether the shim serves:
+ * MPI lets ranks ask for different thread levels, and a process whose shim
+ * is off would call PMPI while the others enter arcoll. A process whose
+ * MPI_Init the shim did not see decides alone at its first call.
+ */
+static void shim_setup(int world)
 {
     const char *split = getenv("ARCOLL_MPI_SPLIT"), *fault = getenv("ARCOLL_MPI_FAULT");
-    int level = MPI_THREAD_SINGLE;
+    int level = MPI_THREAD_SINGLE, ok[2], all[2];
 
     shim_level = shim_level_parse();
     PMPI_Comm_rank(MPI_COMM_WORLD, &shim_wrank);
     shim_split_env = split == NULL || (strcmp(split, "off") != 0 && strcmp(split, "0") != 0);
     if (fault != NULL && shim_wrank == 1)
-        shim_fault = strcmp(fault, "split_fail") == 0    ? SHIM_FAULT_SPLIT_FAIL
-                     : strcmp(fault, "split_order") == 0 ? SHIM_FAULT_SPLIT_ORDER
-                     : strcmp(fault, "coll_fail") == 0   ? SHIM_FAULT_COLL_FAIL
-                                                         : SHIM_FAULT_NONE;
-    shim_state = SHIM_OFF;
-    if (PMPI_Query_thread(&level) != MPI_SUCCESS || level == MPI_THREAD_MULTIPLE) {
-        shim_log(SHIM_LOG_DEBUG, "MPI_THREAD_MULTIPLE: arcoll is not thread safe, every "
-                                 "collective goes to PMPI");
+        shim_fault = strcmp(fault, "split_fail") == 0     ? SHIM_FAULT_SPLIT_FAIL
+                     : strcmp(fault, "split_order") == 0  ? SHIM_FAULT_SPLIT_ORDER
+                     : strcmp(fault, "coll_fail") == 0    ? SHIM_FAULT_COLL_FAIL
+                     : strcmp(fault, "icoll_fail") == 0   ? SHIM_FAULT_ICOLL_FAIL
+                     : strcmp(fault, "setattr_fail") == 0 ? SHIM_FAULT_SETATTR_FAIL
+                                                          : SHIM_FAULT_NONE;
+    ok[0] = PMPI_Query_thread(&level) == MPI_SUCCESS && level != MPI_THREAD_MULTIPLE;
+    ok[1] = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, shim_comm_delete, &shim_keyval, NULL) ==
+            MPI_SUCCESS;
+    if (!ok[1])
+        shim_keyval = MPI_KEYVAL_INVALID;
+    all[0] = ok[0];
+    all[1] = ok[1];
+    if (world && PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        all[0] = all[1] = 0;
+    shim_state = all[0] && all[1] ? SHIM_ON : SHIM_OFF;
+    if (shim_state == SHIM_ON)
         return;
-    }
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, shim_comm_delete, &shim_keyval, NULL) !=
-        MPI_SUCCESS) {
-        shim_log(SHIM_LOG_WARN, "MPI_Comm_create_keyval failed: every collective goes to PMPI");
-        return;
-    }
-    shim_state = SHIM_ON;
+    if (ok[1])
+        PMPI_Comm_free_keyval(&shim_keyval);
+    if (!all[0])
+        shim_log(ok[0] && shim_wrank == 0 ? SHIM_LOG_INFO : SHIM_LOG_DEBUG,
+                 "MPI_THREAD_MULTIPLE%s: arcoll is not thread safe, every collective goes to PMPI",
+                 ok[0] ? " on another rank" : "");
+    else
+        shim_log(SHIM_LOG_WARN, "MPI_Comm_create_keyval failed%s: every collective goes to PMPI",
+                 ok[1] ? " on another rank" : "");
+}
+
+/* After PMPI's MPI_Init(_thread) returned rc: the agreed setup. */
+static int shim_init(int rc)
+{
+    if (rc == MPI_SUCCESS && shim_state == SHIM_UNKNOWN)
+        shim_setup(1);
+    return rc;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    return shim_init(PMPI_Init(argc, argv));
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    return shim_init(PMPI_Init_thread(argc, argv, required, provided));
 }
 
 /* ARCOLL_PROFILE, when set: MPI_COMM_WORLD profiles into FILE itself, any
@@ -388,31 +446,17 @@ static int shim_profile_name(MPI_Comm comm, MPI_Comm oob, char *name, size_t len
     return 0;
 }
 
-/* Collective over comm (of size n): copy it, create the context, and agree
- * that every rank has one. NULL when some rank failed (or has no memory for
- * the caller's record: mem 0). */
-static shim_ctx_t *shim_ctx_create(MPI_Comm comm, int n, int mem)
+/* Collective over x->oob (the private copy of comm, which has n ranks):
+ * create the context and agree that every rank has one. -1 when some rank
+ * failed: then x and its copy are freed. */
+static int shim_ctx_create(shim_ctx_t *x, MPI_Comm comm, int n)
 {
-    shim_ctx_t *x = calloc(1, sizeof(*x));
     arcoll_oob_t oob = {0};
     char prof[1024];
     const char *cfg[3] = {NULL, NULL, NULL};
-    int ok[2], all[2] = {0, 0}, rc = ARCOLL_OK;
+    int ok[2], all[2] = {0, 0}, rc;
 
-    /* All ranks learn whether all have the memory before any other step. */
-    ok[0] = x != NULL && mem;
-    if (PMPI_Allreduce(ok, all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all[0]) {
-        free(x);
-        return NULL;
-    }
-    /* A split, not a dup: a dup would run the application's attribute copy
-     * callbacks on our communicator. */
-    PMPI_Comm_rank(comm, &oob.rank);
-    if (PMPI_Comm_split(comm, 0, oob.rank, &x->oob) != MPI_SUCCESS) {
-        free(x);
-        return NULL;
-    }
-    PMPI_Comm_set_errhandler(x->oob, MPI_ERRORS_RETURN);
+    PMPI_Comm_rank(x->oob, &oob.rank);
     if (shim_profile_name(comm, x->oob, prof, sizeof(prof)) == 0 && prof[0] != '\0') {
         cfg[0] = "ARCOLL_PROFILE";
         cfg[1] = prof;
@@ -440,7 +484,7 @@ static shim_ctx_t *shim_ctx_create(MPI_Comm comm, int n, int mem)
                      arcoll_strerror(rc), arcoll_last_error(NULL), n);
         PMPI_Comm_free(&x->oob);
         free(x);
-        return NULL;
+        return -1;
     }
     x->size = n;
     x->split = all[1];
@@ -450,61 +494,120 @@ static shim_ctx_t *shim_ctx_create(MPI_Comm comm, int n, int mem)
     shim_ctxs = x;
     shim_stats.contexts++;
     shim_stats.contexts_live++;
-    return x;
+    return 0;
 }
 
-/* Collective over comm, whose record c is on arcoll on every rank: the
- * private copy of comm that the agreement after a failure runs on (a split,
- * as for a context's oob). */
-static void shim_agree_make(shim_comm_t *c, MPI_Comm comm)
+/* A private copy of comm (collective over it): a split, not a dup, which
+ * would run the application's attribute copy callbacks on it. */
+static int shim_copy(MPI_Comm comm, MPI_Comm *out)
 {
     int me = 0;
 
     PMPI_Comm_rank(comm, &me);
-    if (PMPI_Comm_split(comm, 0, me, &c->agree) != MPI_SUCCESS)
-        c->agree = MPI_COMM_NULL;
-    else
-        PMPI_Comm_set_errhandler(c->agree, MPI_ERRORS_RETURN);
+    if (PMPI_Comm_split(comm, 0, me, out) != MPI_SUCCESS) {
+        *out = MPI_COMM_NULL;
+        return -1;
+    }
+    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return 0;
 }
 
-/* Collective over comm (its first intercepted collective, or its first use as
+/* PMPI_Comm_set_attr of the shim's key (ARCOLL_MPI_FAULT=setattr_fail: every
+ * other one fails on world rank 1). */
+static int shim_attr_set(MPI_Comm comm, void *val)
+{
+    static unsigned tries;
+
+    if (shim_fault == SHIM_FAULT_SETATTR_FAIL && tries++ % 2 == 0) {
+        shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=setattr_fail: MPI_Comm_set_attr taken as failed");
+        return MPI_ERR_OTHER;
+    }
+    return PMPI_Comm_set_attr(comm, shim_keyval, val);
+}
+
+/* The attribute could not be set on some rank: none keeps one (set: this
+ * rank's is), so every rank creates the record again at the next call. */
+static void shim_attr_drop(MPI_Comm comm, int set, shim_comm_t *c)
+{
+    static int said;
+
+    if (set)
+        PMPI_Comm_delete_attr(comm, shim_keyval); /* its callback frees c */
+    else if (c != &shim_comm_nomem)
+        free(c);
+    if (said++ == 0)
+        shim_log(SHIM_LOG_WARN,
+                 "MPI_Comm_set_attr failed%s: a communicator's collectives go to "
+                 "PMPI until every rank can set it",
+                 set ? " on another rank" : "");
+}
+
+/*
+ * Collective over comm (its first intercepted collective, or its first use as
  * a parent): a record with a context of its own, or without one, which sends
- * the communicator to PMPI for good. NULL only when the attribute could not
- * be set. */
+ * the communicator to PMPI for good; NULL (PMPI for this call) when the
+ * attribute could not be set on some rank. Every step that may fail on one
+ * rank only (memory, the attribute, the private copies, arcoll_init) is
+ * agreed before its outcome is used, so that all ranks choose alike.
+ */
 static shim_comm_t *shim_comm_create(MPI_Comm comm)
 {
     shim_comm_t *c = calloc(1, sizeof(*c));
-    int inter = 0, n = 0;
+    shim_ctx_t *x = NULL;
+    MPI_Comm oob = MPI_COMM_NULL, agree = MPI_COMM_NULL;
+    int inter = 0, n = 0, set, ok[2], all[2] = {0, 0};
 
-    if (c != NULL)
-        c->agree = MPI_COMM_NULL;
     PMPI_Comm_test_inter(comm, &inter);
     PMPI_Comm_size(comm, &n);
-    if (inter) {
-        shim_log(SHIM_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
+    if (c != NULL) {
+        c->comm = comm;
+        c->size = n;
+        c->agree = MPI_COMM_NULL;
     } else {
-        /* Collective even without memory here, so that the others fail alike. */
-        shim_ctx_t *x = shim_ctx_create(comm, n, c != NULL);
-        if (x != NULL) {
-            c->sc = x;
-            c->team = arcoll_team_world(x->ctx);
-            x->users++;
-            shim_agree_make(c, comm);
+        c = &shim_comm_nomem;
+    }
+    /* The attribute first: a rank without it would create the record again
+     * at its next call, collective where the others' would not be. */
+    set = shim_attr_set(comm, c) == MPI_SUCCESS;
+    if (inter) {
+        /* Every rank knows it is one: nothing to agree on. */
+        shim_log(SHIM_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
+        ok[0] = all[0] = set;
+    } else {
+        /* Collective even where this rank lacks memory or the attribute. */
+        x = c != &shim_comm_nomem ? calloc(1, sizeof(*x)) : NULL;
+        ok[0] = set;
+        ok[1] = x != NULL;
+        ok[1] &= shim_copy(comm, &oob) == 0;
+        ok[1] &= shim_copy(comm, &agree) == 0;
+        if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+            all[0] = all[1] = 0;
+        if (all[0] && all[1]) {
+            x->oob = oob;
+        } else {
+            if (oob != MPI_COMM_NULL)
+                PMPI_Comm_free(&oob);
+            if (agree != MPI_COMM_NULL)
+                PMPI_Comm_free(&agree);
+            free(x);
+            x = NULL;
         }
     }
-    if (c == NULL) {
-        shim_log(SHIM_LOG_WARN, "out of memory: a communicator uses PMPI");
-        PMPI_Comm_set_attr(comm, shim_keyval, &shim_comm_nomem);
-        return &shim_comm_nomem;
-    }
-    c->comm = comm;
-    c->size = n;
-    if (PMPI_Comm_set_attr(comm, shim_keyval, c) != MPI_SUCCESS) {
-        /* Without the attribute it would be created again: stop using arcoll. */
-        shim_log(SHIM_LOG_WARN, "MPI_Comm_set_attr failed: every collective goes to PMPI");
-        shim_state = SHIM_OFF;
-        shim_comm_destroy(c);
+    if (!all[0]) {
+        shim_attr_drop(comm, set, c);
         return NULL;
+    }
+    if (c == &shim_comm_nomem) {
+        shim_log(SHIM_LOG_WARN, "out of memory: a communicator uses PMPI");
+        return c;
+    }
+    if (x != NULL && shim_ctx_create(x, comm, n) == 0) {
+        c->sc = x;
+        c->team = arcoll_team_world(x->ctx);
+        c->agree = agree;
+        x->users++;
+    } else if (agree != MPI_COMM_NULL) {
+        PMPI_Comm_free(&agree);
     }
     shim_comm_link(c);
     if (c->sc != NULL)
@@ -521,7 +624,7 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     int flag = 0;
 
     if (shim_state == SHIM_UNKNOWN)
-        shim_setup();
+        shim_setup(0);
     if (shim_state != SHIM_ON || comm == MPI_COMM_NULL)
         return NULL;
     if (comm == shim_last_comm)
@@ -680,50 +783,49 @@ static int shim_raise(MPI_Comm comm, int code, const char *what, const char *why
  * After a failure (docs/reliability.md, "The PMPI shim after a failure"). A
  * rank that saw its team fail (SEEN) cannot hand calls to PMPI alone: the
  * others may have completed the failing call and wait in arcoll for the
- * next. So at its next arcoll-bound call on the communicator it tells every
- * rank that it waits (a message on the private copy), then waits in an
- * allreduce there. A rank that was still healthy joins when its own call
- * fails (a timeout, since this one no longer comes): in that very call if
- * the message is there, else at its next call. The allreduce gives the
- * highest "call + 1 if it ran on arcoll", from: the first call every rank
- * hands to PMPI; calls before it fail at once. Healthy communicators pay
- * nothing per call.
+ * next. So when it sees the failure it sends every other rank its word (a
+ * message on the private copy): "call + 1", the first call it may hand to
+ * PMPI, and goes on without waiting. A rank that was still healthy sees the
+ * failure when its own call fails (a timeout, since the SEEN rank no longer
+ * comes) and sends its word likewise. A rank decides once it has every
+ * rank's word: in the call that failed if they are all there already, else
+ * at its next arcoll-bound call on the communicator, where it waits for
+ * them. from, the highest word: the first call every rank hands to PMPI;
+ * calls before it fail at once. Since no rank waits before it has sent its
+ * own word, and every rank sends it at the latest in the call that times
+ * out for want of the others, no MPI call in between (one the shim does not
+ * see) can wait for a rank stuck here. Healthy communicators pay nothing per
+ * call.
  */
-enum { SHIM_TAG_WAITING = 1 };
+enum { SHIM_TAG_WORD = 1 };
 
-/* Collective over c's agreement copy: every rank is here once. */
-static void shim_agree(shim_comm_t *c, int ran)
+/* The end of the agreement: every other rank's word (all sent, or being
+ * sent without waiting), the highest wins. */
+static void shim_agree(shim_comm_t *c)
 {
-    unsigned long long mine = c->calls + (unsigned long long)ran, top = ULLONG_MAX;
-    MPI_Request *sends;
+    unsigned long long top = c->word, theirs;
     char name[MPI_MAX_OBJECT_NAME] = "";
-    int me = 0, n = 0, len = 0, ok;
+    int me = 0, n = 0, len = 0, ok = 1;
 
     if (c->agree == MPI_COMM_NULL)
         return; /* stays SEEN: every later call fails, as arcoll's would */
     PMPI_Comm_rank(c->agree, &me);
     PMPI_Comm_size(c->agree, &n);
-    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu%s",
-             c->calls, ran ? ", which failed" : "");
-    sends = malloc((size_t)n * sizeof(*sends));
+    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu",
+             c->calls);
     for (int r = 0; r < n; r++) {
-        if (sends != NULL)
-            sends[r] = MPI_REQUEST_NULL;
         if (r == me)
             continue;
-        if (sends != NULL)
-            PMPI_Isend(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, &sends[r]);
-        else /* zero bytes: sent eagerly */
-            PMPI_Send(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree);
+        if (PMPI_Recv(&theirs, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
+                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            ok = 0;
+        else if (theirs > top)
+            top = theirs;
     }
-    ok = PMPI_Allreduce(&mine, &top, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, c->agree) == MPI_SUCCESS;
-    /* Every rank sent its message before the allreduce: take them all. */
-    for (int r = 0; r < n; r++)
-        if (r != me)
-            PMPI_Recv(NULL, 0, MPI_BYTE, r, SHIM_TAG_WAITING, c->agree, MPI_STATUS_IGNORE);
-    if (sends != NULL)
-        PMPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
-    free(sends);
+    if (c->sends != NULL)
+        PMPI_Waitall(n, c->sends, MPI_STATUSES_IGNORE);
+    free(c->sends);
+    c->sends = NULL;
     c->fail = SHIM_TEAM_AGREED;
     c->from = ok ? top : ULLONG_MAX;
     shim_stats.comms_failed++;
@@ -734,29 +836,64 @@ static void shim_agree(shim_comm_t *c, int ran)
              len > 0 ? name : "<unnamed>", n, c->reason);
 }
 
+/* Whether every other rank's word is here: probed for up to 10 ms (a
+ * message may need some progress to be seen; only after a failure). */
+static int shim_words_here(shim_comm_t *c)
+{
+    int me = 0, n = 0, flag, here;
+
+    PMPI_Comm_rank(c->agree, &me);
+    PMPI_Comm_size(c->agree, &n);
+    for (double end = PMPI_Wtime() + 0.01;;) {
+        here = 0;
+        for (int r = 0; r < n; r++) {
+            flag = 0;
+            if (r != me &&
+                (PMPI_Iprobe(r, SHIM_TAG_WORD, c->agree, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+                 !flag))
+                break;
+            here += r != me;
+        }
+        if (here == n - 1)
+            return 1;
+        if (PMPI_Wtime() > end)
+            return 0;
+    }
+}
+
 /* This rank saw c's team fail: an arcoll error, or a call it could not take
- * part in. in_call: inside the call that failed, which joins the agreement
- * at once if another rank already waits in it. */
+ * part in. Sends its word; in_call: inside the call that failed (or the wait
+ * that saw it), which decides at once if every word is here. */
 static void shim_fail_seen(shim_comm_t *c, const char *reason, int in_call)
 {
-    int flag = 0;
+    int me = 0, n = 0, now;
 
     if (c == NULL || c == &shim_comm_nomem || c->fail != SHIM_TEAM_OK)
         return;
     c->fail = SHIM_TEAM_SEEN;
     snprintf(c->reason, sizeof(c->reason), "%s", reason);
-    /* A message already here may need some progress to be seen: probe for
-     * up to 10 ms (only after a failure). */
-    for (double end = PMPI_Wtime() + 0.01; in_call && c->agree != MPI_COMM_NULL && !flag;) {
-        if (PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_WAITING, c->agree, &flag, MPI_STATUS_IGNORE) !=
-                MPI_SUCCESS ||
-            PMPI_Wtime() > end)
-            break;
+    if (c->agree == MPI_COMM_NULL)
+        return;
+    c->word = c->calls + 1;
+    PMPI_Comm_rank(c->agree, &me);
+    PMPI_Comm_size(c->agree, &n);
+    c->sends = malloc((size_t)n * sizeof(*c->sends));
+    for (int r = 0; r < n; r++) {
+        if (c->sends != NULL)
+            c->sends[r] = MPI_REQUEST_NULL;
+        if (r == me)
+            continue;
+        if (c->sends != NULL)
+            PMPI_Isend(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
+                       &c->sends[r]);
+        else /* eight bytes: sent eagerly */
+            PMPI_Send(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree);
     }
+    now = in_call && shim_words_here(c);
     shim_log(SHIM_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
-             flag ? "another rank waits, agreeing now" : "agreeing at the next call");
-    if (flag)
-        shim_agree(c, 1);
+             now ? "every rank's word is here, agreeing now" : "agreeing at the next call");
+    if (now)
+        shim_agree(c);
 }
 
 /* A call that the rules so far send to arcoll (team): counted, and once the
@@ -774,7 +911,7 @@ static arcoll_team_t shim_gate(int kind, MPI_Comm comm, arcoll_team_t team, int 
     if (c->fail == SHIM_TEAM_OK)
         return team;
     if (c->fail == SHIM_TEAM_SEEN)
-        shim_agree(c, 0);
+        shim_agree(c);
     if (c->fail == SHIM_TEAM_AGREED && c->calls >= c->from) {
         shim_passed[kind]++;
         return NULL;
@@ -1122,9 +1259,28 @@ typedef struct shim_req {
 
 static shim_req_t *shim_reqs;
 static unsigned shim_npending; /* requests not done */
+/* Failed requests that MPI freed during the current wait or test call: their
+ * handles and codes (the wait calls below). */
+#define SHIM_FAILS 64
+static MPI_Request shim_fail_h[SHIM_FAILS];
+static int shim_fail_c[SHIM_FAILS];
+static unsigned shim_nfails;
+
+/* ARCOLL_MPI_FAULT=coll_fail or icoll_fail (which): the first such call on
+ * MPI_COMM_WORLD that arcoll completed is taken as timed out. */
+static int shim_fault_take(int which, const shim_job_t *j, int rc)
+{
+    if (shim_fault != which || rc != ARCOLL_OK || j->comm != MPI_COMM_WORLD)
+        return rc;
+    shim_fault = SHIM_FAULT_NONE;
+    shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=%s: %s taken as failed",
+             which == SHIM_FAULT_COLL_FAIL ? "coll_fail" : "icoll_fail", shim_names[j->kind]);
+    return ARCOLL_ERR_TIMEOUT;
+}
 
 static void shim_req_done(shim_req_t *r, int rc)
 {
+    rc = shim_fault_take(SHIM_FAULT_ICOLL_FAIL, &r->job, rc);
     r->code = shim_finish(&r->job, rc);
     r->done = 1;
     shim_npending--;
@@ -1133,8 +1289,12 @@ static void shim_req_done(shim_req_t *r, int rc)
     PMPI_Grequest_complete(r->greq);
 }
 
-/* Progress every pending request once; complete those arcoll finished. */
-static void shim_poll(void)
+/* Progress every pending request once; complete those arcoll finished.
+ * waiting: inside a wait or test call, where a failure is handled as in the
+ * call that failed (a blocking call's): reported, and agreed at once if
+ * another rank already waits in the agreement. Elsewhere (the start of
+ * another collective) it is agreed at the communicator's next call. */
+static void shim_poll(int waiting)
 {
     shim_req_t *next;
     int rc;
@@ -1144,8 +1304,10 @@ static void shim_poll(void)
         if (r->done)
             continue;
         rc = arcoll_test(&r->areq);
-        if (rc != ARCOLL_INPROGRESS)
+        if (rc != ARCOLL_INPROGRESS) {
+            r->job.in_call = waiting;
             shim_req_done(r, rc);
+        }
     }
 }
 
@@ -1170,13 +1332,18 @@ static int shim_req_query(void *extra, MPI_Status *st)
     PMPI_Status_set_cancelled(st, 0);
     st->MPI_SOURCE = MPI_ANY_SOURCE;
     st->MPI_TAG = MPI_ANY_TAG;
-    return r->code;
+    (void)r;
+    return MPI_SUCCESS; /* a failure is raised by the shim (see the wait calls) */
 }
 
 static int shim_req_free(void *extra)
 {
     shim_req_t *r = extra;
 
+    if (r->code != MPI_SUCCESS && shim_nfails < SHIM_FAILS) {
+        shim_fail_h[shim_nfails] = r->greq;
+        shim_fail_c[shim_nfails++] = r->code;
+    }
     if (r->prev != NULL)
         r->prev->next = r->next;
     else
@@ -1207,13 +1374,7 @@ static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
     arcoll_call_site(site);
     j->in_call = 1;
     if (req == NULL) {
-        rc = shim_start(j, NULL);
-        if (shim_fault == SHIM_FAULT_COLL_FAIL && rc == ARCOLL_OK && j->comm == MPI_COMM_WORLD) {
-            shim_fault = SHIM_FAULT_NONE;
-            shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=coll_fail: %s taken as failed",
-                     shim_names[j->kind]);
-            rc = ARCOLL_ERR_TIMEOUT;
-        }
+        rc = shim_fault_take(SHIM_FAULT_COLL_FAIL, j, shim_start(j, NULL));
         return shim_finish(j, rc);
     }
     r = calloc(1, sizeof(*r));
@@ -1252,7 +1413,7 @@ static arcoll_team_t shim_route(int kind, MPI_Comm comm, const char *why)
     if (shim_busy)
         return NULL;
     if (shim_npending > 0)
-        shim_poll();
+        shim_poll(0);
     shim_busy++;
     team = shim_comm_team(comm);
     shim_busy--;
@@ -1536,7 +1697,8 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, M
  * parent left to PMPI and a process at MPI_THREAD_MULTIPLE keep the old
  * rules (the child's first collective decides).
  */
-enum { SHIM_SPLIT_OK, SHIM_SPLIT_ORDER, SHIM_SPLIT_FAILED };
+/* Verdicts, the highest wins: NOATTR, a rank could not set the attribute. */
+enum { SHIM_SPLIT_OK, SHIM_SPLIT_ORDER, SHIM_SPLIT_FAILED, SHIM_SPLIT_NOATTR };
 
 /* Once per process at ARCOLL_LOG=info: why a new communicator does not share. */
 static void shim_split_note(int verdict, int n)
@@ -1557,12 +1719,13 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
 {
     shim_comm_t *p, *c = NULL;
     arcoll_team_t nt = NULL;
-    int inter = 0, me = -1, n = 0, mine, verdict = SHIM_SPLIT_FAILED, rc;
+    MPI_Comm agree = MPI_COMM_NULL;
+    int inter = 0, me = -1, n = 0, mine, verdict = SHIM_SPLIT_FAILED, rc, set, copied;
 
     if (shim_busy || parent == MPI_COMM_NULL)
         return;
     if (shim_npending > 0)
-        shim_poll();
+        shim_poll(0);
     shim_busy++;
     /* Decided alike on every rank of parent: each rank's record of it came
      * from the same collective call. */
@@ -1584,23 +1747,23 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         goto out; /* joined none: nt is NULL */
     PMPI_Comm_rank(newcomm, &me);
     PMPI_Comm_size(newcomm, &n);
-    /* The record stands for PMPI until every rank agrees on the team. */
+    /* The record stands for PMPI until every rank agrees on the team; the
+     * attribute and the private copy are made first, so that a rank where
+     * either failed is part of the verdict. */
     c = calloc(1, sizeof(*c));
-    if (PMPI_Comm_set_attr(newcomm, shim_keyval, c != NULL ? (void *)c : &shim_comm_nomem) !=
-        MPI_SUCCESS) {
-        /* As in shim_comm_create; it cannot be agreed on either. */
-        shim_log(SHIM_LOG_WARN, "MPI_Comm_set_attr failed: every collective goes to PMPI");
-        shim_state = SHIM_OFF;
-        free(c);
-        c = NULL;
-    } else if (c != NULL) {
+    if (c != NULL) {
         c->comm = newcomm;
         c->size = n;
         c->agree = MPI_COMM_NULL;
-        shim_comm_link(c);
     }
-    if ((rc != ARCOLL_OK && p->fail == SHIM_TEAM_OK) || c == NULL ||
-        shim_fault == SHIM_FAULT_SPLIT_FAIL)
+    set = shim_attr_set(newcomm, c != NULL ? (void *)c : &shim_comm_nomem) == MPI_SUCCESS;
+    if (set && c != NULL)
+        shim_comm_link(c);
+    copied = shim_copy(newcomm, &agree) == 0;
+    if (!set)
+        mine = SHIM_SPLIT_NOATTR;
+    else if ((rc != ARCOLL_OK && p->fail == SHIM_TEAM_OK) || c == NULL || !copied ||
+             shim_fault == SHIM_FAULT_SPLIT_FAIL)
         mine = SHIM_SPLIT_FAILED;
     else if (p->fail != SHIM_TEAM_OK || nt == NULL || arcoll_team_rank(nt) != me ||
              arcoll_team_size(nt) != n || shim_fault == SHIM_FAULT_SPLIT_ORDER)
@@ -1613,15 +1776,22 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         c->sc = p->sc;
         c->team = nt;
         c->split = 1;
+        c->agree = agree;
         p->sc->users++;
-        shim_agree_make(c, newcomm);
         shim_stats.comms_arcoll++;
         shim_stats.comms_split++;
         goto out;
     }
+    if (agree != MPI_COMM_NULL)
+        PMPI_Comm_free(&agree);
     /* nt's members are newcomm's, and all of them are here. */
     if (nt != NULL && arcoll_team_free(nt) != ARCOLL_OK)
         shim_log(SHIM_LOG_WARN, "arcoll_team_free: %s", arcoll_last_error(NULL));
+    if (verdict == SHIM_SPLIT_NOATTR) {
+        /* No record anywhere: the old path, at its first call. */
+        shim_attr_drop(newcomm, set, c != NULL ? c : &shim_comm_nomem);
+        goto out;
+    }
     shim_split_note(verdict, n);
     if (verdict == SHIM_SPLIT_ORDER) {
         /* No record: the old path, a context of its own at its first call. */
@@ -1656,7 +1826,7 @@ static int shim_leader(MPI_Group g, MPI_Comm parent)
 static int shim_deriving(void)
 {
     if (shim_state == SHIM_UNKNOWN)
-        shim_setup();
+        shim_setup(0);
     return shim_state == SHIM_ON && !shim_busy;
 }
 
@@ -1729,11 +1899,24 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
     return shim_dup_derive(comm, newcomm, PMPI_Comm_dup_with_info(comm, info, newcomm));
 }
 
+static void shim_poll_some(void)
+{
+    if (shim_npending > 0)
+        shim_poll(1);
+}
+
 /*
  * The wait/test calls. With no shim request pending they are PMPI's. With
  * some, a wait becomes a loop of shim_poll and the nonblocking PMPI test of
  * the same requests (which also runs MPI's progress engine), so that shim
  * requests anywhere, and the MPI requests the caller waits for, all move.
+ *
+ * A failed shim request: Open MPI raises a generalized request's error on
+ * MPI_COMM_WORLD, whose handler is not the communicator's (fatal by
+ * default). So the shim raises it on the communicator itself when arcoll
+ * fails it (shim_finish), its query function reports success, and the wait
+ * or test call that frees it returns its code (MPI_ERR_IN_STATUS with the
+ * code in its status for the forms with several).
  */
 static void shim_relax(unsigned spins)
 {
@@ -1742,66 +1925,170 @@ static void shim_relax(unsigned spins)
         sched_yield();
 }
 
+/* The code of a failed shim request freed in this wait or test call whose
+ * handle was h; MPI_SUCCESS if none. */
+static int shim_fail_code(MPI_Request h)
+{
+    for (unsigned i = 0; i < shim_nfails && i < SHIM_FAILS; i++)
+        if (shim_fail_h[i] == h)
+            return shim_fail_c[i];
+    return MPI_SUCCESS;
+}
+
+/* After a call on one request (handle h before it) that returned rc and
+ * completed it (done). */
+static int shim_fails_one(MPI_Request h, int done, int rc, MPI_Status *st)
+{
+    int code = shim_nfails > 0 && done ? shim_fail_code(h) : MPI_SUCCESS;
+
+    if (rc != MPI_SUCCESS || code == MPI_SUCCESS)
+        return rc;
+    if (st != MPI_STATUS_IGNORE)
+        st->MPI_ERROR = code;
+    return code;
+}
+
+/* The same for n requests (handles h before the call, NULL: not known) of
+ * which out completed: idx[k] (NULL: all, in order). */
+static int shim_fails_many(const MPI_Request *h, const int *idx, int out, int rc, MPI_Status *sts)
+{
+    int any = 0, code;
+
+    if (shim_nfails == 0 || h == NULL || rc != MPI_SUCCESS)
+        return rc;
+    for (int k = 0; k < out && !any; k++)
+        any = shim_fail_code(h[idx != NULL ? idx[k] : k]) != MPI_SUCCESS;
+    if (!any)
+        return rc;
+    for (int k = 0; k < out && sts != MPI_STATUSES_IGNORE; k++) {
+        code = shim_fail_code(h[idx != NULL ? idx[k] : k]);
+        sts[k].MPI_ERROR = code;
+    }
+    return MPI_ERR_IN_STATUS;
+}
+
+/* A copy of the handles of n requests (into buf when they fit): NULL when
+ * out of memory, and then failures are not told apart. */
+#define SHIM_HANDLES 32
+static MPI_Request *shim_handles(int n, const MPI_Request *reqs, MPI_Request *buf)
+{
+    MPI_Request *h = n <= SHIM_HANDLES ? buf : malloc((size_t)n * sizeof(*h));
+
+    shim_nfails = 0;
+    if (h != NULL && n > 0)
+        memcpy(h, reqs, (size_t)n * sizeof(*h));
+    return h;
+}
+
+static void shim_handles_free(MPI_Request *h, const MPI_Request *buf)
+{
+    if (h != buf)
+        free(h);
+}
+
 static int shim_wait(MPI_Request *req, MPI_Status *st)
 {
+    MPI_Request h = *req;
     int flag = 0, rc;
 
+    shim_nfails = 0;
     for (unsigned spins = 0; shim_npending > 0; spins++) {
-        shim_poll();
+        shim_poll(1);
         rc = PMPI_Test(req, &flag, st);
         if (rc != MPI_SUCCESS || flag)
-            return rc;
+            return shim_fails_one(h, flag, rc, st);
         shim_relax(spins);
     }
-    return PMPI_Wait(req, st);
+    return shim_fails_one(h, 1, PMPI_Wait(req, st), st);
 }
 
-static int shim_waitall(int n, MPI_Request *reqs, MPI_Status *sts)
+static int shim_test(MPI_Request *req, int *flag, MPI_Status *st)
 {
-    int flag = 0, rc;
+    MPI_Request h = *req;
 
+    shim_nfails = 0;
+    shim_poll_some();
+    return shim_fails_one(h, 1, PMPI_Test(req, flag, st), st);
+}
+
+/* Waitall (flag NULL) and testall. */
+static int shim_all(int n, MPI_Request *reqs, int *flag, MPI_Status *sts)
+{
+    MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
+    int done = 0, rc;
+
+    if (flag != NULL) {
+        shim_poll_some();
+        rc = PMPI_Testall(n, reqs, &done, sts);
+        *flag = done;
+        goto out;
+    }
     for (unsigned spins = 0; shim_npending > 0; spins++) {
-        shim_poll();
-        rc = PMPI_Testall(n, reqs, &flag, sts);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
+        shim_poll(1);
+        rc = PMPI_Testall(n, reqs, &done, sts);
+        if (rc != MPI_SUCCESS || done)
+            goto out;
         shim_relax(spins);
     }
-    return PMPI_Waitall(n, reqs, sts);
+    rc = PMPI_Waitall(n, reqs, sts);
+    done = 1;
+out:
+    rc = shim_fails_many(h, NULL, done ? n : 0, rc, sts);
+    shim_handles_free(h, buf);
+    return rc;
 }
 
-static int shim_waitany(int n, MPI_Request *reqs, int *idx, MPI_Status *st)
+/* Waitany (flag NULL) and testany. */
+static int shim_any(int n, MPI_Request *reqs, int *idx, int *flag, MPI_Status *st)
 {
-    int flag = 0, rc;
+    MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
+    int done = 0, rc;
 
+    if (flag != NULL) {
+        shim_poll_some();
+        rc = PMPI_Testany(n, reqs, idx, &done, st);
+        *flag = done;
+        goto out;
+    }
     for (unsigned spins = 0; shim_npending > 0; spins++) {
-        shim_poll();
-        rc = PMPI_Testany(n, reqs, idx, &flag, st);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
+        shim_poll(1);
+        rc = PMPI_Testany(n, reqs, idx, &done, st);
+        if (rc != MPI_SUCCESS || done)
+            goto out;
         shim_relax(spins);
     }
-    return PMPI_Waitany(n, reqs, idx, st);
+    rc = PMPI_Waitany(n, reqs, idx, st);
+    done = 1;
+out:
+    if (h != NULL && *idx != MPI_UNDEFINED && *idx >= 0 && *idx < n)
+        rc = shim_fails_one(h[*idx], done, rc, st);
+    shim_handles_free(h, buf);
+    return rc;
 }
 
-static int shim_waitsome(int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
+/* Waitsome (test 0) and testsome. */
+static int shim_some(int test, int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
 {
+    MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
     int rc;
 
+    if (test) {
+        shim_poll_some();
+        rc = PMPI_Testsome(n, reqs, out, idx, sts);
+        goto out;
+    }
     for (unsigned spins = 0; shim_npending > 0; spins++) {
-        shim_poll();
+        shim_poll(1);
         rc = PMPI_Testsome(n, reqs, out, idx, sts);
         if (rc != MPI_SUCCESS || *out != 0)
-            return rc;
+            goto out;
         shim_relax(spins);
     }
-    return PMPI_Waitsome(n, reqs, out, idx, sts);
-}
-
-static void shim_poll_some(void)
-{
-    if (shim_npending > 0)
-        shim_poll();
+    rc = PMPI_Waitsome(n, reqs, out, idx, sts);
+out:
+    rc = shim_fails_many(h, idx, *out == MPI_UNDEFINED ? 0 : *out, rc, sts);
+    shim_handles_free(h, buf);
+    return rc;
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *st)
@@ -1811,41 +2098,37 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st)
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 {
-    return shim_waitall(n, reqs, sts);
+    return shim_all(n, reqs, NULL, sts);
 }
 
 int MPI_Waitany(int n, MPI_Request reqs[], int *idx, MPI_Status *st)
 {
-    return shim_waitany(n, reqs, idx, st);
+    return shim_any(n, reqs, idx, NULL, st);
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
 {
-    return shim_waitsome(n, reqs, out, idx, sts);
+    return shim_some(0, n, reqs, out, idx, sts);
 }
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
-    shim_poll_some();
-    return PMPI_Test(req, flag, st);
+    return shim_test(req, flag, st);
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
 {
-    shim_poll_some();
-    return PMPI_Testall(n, reqs, flag, sts);
+    return shim_all(n, reqs, flag, sts);
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int *idx, int *flag, MPI_Status *st)
 {
-    shim_poll_some();
-    return PMPI_Testany(n, reqs, idx, flag, st);
+    return shim_any(n, reqs, idx, flag, st);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[])
 {
-    shim_poll_some();
-    return PMPI_Testsome(n, reqs, out, idx, sts);
+    return shim_some(1, n, reqs, out, idx, sts);
 }
 
 int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st)
@@ -2222,11 +2505,10 @@ static void f_wait(MPI_Fint *freq, MPI_Fint *fst, MPI_Fint *ierr)
     MPI_Status st;
     int ign = shim_fstatus_ignored(fst), rc = shim_wait(&req, ign ? MPI_STATUS_IGNORE : &st);
 
-    if (rc == MPI_SUCCESS) {
-        *freq = PMPI_Request_c2f(req);
-        if (!ign)
-            PMPI_Status_c2f(&st, fst);
-    }
+    /* Also when a failed request was freed (its code in the status). */
+    *freq = PMPI_Request_c2f(req);
+    if (!ign && (rc == MPI_SUCCESS || req == MPI_REQUEST_NULL))
+        PMPI_Status_c2f(&st, fst);
     shim_fret(ierr, rc);
 }
 SHIM_FORTRAN(f_wait, mpi_wait, MPI_WAIT, ompi_wait_f, (MPI_Fint *, MPI_Fint *, MPI_Fint *));
@@ -2237,9 +2519,8 @@ static void f_test(MPI_Fint *freq, MPI_Fint *flag, MPI_Fint *fst, MPI_Fint *ierr
     MPI_Status st;
     int ign = shim_fstatus_ignored(fst), done = 0, rc;
 
-    shim_poll_some();
-    rc = PMPI_Test(&req, &done, ign ? MPI_STATUS_IGNORE : &st);
-    if (rc == MPI_SUCCESS) {
+    rc = shim_test(&req, &done, ign ? MPI_STATUS_IGNORE : &st);
+    if (rc == MPI_SUCCESS || (done && req == MPI_REQUEST_NULL)) {
         *flag = done != 0; /* gfortran's .true. */
         if (done) {
             *freq = PMPI_Request_c2f(req);
@@ -2265,14 +2546,9 @@ static void shim_f_all(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *flag, MPI_Fin
         shim_fret(ierr, MPI_ERR_NO_MEM);
         return;
     }
-    if (flag == NULL) {
-        rc = shim_waitall(n, r, sts);
-    } else {
-        shim_poll_some();
-        rc = PMPI_Testall(n, r, &done, sts);
-        if (rc == MPI_SUCCESS)
-            *flag = done != 0;
-    }
+    rc = shim_all(n, r, flag != NULL ? &done : NULL, sts);
+    if (flag != NULL && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS))
+        *flag = done != 0;
     if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && done)
         shim_fback(n, r, freqs, sts, fsts);
     if (sts != MPI_STATUSES_IGNORE)
@@ -2309,15 +2585,10 @@ static void shim_f_any(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index, MPI_Fi
         shim_fret(ierr, MPI_ERR_NO_MEM);
         return;
     }
-    if (flag == NULL) {
-        rc = shim_waitany(n, r, &idx, ign ? MPI_STATUS_IGNORE : &st);
-    } else {
-        shim_poll_some();
-        rc = PMPI_Testany(n, r, &idx, &done, ign ? MPI_STATUS_IGNORE : &st);
-        if (rc == MPI_SUCCESS)
-            *flag = done != 0;
-    }
-    if (rc == MPI_SUCCESS && done) {
+    rc = shim_any(n, r, &idx, flag != NULL ? &done : NULL, ign ? MPI_STATUS_IGNORE : &st);
+    if (flag != NULL && rc == MPI_SUCCESS)
+        *flag = done != 0;
+    if ((rc == MPI_SUCCESS || (idx != MPI_UNDEFINED && r[idx] == MPI_REQUEST_NULL)) && done) {
         *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1;
         if (idx != MPI_UNDEFINED) {
             freqs[idx] = PMPI_Request_c2f(r[idx]);
@@ -2360,12 +2631,7 @@ static void shim_f_some(int test, MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *ou
         shim_fret(ierr, MPI_ERR_NO_MEM);
         return;
     }
-    if (test) {
-        shim_poll_some();
-        rc = PMPI_Testsome(n, r, &out, idx, sts);
-    } else {
-        rc = shim_waitsome(n, r, &out, idx, sts);
-    }
+    rc = shim_some(test, n, r, &out, idx, sts);
     if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) {
         *outcount = out;
         for (int i = 0; out != MPI_UNDEFINED && i < out; i++) {
@@ -2414,6 +2680,24 @@ static void f_request_get_status(MPI_Fint *freq, MPI_Fint *flag, MPI_Fint *fst, 
 }
 SHIM_FORTRAN(f_request_get_status, mpi_request_get_status, MPI_REQUEST_GET_STATUS,
              ompi_request_get_status_f, (MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *));
+
+/* MPI_Init from Fortran: the agreed setup as from C (no argc/argv there). */
+static void f_init(MPI_Fint *ierr)
+{
+    shim_fret(ierr, shim_init(PMPI_Init(NULL, NULL)));
+}
+SHIM_FORTRAN(f_init, mpi_init, MPI_INIT, ompi_init_f, (MPI_Fint *));
+
+static void f_init_thread(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
+{
+    int got = MPI_THREAD_SINGLE, rc = shim_init(PMPI_Init_thread(NULL, NULL, (int)*required, &got));
+
+    if (rc == MPI_SUCCESS)
+        *provided = (MPI_Fint)got;
+    shim_fret(ierr, rc);
+}
+SHIM_FORTRAN(f_init_thread, mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f,
+             (MPI_Fint *, MPI_Fint *, MPI_Fint *));
 
 static void f_finalize(MPI_Fint *ierr)
 {

@@ -345,6 +345,16 @@ for phase in init create destroy finalize; do
         run "phasefault-3-$phase-$sig" kill 2 $PF -np 3 "$T/coll_test" phasefault $phase $sig
     done
 done
+# ARCOLL_PROFILE's exchanges at finalize run over the world team, not PMIx: a rank gone
+# before them still lets every survivor end within the deadline, its profile written.
+PD=$(mktemp -d)
+for sig in kill stop; do
+    run "phasefault-3-finalize-$sig-profile" kill 2 env ARCOLL_PROFILE="$PD/prof-$sig" $PF -np 3 \
+        "$T/coll_test" phasefault finalize $sig
+    run "phasefault-3-finalize-$sig-profile-written" "text:^2 profiles$" bash -c \
+        'echo "$(ls "$0".0 "$0".1 2>/dev/null | wc -l) profiles"' "$PD/prof-$sig"
+done
+rm -rf "$PD"
 # Caller-supplied bootstrap callbacks (an embedding runtime), forked ranks.
 if [ -x "$T/fork_test" ]; then
     run oob-4-matrix ok "$T/fork_test" 4 matrix

@@ -96,6 +96,17 @@ else
         ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$ST" shim
     # MPI_THREAD_MULTIPLE: every call must go to PMPI.
     t shim-3-thread-multiple ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" "$ST" multiple
+    # A local condition on one rank only (world rank 1) must not split a communicator between
+    # arcoll and PMPI: MPI_THREAD_MULTIPLE there and SINGLE elsewhere (agreed at MPI_Init: every
+    # call to PMPI on every rank), or its MPI_Comm_set_attr failing every other time (each call
+    # alike on all ranks, data against PMPI). The code before the agreement hung in both (timeout
+    # 120 makes a hang a failure).
+    for n in 2 4; do
+        t "shim-$n-thread-mixed" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
+            ARCOLL_TIMEOUT_MS=5000 "$ST" mixed
+        t "shim-split-$n-setattr-fail" ok:" 0 failed" timeout 240 $MPIRUN -np $n env \
+            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=setattr_fail "$B/tests/shim_split_test" attr
+    done
     # The fallbacks say why at ARCOLL_LOG=debug.
     t shim-3-debug ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" ARCOLL_LOG=debug "$ST" shim
     t shim-3-debug-intercomm ok:"intercommunicator: its collectives go to PMPI" \
@@ -132,6 +143,16 @@ else
         t "shim-coll-$n-fail-warned-once" ok bash -c 'for c in MPI_COMM_WORLD dup_of_world; do
             [ "$(grep -c "arcoll team of communicator $c (.*its collectives go to MPI" "$1")" = 1 ] ||
                 exit 1; done' _ "$LOG/shim-coll-$n-fail.log"
+        # The same with nonblocking calls, each waited for and followed by an MPI_Barrier the
+        # shim does not see: the failure is raised through the communicator's error handler at
+        # the wait and agreed there (agreed only at the next call, the barrier hung).
+        t "shim-coll-$n-ifail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
+            ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
+        # World rank 1 reaches the call after its failing one ARCOLL_TIMEOUT_MS + 1 s late, and
+        # an MPI_Barrier follows every call: the others' call times out before rank 1's word
+        # comes, so the agreement is by words sent without waiting (an allreduce hung here).
+        t "shim-coll-$n-latefail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env \
+            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=coll_fail "$CT" latefail
     done
     # New communicators (MPI_Comm_split, _split_type, _create, _dup) get a team that
     # arcoll_team_split makes from their parent's and share its context: ranks, data against

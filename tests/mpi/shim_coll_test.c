@@ -13,6 +13,16 @@
  *            dup, then ARCOLL_MPI_FAULT=coll_fail on world rank 1):
  *            after the failing call and at most one more, 100 calls must
  *            give PMPI's data and go to PMPI
+ *     ifail  the same with nonblocking calls, each completed by MPI_Wait
+ *            and followed by an MPI_Barrier the shim does not intercept
+ *            (ARCOLL_MPI_FAULT=icoll_fail: world rank 1 takes its first
+ *            one on MPI_COMM_WORLD as failed in the wait): the failure must
+ *            be reported through the communicator's error handler at that
+ *            wait and agreed there, or the barrier hangs
+ *     latefail  mode fail with an MPI_Barrier after every call, and world
+ *            rank 1 (ARCOLL_MPI_FAULT=coll_fail) reaching the call after
+ *            its failing one ARCOLL_TIMEOUT_MS + 1 s late: the others' call
+ *            times out before its word comes, and the barrier must not hang
  *
  * Every result is compared byte for byte, gaps of the datatypes included,
  * with the same call made through PMPI_* (the MPI library itself):
@@ -40,10 +50,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "arcoll_mpi.h"
 
-enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL };
+enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL, MODE_LATEFAIL };
 enum { SERVED, PASSED };
 /* SHIM_TEST_ALLREDUCE_MPI_BELOW=N: the tuning table's serve rules hand
  * allreduces of fewer than N bytes to PMPI (the default table: 4096). */
@@ -765,20 +776,54 @@ static void serve_suite(MPI_Comm comm, const char *cname)
 
 static unsigned long long mpi_calls(const arcoll_mpi_stats_t *s)
 {
-    return s->allreduce_mpi + s->alltoall_mpi + s->allgather_mpi;
+    return s->allreduce_mpi + s->alltoall_mpi + s->allgather_mpi + s->iallreduce_mpi +
+           s->ialltoall_mpi + s->iallgather_mpi;
 }
 
 static unsigned long long arcoll_calls(const arcoll_mpi_stats_t *s)
 {
-    return s->allreduce_arcoll + s->alltoall_arcoll + s->allgather_arcoll;
+    return s->allreduce_arcoll + s->alltoall_arcoll + s->allgather_arcoll + s->iallreduce_arcoll +
+           s->ialltoall_arcoll + s->iallgather_arcoll;
+}
+
+/* latefail: ARCOLL_TIMEOUT_MS + 1 s asleep. */
+static void late(void)
+{
+    const char *ms = getenv("ARCOLL_TIMEOUT_MS");
+    long t = (ms != NULL ? strtol(ms, NULL, 10) : 60000) + 1000;
+    struct timespec d = {t / 1000, (t % 1000) * 1000000L};
+
+    nanosleep(&d, NULL);
+}
+
+/* Calls of the communicator's error handler (mode ifail). */
+static int handled;
+
+static void count_error(MPI_Comm *comm, int *code, ...)
+{
+    (void)comm;
+    (void)code;
+    handled++;
+}
+
+/* The end of a nonblocking call started with status rc: its wait, then a
+ * barrier of MPI's own. The first error of the two. */
+static int nb_end(MPI_Comm comm, MPI_Request *req, int rc)
+{
+    int wrc = MPI_Wait(req, MPI_STATUS_IGNORE);
+
+    MPI_Barrier(comm);
+    return rc != MPI_SUCCESS ? rc : wrc;
 }
 
 /* Call i of a series after a failure: allreduce, alltoall or allgather,
- * against PMPI. *rc: the shim's status. Data compared only on success. */
+ * against PMPI; nonblocking in mode ifail. *rc: the shim's status. Data
+ * compared only on success. */
 static int fail_call(MPI_Comm comm, int i, int *rc)
 {
     enum { K = 40 };
-    int me, n, v[K], r[K * 8], ref[K * 8];
+    int me, n, v[K], r[K * 8], ref[K * 8], nb = mode == MODE_IFAIL;
+    MPI_Request req = MPI_REQUEST_NULL;
 
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
@@ -788,18 +833,24 @@ static int fail_call(MPI_Comm comm, int i, int *rc)
     memset(ref, 0, sizeof(ref));
     switch (i % 3) {
     case 0:
-        *rc = MPI_Allreduce(v, r, K, MPI_INT, MPI_SUM, comm);
+        *rc = nb ? nb_end(comm, &req, MPI_Iallreduce(v, r, K, MPI_INT, MPI_SUM, comm, &req))
+                 : MPI_Allreduce(v, r, K, MPI_INT, MPI_SUM, comm);
         PMPI_Allreduce(v, ref, K, MPI_INT, MPI_SUM, comm);
         break;
     case 1:
-        *rc = MPI_Alltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm);
+        *rc =
+            nb ? nb_end(comm, &req, MPI_Ialltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm, &req))
+               : MPI_Alltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm);
         PMPI_Alltoall(v, K / n, MPI_INT, ref, K / n, MPI_INT, comm);
         break;
     default:
-        *rc = MPI_Allgather(v, 5, MPI_INT, r, 5, MPI_INT, comm);
+        *rc = nb ? nb_end(comm, &req, MPI_Iallgather(v, 5, MPI_INT, r, 5, MPI_INT, comm, &req))
+                 : MPI_Allgather(v, 5, MPI_INT, r, 5, MPI_INT, comm);
         PMPI_Allgather(v, 5, MPI_INT, ref, 5, MPI_INT, comm);
         break;
     }
+    if (mode == MODE_LATEFAIL)
+        MPI_Barrier(comm);
     return *rc != MPI_SUCCESS || memcmp(r, ref, sizeof(r)) == 0;
 }
 
@@ -813,24 +864,41 @@ static int fail_call(MPI_Comm comm, int i, int *rc)
 static void t_failure(MPI_Comm comm, const char *cname, int mismatch)
 {
     arcoll_mpi_stats_t s0, s1;
-    int me, rc, bad = 0, v[8] = {0}, r[8], next = 0;
+    int me, rc, bad = 0, v[8] = {0}, r[8], next = 0, seen = handled;
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Errhandler eh;
     char detail[256];
 
     MPI_Comm_rank(comm, &me);
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_create_errhandler(count_error, &eh);
+    MPI_Comm_set_errhandler(comm, mode == MODE_IFAIL ? eh : MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&eh);
     stats(&s0);
-    if (mismatch)
+    if (mismatch && mode == MODE_IFAIL)
+        rc =
+            nb_end(comm, &req, MPI_Iallreduce(v, r, me == 0 ? 3 : 4, MPI_INT, MPI_SUM, comm, &req));
+    else if (mismatch)
         rc = MPI_Allreduce(v, r, me == 0 ? 3 : 4, MPI_INT, MPI_SUM, comm);
     else
         fail_call(comm, 0, &rc);
+    if (mode == MODE_LATEFAIL && wrank == 1 && !mismatch)
+        late();
     snprintf(detail, sizeof(detail), "%s: the failing call (%s) returned %d", cname,
-             mismatch ? "counts differ" : "ARCOLL_MPI_FAULT=coll_fail", rc);
+             mismatch ? "counts differ" : "ARCOLL_MPI_FAULT=(i)coll_fail", rc);
     /* The mismatch fails every rank; the fault hook world rank 1 only. */
     verdict(mismatch || wrank == 1 ? rc != MPI_SUCCESS : 1, "no error", detail);
     for (int tries = 0; tries < 2; tries++, next++) {
         bad += !fail_call(comm, next, &rc);
         if (rc == MPI_SUCCESS)
             break;
+    }
+    /* ifail: every failed call went through the error handler (and only
+     * those: a failure raised once). */
+    if (mode == MODE_IFAIL) {
+        snprintf(detail, sizeof(detail), "%s: error handler called %d times for %d failed calls",
+                 cname, handled - seen, next + (mismatch || wrank == 1));
+        verdict(handled - seen == next + (mismatch || wrank == 1),
+                "errors not reported through the error handler", detail);
     }
     snprintf(detail, sizeof(detail), "%s: the call after the failing one returned %d", cname, rc);
     verdict(rc == MPI_SUCCESS, "a second call failed", detail);
@@ -887,10 +955,12 @@ int main(int argc, char **argv)
     MPI_Comm split;
     long sums[2];
 
-    mode = strcmp(mname, "plain") == 0   ? MODE_PLAIN
-           : strcmp(mname, "serve") == 0 ? MODE_SERVE
-           : strcmp(mname, "fail") == 0  ? MODE_FAIL
-                                         : MODE_SHIM;
+    mode = strcmp(mname, "plain") == 0      ? MODE_PLAIN
+           : strcmp(mname, "serve") == 0    ? MODE_SERVE
+           : strcmp(mname, "fail") == 0     ? MODE_FAIL
+           : strcmp(mname, "ifail") == 0    ? MODE_IFAIL
+           : strcmp(mname, "latefail") == 0 ? MODE_LATEFAIL
+                                            : MODE_SHIM;
     if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
         mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
     MPI_Init(&argc, &argv);
@@ -911,7 +981,7 @@ int main(int argc, char **argv)
         MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - wrank, &split);
         serve_suite(split, "split(0, reversed)");
         MPI_Comm_free(&split);
-    } else if (mode == MODE_FAIL) {
+    } else if (mode == MODE_FAIL || mode == MODE_IFAIL || mode == MODE_LATEFAIL) {
         fail_suite();
     } else {
         suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");

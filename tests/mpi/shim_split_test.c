@@ -11,6 +11,9 @@
  *            rank 1 in them go to PMPI, decided alike on all their ranks
  *     order  under ARCOLL_MPI_FAULT=split_order: those get contexts of their own
  *     own    under ARCOLL_MPI_SPLIT=off: every communicator its own context
+ *     attr   under ARCOLL_MPI_FAULT=setattr_fail (world rank 1's attribute
+ *            sets fail every other time): a communicator's first calls may
+ *            go to PMPI, but each call alike on all its ranks
  *
  * On every new communicator: its ranks in the order MPI defines, and
  * MPI_Alltoall, MPI_Allreduce and MPI_Allgatherv against PMPI_* on the same
@@ -37,7 +40,7 @@
 
 #include "arcoll_mpi.h"
 
-enum { MODE_SHIM, MODE_PLAIN, MODE_FAIL, MODE_ORDER, MODE_OWN };
+enum { MODE_SHIM, MODE_PLAIN, MODE_FAIL, MODE_ORDER, MODE_OWN, MODE_ATTR };
 
 static int mode, wrank, wsize;
 static long passed, failed;
@@ -121,7 +124,8 @@ static int colls(MPI_Comm comm, const char *name, int salt)
             "MPI_Allgatherv differs from PMPI", name);
     stats(&s1);
     got = served(&s1) - served(&s0);
-    all = got == 3 ? 1 : got == 0 ? 0 : -1;
+    /* attr: the same number served on every rank (each call agreed). */
+    all = mode == MODE_ATTR ? (int)got : got == 3 ? 1 : got == 0 ? 0 : -1;
     PMPI_Allreduce(&all, &lo, 1, MPI_INT, MPI_MIN, comm);
     PMPI_Allreduce(&all, &hi, 1, MPI_INT, MPI_MAX, comm);
     verdict(lo == hi && lo >= 0, "arcoll served the calls on some ranks only", name);
@@ -132,7 +136,7 @@ static int colls(MPI_Comm comm, const char *name, int salt)
     free(ref);
     free(cnt);
     free(dis);
-    return all == 1;
+    return got == 3;
 }
 
 /* comm's rank must be `want` (MPI's order, which the team must follow too). */
@@ -195,6 +199,7 @@ int main(int argc, char **argv)
            : strcmp(mname, "fail") == 0  ? MODE_FAIL
            : strcmp(mname, "order") == 0 ? MODE_ORDER
            : strcmp(mname, "own") == 0   ? MODE_OWN
+           : strcmp(mname, "attr") == 0  ? MODE_ATTR
                                          : MODE_SHIM;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);

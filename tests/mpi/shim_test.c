@@ -5,6 +5,9 @@
  *   shim_test MODE [MAXBYTES]
  *     shim      the shim must be loaded and must run every eligible call
  *     multiple  MPI_THREAD_MULTIPLE: the shim must hand every call to PMPI
+ *     mixed     world rank 1 alone asks MPI_THREAD_MULTIPLE, the others
+ *               MPI_THREAD_SINGLE (legal MPI): every rank must hand every
+ *               call to PMPI (the shim's choice is agreed at MPI_Init)
  *     plain     no expectation about the shim (data checks only)
  *
  * Every MPI_Alltoall/MPI_Allgather result is compared with PMPI_Alltoall/
@@ -224,14 +227,18 @@ int main(int argc, char **argv)
     size_t maxbytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 65536;
     arcoll_mpi_stats_t s0, s1;
     MPI_Comm dup, evens, reversed, inter = MPI_COMM_NULL;
-    int provided, bad = 0, key;
+    int provided, bad = 0, key, multiple;
     long sums[2];
 
-    mode = strcmp(mname, "multiple") == 0 ? MODE_MULTIPLE
-           : strcmp(mname, "plain") == 0  ? MODE_PLAIN
-                                          : MODE_SHIM;
-    MPI_Init_thread(&argc, &argv, mode == MODE_MULTIPLE ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
-                    &provided);
+    mode = strcmp(mname, "multiple") == 0 || strcmp(mname, "mixed") == 0 ? MODE_MULTIPLE
+           : strcmp(mname, "plain") == 0                                 ? MODE_PLAIN
+                                                                         : MODE_SHIM;
+    /* mixed: the world rank from the launcher (Open MPI's mpirun), before MPI_Init. */
+    multiple = mode == MODE_MULTIPLE;
+    if (strcmp(mname, "mixed") == 0)
+        multiple = getenv("OMPI_COMM_WORLD_RANK") != NULL &&
+                   strcmp(getenv("OMPI_COMM_WORLD_RANK"), "1") == 0;
+    MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
@@ -242,7 +249,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "shim_test: libarcoll_mpi.so is not loaded (LD_PRELOAD it)\n");
         bad = 1;
     }
-    if (mode == MODE_MULTIPLE && provided != MPI_THREAD_MULTIPLE) {
+    if (multiple && provided != MPI_THREAD_MULTIPLE) {
         if (wrank == 0)
             fprintf(stderr, "shim_test: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
         bad = 1;
