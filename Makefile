@@ -40,7 +40,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
 	$(BUILD)/bin/arcoll-pap-report $(BUILD)/tests/coll_test \
-	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch
+	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch \
+	$(BUILD)/tests/heap_preload_test
 
 .PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
 
@@ -215,6 +216,12 @@ $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 
 COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c
 $(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+
+# libarcoll_heap.so's malloc under LD_PRELOAD (tests/integ/run.sh runs it so).
+$(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)

@@ -349,10 +349,20 @@ void *arcoll_heap_aligned_alloc(size_t align, size_t size);
 void *arcoll_heap_realloc(void *p, size_t size);
 /* p from this heap or NULL; a pointer from elsewhere is ignored with a warning. */
 void arcoll_heap_free(void *p);
+/* They look at the address only (so that gcc does not warn about a fresh
+ * block passed to them). */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define ARCOLL_ADDRESS_ONLY(i) __attribute__((access(none, i)))
+#else
+#define ARCOLL_ADDRESS_ONLY(i)
+#endif
 /* Is p in this process's part of the heap (what arcoll_heap_free accepts)? */
-int arcoll_heap_contains(const void *p);
+int arcoll_heap_contains(const void *p) ARCOLL_ADDRESS_ONLY(1);
 /* Bytes usable at p (at least what was asked), 0 if p is not from the heap. */
-size_t arcoll_heap_usable_size(const void *p);
+size_t arcoll_heap_usable_size(const void *p) ARCOLL_ADDRESS_ONLY(1);
+/* 1 while a context is initialized and every rank of this host maps every
+ * other's heap at the same address, else 0. */
+int arcoll_heap_is_shared(void);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

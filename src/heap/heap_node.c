@@ -196,6 +196,9 @@ int heap_node_attach(boot_t *b)
             shared = 0;
         } else {
             heap_node.shared = 1;
+            if (b->local_rank == 0)
+                log_info("heap: shared by this host's ranks at %p (%d slots of %zu bytes)",
+                         (void *)heap_node.base, mine.nslots, (size_t)mine.slot_len);
         }
     }
     if (!shared && why != NULL && b->local_rank == 0)
@@ -219,4 +222,10 @@ void heap_node_detach(void)
     if (me.state == CARD_SLOT)
         heap_node_unmap(&me);
     heap_node.shared = 0;
+}
+
+/* A forked child's heap is private: its region is gone (heap.c). */
+int arcoll_heap_is_shared(void)
+{
+    return heap_node.shared && heap_region_find(heap_node.base, 1) != 0;
 }
