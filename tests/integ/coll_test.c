@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -713,6 +714,28 @@ static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
         for (size_t i = 0; i < LATE && !bad; i++)
             bad = l[i] != (uint8_t)(r * 17 + i / 7);
         CHECK(!bad, "rank %d's heap buffers read wrong through their address", r);
+    }
+    /* A forked child's heap is a private copy: its writes reach nobody. */
+    {
+        pid_t pid = fork();
+        int st = -1;
+        if (pid == 0) {
+            int ok = !arcoll_heap_is_shared() && early[5] == (uint8_t)(rank * 31 + 5);
+            memset(early, 0xee, EARLY);
+            memset(late, 0xee, LATE);
+            _exit(ok ? 0 : 1);
+        }
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the forked child saw a shared heap or wrong data");
+    }
+    rc = arcoll_allgather(world, mine, all, sizeof(mine));
+    CHECK(rc == ARCOLL_OK, "allgather (barrier): %s", arcoll_strerror(rc));
+    for (int r = 0; r < nranks && rc == ARCOLL_OK; r++) {
+        const uint8_t *e = (const uint8_t *)(uintptr_t)all[2 * r];
+        const uint8_t *l = (const uint8_t *)(uintptr_t)all[2 * r + 1];
+        bad = e[EARLY - 1] != (uint8_t)(r * 31 + EARLY - 1) ||
+              l[LATE - 1] != (uint8_t)(r * 17 + (LATE - 1) / 7);
+        CHECK(!bad, "rank %d's buffers changed after its child wrote its copy", r);
     }
     /* Nobody frees while another still reads. */
     rc = arcoll_allgather(world, mine, all, sizeof(mine));
