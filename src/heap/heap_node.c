@@ -143,8 +143,8 @@ int heap_node_attach(boot_t *b)
     heap_card_t mine, *all;
     const char *why = NULL;
     uint64_t id = 0, host = heap_host_key(b);
-    int32_t ok, *oks = NULL;
-    int rc, any = 0, shared = 1;
+    int32_t ok = 0, *oks = NULL;
+    int rc, any = 0, shared = 1, mapped = 0;
 
     all = calloc((size_t)b->size, sizeof(*all));
     oks = calloc((size_t)b->size, sizeof(*oks));
@@ -173,6 +173,7 @@ int heap_node_attach(boot_t *b)
     } else {
         why = heap_host_check(all, b->size, b->rank, &id);
         ok = why == NULL && heap_node_map(all, b->size, b->rank) == 0;
+        mapped = ok;
         if (why == NULL && !ok)
             why = "mapping a peer's slot failed";
     }
@@ -185,17 +186,19 @@ int heap_node_attach(boot_t *b)
             shared = 0;
     if (!shared && why == NULL)
         why = "another rank of this host could not map its peers";
-    if (!shared && ok && !heap_node.shared)
+    if (!shared && mapped) {
         heap_node_unmap(&mine);
+        mapped = 0;
+    }
     if (shared && !heap_node.shared) {
         heap_node.base = (char *)(uintptr_t)mine.base;
         heap_node.len = mine.slot_len * (size_t)mine.nslots;
         if (heap_region_add(heap_node.base, heap_node.len, id) != ARCOLL_OK) {
             log_warn("heap: registering the heap's region failed (table full or overlap)");
-            heap_node_unmap(&mine);
             shared = 0;
         } else {
             heap_node.shared = 1;
+            mapped = 0; /* the region's now: heap_node_detach unmaps */
             if (b->local_rank == 0)
                 log_info("heap: shared by this host's ranks at %p (%d slots of %zu bytes)",
                          (void *)heap_node.base, mine.nslots, (size_t)mine.slot_len);
@@ -204,6 +207,8 @@ int heap_node_attach(boot_t *b)
     if (!shared && why != NULL && b->local_rank == 0)
         log_info("heap: not shared on this node: %s", why);
 out:
+    if (mapped) /* a bootstrap failure after mapping, or no region */
+        heap_node_unmap(&mine);
     if (rc == ARCOLL_OK)
         heap_node.users++;
     free(oks);

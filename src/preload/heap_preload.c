@@ -30,8 +30,9 @@ void *__libc_realloc(void *p, size_t n);
 void *__libc_memalign(size_t align, size_t n);
 void __libc_free(void *p);
 
-static __thread int pre_inside; /* this thread is in the heap now */
-static size_t pre_huge;         /* 0 until read */
+/* initial-exec: no __tls_get_addr (which may allocate) on the malloc path. */
+static __thread int pre_inside __attribute__((tls_model("initial-exec"))); /* in the heap now */
+static size_t pre_huge;                                                    /* 0 until read */
 
 static size_t pre_huge_limit(void)
 {
