@@ -25,6 +25,8 @@
 #define HEAP_TEST_BASE 0x300000000000ULL
 #define HEAP_TEST_SIZE ((size_t)64 << 20)
 
+static char self[4096]; /* this binary (readlink: valgrind answers for its client) */
+
 /* Run this binary with argv[1] = mode and the given settings; its exit status. */
 static int run_self(const char *mode, const char *size, const char *slot)
 {
@@ -38,7 +40,7 @@ static int run_self(const char *mode, const char *size, const char *slot)
             setenv("ARCOLL_HEAP_SLOT", slot, 1);
         else
             unsetenv("ARCOLL_HEAP_SLOT");
-        execl("/proc/self/exe", "test_heap", mode, (char *)NULL);
+        execl(self, "test_heap", mode, (char *)NULL);
         _exit(127);
     }
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -287,7 +289,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_taken),   cmocka_unit_test(test_no_slot),
     };
     char base[32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
+    if (n <= 0)
+        return 2;
+    self[n] = '\0';
     snprintf(base, sizeof(base), "%#llx", HEAP_TEST_BASE);
     setenv("ARCOLL_HEAP_BASE", base, 1);
     setenv("ARCOLL_HEAP_SLOTS", "4", 1);
