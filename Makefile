@@ -23,7 +23,7 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=h
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread $(EXTRA_LDFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread -lm $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
 	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c) \
@@ -40,11 +40,13 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
 	$(BUILD)/bin/arcoll-pap-report $(BUILD)/tests/coll_test \
-	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch
+	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch \
+	$(BUILD)/tests/heap_preload_test
 
 .PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
 
-all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN)
+all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN) \
+	$(BUILD)/lib/libarcoll_heap.so
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
 	@mkdir -p $(dir $@)
@@ -56,6 +58,20 @@ $(BUILD)/fault/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (faults)")
 	$(Q)$(CC) $(CFLAGS_ALL) -DARCOLL_FAULTS -c $< -o $@
+
+# The node heap's allocator is Debian's jemalloc (libjemalloc-dev), linked into heap.c's one
+# object whose symbols are then all made local but heap.c's own: libarcoll exports no malloc
+# and changes no program's allocator by being linked (docs/heap.md).
+JEMALLOC_A ?= $(shell pkg-config --variable=libdir jemalloc 2>/dev/null)/libjemalloc_pic.a
+$(BUILD)/obj/src/heap/heap.o $(BUILD)/fault/src/heap/heap.o: $(BUILD)/%/src/heap/heap.o: \
+		src/heap/heap.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (+ jemalloc, local)")
+	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@.own.o
+	$(Q)nm -g --defined-only $@.own.o | awk '{print $$3}' > $@.keep
+	$(Q)$(LD) -r -o $@.all.o $@.own.o $(JEMALLOC_A)
+	$(Q)objcopy --keep-global-symbols=$@.keep $@.all.o $@
+	$(Q)rm -f $@.own.o $@.all.o $@.keep
 
 $(SHLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -82,6 +98,14 @@ $(BUILD)/arcoll.pc: arcoll.pc.in
 
 # Programs link the shared library with an rpath to the build tree.
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
+
+# The preloadable malloc of the node heap (docs/heap.md): exports malloc & co, over libarcoll.
+$(BUILD)/lib/libarcoll_heap.so: src/preload/heap_preload.c $(BUILD)/obj/src/core/size.o \
+		include/arcoll.h $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -shared $< $(BUILD)/obj/src/core/size.o -o $@ \
+		$(LINK_SHARED) -ldl $(EXTRA_LDFLAGS)
 
 BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
 $(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
@@ -192,6 +216,12 @@ $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 
 COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c
 $(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+
+# libarcoll_heap.so's malloc under LD_PRELOAD (tests/integ/run.sh runs it so).
+$(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
@@ -337,10 +367,12 @@ install: all
 		$(DESTDIR)$(PREFIX)/bin/
 	install -m 644 include/arcoll_mpi.h $(DESTDIR)$(PREFIX)/include/
 	$(if $(SHIM),install -m 755 $(BUILD)/lib/libarcoll_mpi.so $(DESTDIR)$(PREFIX)/lib/)
+	install -m 755 $(BUILD)/lib/libarcoll_heap.so $(DESTDIR)$(PREFIX)/lib/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/include/arcoll_mpi.h \
 		$(DESTDIR)$(PREFIX)/lib/libarcoll.* $(DESTDIR)$(PREFIX)/lib/libarcoll_mpi.so \
+		$(DESTDIR)$(PREFIX)/lib/libarcoll_heap.so \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
 		$(DESTDIR)$(PREFIX)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/arcoll-pap-report
 

@@ -326,6 +326,44 @@ const char *arcoll_strerror(int status);
  * [serialized] */
 const char *arcoll_last_error(arcoll_context_t ctx);
 
+/*
+ * Node heap (docs/heap.md): memory from a region that every rank of a node
+ * maps at the same virtual address, so that a pointer is valid as it is in
+ * every local rank, and address-based algorithms (sh_co) may copy straight
+ * between the ranks' buffers. Usable before arcoll_init: the first call makes
+ * this process's part (its slot, at ARCOLL_HEAP_BASE + local rank x
+ * ARCOLL_HEAP_SIZE); arcoll_init then maps the other local ranks' slots if
+ * every one of them has its part in place, else the heap stays private to
+ * this process (it works the same, only the algorithms that need it are not
+ * eligible). LD_PRELOAD=libarcoll_heap.so puts a program's malloc & co here.
+ * After fork the child has a private copy of its heap (never its parent's).
+ * All [any]; they set errno like malloc.
+ */
+/* size bytes, NULL with errno ENOMEM if the heap is exhausted or cannot be
+ * made (no fallback to private memory: the preload library does that). */
+void *arcoll_heap_malloc(size_t size);
+void *arcoll_heap_calloc(size_t n, size_t size);
+/* align: a power of two (else NULL, EINVAL). */
+void *arcoll_heap_aligned_alloc(size_t align, size_t size);
+/* p from this heap or NULL; on ENOMEM p is left as it was. */
+void *arcoll_heap_realloc(void *p, size_t size);
+/* p from this heap or NULL; a pointer from elsewhere is ignored with a warning. */
+void arcoll_heap_free(void *p);
+/* They look at the address only (so that gcc does not warn about a fresh
+ * block passed to them). */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define ARCOLL_ADDRESS_ONLY(i) __attribute__((access(none, i)))
+#else
+#define ARCOLL_ADDRESS_ONLY(i)
+#endif
+/* Is p in this process's part of the heap (what arcoll_heap_free accepts)? */
+int arcoll_heap_contains(const void *p) ARCOLL_ADDRESS_ONLY(1);
+/* Bytes usable at p (at least what was asked), 0 if p is not from the heap. */
+size_t arcoll_heap_usable_size(const void *p) ARCOLL_ADDRESS_ONLY(1);
+/* 1 while a context is initialized and every rank of this host maps every
+ * other's heap at the same address, else 0. */
+int arcoll_heap_is_shared(void);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -2,10 +2,11 @@
 # Install the Debian 12 packages arcoll needs to build, run and test, if any
 # are missing. As root it installs them; otherwise it names the command.
 set -eu
+# libjemalloc-dev: the node heap's allocator (its PIC archive, linked privately: docs/heap.md).
 # libopenmpi-dev: mpicc for arcoll-bench-mpi (Open MPI as a baseline); gnuplot-nox: the
 # benchmark's --plot (make run writes build/arcoll-run.png).
 PKGS="build-essential pkg-config libpmix-dev libhwloc-dev libcmocka-dev libibverbs-dev
-      librdmacm-dev openmpi-bin libopenmpi-dev gnuplot-nox"
+      librdmacm-dev libjemalloc-dev openmpi-bin libopenmpi-dev gnuplot-nox"
 # Optional tools used by 'make check' when present (skipped with a notice otherwise); the
 # Slurm daemons and munge: tests/slurm/ (srun --mpi=pmix); gfortran: mpifort for the PMPI
 # shim's Fortran tests (tests/mpi/shim_ftest*.f90); clang-14 and libclang-rt-14-dev: make fuzz

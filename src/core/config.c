@@ -132,41 +132,6 @@ static const cfg_var_t cfg_vars[] = {
 
 #define CFG_NVARS (sizeof(cfg_vars) / sizeof(cfg_vars[0]))
 
-int core_config_parse_size(const char *s, size_t *out)
-{
-    unsigned long long v, mult = 1;
-    char *end;
-
-    if (s == NULL || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0)
-        return -1;
-    switch (tolower((unsigned char)*end)) {
-    case '\0': break;
-    case 'k':
-        mult = 1ULL << 10;
-        end++;
-        break;
-    case 'm':
-        mult = 1ULL << 20;
-        end++;
-        break;
-    case 'g':
-        mult = 1ULL << 30;
-        end++;
-        break;
-    default: return -1;
-    }
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mult)
-        return -1;
-    *out = (size_t)(v * mult);
-    return 0;
-}
-
 static const cfg_var_t *cfg_var_find(const char *name)
 {
     for (size_t i = 0; i < CFG_NVARS; i++)
@@ -337,7 +302,8 @@ int core_config_init(core_config_t *cfg)
             rc = ARCOLL_ERR_CONFIG;
     }
     /* A misspelt variable would otherwise be silently ignored. ARCOLL_MPI_*
-     * belong to the PMPI shim, which reads them itself. */
+     * belong to the PMPI shim, ARCOLL_HEAP_* to the node heap (read before
+     * any init): they read them themselves. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         char name[64];
         size_t n = strcspn(*e, "=");
@@ -346,7 +312,8 @@ int core_config_init(core_config_t *cfg)
         memcpy(name, *e, n);
         name[n] = '\0';
         if (cfg_var_find(name) == NULL && strcmp(name, "ARCOLL_NODE_SIZE") != 0 &&
-            strcmp(name, "ARCOLL_FAULT") != 0 && strncmp(name, "ARCOLL_MPI_", 11) != 0)
+            strcmp(name, "ARCOLL_FAULT") != 0 && strncmp(name, "ARCOLL_MPI_", 11) != 0 &&
+            strncmp(name, "ARCOLL_HEAP_", 12) != 0)
             log_warn("ignoring unknown environment variable %s", name);
     }
     return rc;

@@ -11,6 +11,7 @@
 #include "core/profile.h"
 #include "core/split.h"
 #include "core/tune.h"
+#include "heap/heap.h"
 #include "smp/smp_seg.h"
 
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
@@ -757,11 +758,15 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     ctx->cfg.smp_seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD;
     if (named && ctx->boot->local_rank == 0)
         smp_seg_sweep(NULL);
+    /* The node heap's slots, if any rank uses it (docs/heap.md). */
+    rc = heap_node_attach(ctx->boot);
+    if (rc != ARCOLL_OK)
+        goto err_boot;
 
     rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
                                               : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
     if (rc != ARCOLL_OK)
-        goto err_boot;
+        goto err_heap;
 
     rc = zmem_create(ctx);
     if (rc != ARCOLL_OK)
@@ -801,6 +806,8 @@ err_zmem:
     zmem_destroy(ctx);
 err_chan:
     ctx->chan->ops->destroy(ctx->chan);
+err_heap:
+    heap_node_detach();
 err_boot:
     boot_destroy(ctx->boot);
 err_ctx:
@@ -840,6 +847,7 @@ int arcoll_finalize(arcoll_context_t ctx)
     }
     zmem_destroy(ctx);
     ctx->chan->ops->destroy(ctx->chan);
+    heap_node_detach();
     boot_destroy(ctx->boot);
     ctx->magic = 0;
     free(ctx);

@@ -36,8 +36,9 @@ static int smp_seg_status(int err)
 }
 
 /* A sized, sealed memfd; 0 or the errno, *what names the call that failed
- * (the caller decides whether that is an error or a probe's answer). */
-static int smp_seg_memfd_new(size_t len, int *out, const char **what)
+ * (the caller decides whether that is an error or a probe's answer). sparse:
+ * sized but no pages reserved (the node heap reserves them as it grows). */
+static int smp_seg_memfd_new(size_t len, int sparse, int *out, const char **what)
 {
     int fd, err;
 
@@ -49,11 +50,15 @@ static int smp_seg_memfd_new(size_t len, int *out, const char **what)
         *what = "memfd_create";
         return errno;
     }
-    err = posix_fallocate(fd, 0, (off_t)len);
-    if (err != 0) {
+    if (sparse) {
+        err = ftruncate(fd, (off_t)len) != 0 ? errno : 0;
+        *what = "ftruncate";
+    } else {
+        err = posix_fallocate(fd, 0, (off_t)len);
         *what = "posix_fallocate";
-        goto err_close;
     }
+    if (err != 0)
+        goto err_close;
     /* A peer that maps it can then never shrink it under another (SIGBUS). */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         err = errno;
@@ -68,10 +73,10 @@ err_close:
     return err;
 }
 
-static int smp_seg_create_memfd(smp_seg_t *s, size_t len)
+static int smp_seg_create_memfd(smp_seg_t *s, size_t len, int sparse)
 {
     const char *what = "";
-    int err = smp_seg_memfd_new(len, &s->fd, &what);
+    int err = smp_seg_memfd_new(len, sparse, &s->fd, &what);
 
     if (err != 0) {
         log_err("smp: %s for a %zu-byte shared segment failed: %s%s", what, len, strerror(err),
@@ -120,7 +125,14 @@ static int smp_seg_create_named(smp_seg_t *s, size_t len, char *name, size_t nam
     return ARCOLL_OK;
 }
 
-int smp_seg_create(smp_seg_t *s, size_t len, int named)
+/* Map at `at` over the caller's reservation (MAP_FIXED) or where the kernel
+ * likes (NULL). */
+static void *smp_seg_map(void *at, size_t len, int fd)
+{
+    return mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | (at != NULL ? MAP_FIXED : 0), fd, 0);
+}
+
+static int smp_seg_make(smp_seg_t *s, size_t len, int named, void *at, int sparse)
 {
     char name[64] = "a memfd";
     void *addr;
@@ -129,10 +141,11 @@ int smp_seg_create(smp_seg_t *s, size_t len, int named)
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     s->owner = (long)getpid();
-    rc = named ? smp_seg_create_named(s, len, name, sizeof(name)) : smp_seg_create_memfd(s, len);
+    rc = named ? smp_seg_create_named(s, len, name, sizeof(name))
+               : smp_seg_create_memfd(s, len, sparse);
     if (rc != ARCOLL_OK)
         return rc;
-    addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    addr = smp_seg_map(at, len, s->fd);
     if (addr == MAP_FAILED) {
         rc = smp_seg_status(errno);
         log_err("smp: mmap of %zu bytes of %s failed: %s", len, name, strerror(errno));
@@ -151,6 +164,16 @@ err_seal:
     return rc;
 }
 
+int smp_seg_create(smp_seg_t *s, size_t len, int named)
+{
+    return smp_seg_make(s, len, named, NULL, 0);
+}
+
+int smp_seg_create_at(smp_seg_t *s, size_t len, void *at)
+{
+    return smp_seg_make(s, len, 0, at, 1);
+}
+
 /* Open the owner's segment: its memfd through /proc (the kernel checks that
  * we may ptrace-read the owner: same user, owner dumpable), or its name. */
 static int smp_seg_open(long owner, uint64_t key, char *what, size_t what_len)
@@ -163,7 +186,7 @@ static int smp_seg_open(long owner, uint64_t key, char *what, size_t what_len)
     return open(what, O_RDWR | O_CLOEXEC);
 }
 
-int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
+int smp_seg_attach_at(smp_seg_t *s, long owner, uint64_t key, size_t len, void *at)
 {
     char what[64];
     struct stat st;
@@ -197,7 +220,7 @@ int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
                 what, len, (long)st.st_uid, (long long)st.st_size);
         goto err_close;
     }
-    addr = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    addr = smp_seg_map(at, len, fd);
     if (addr == MAP_FAILED) {
         log_err("smp: mmap of shared segment %s failed: %s", what, strerror(errno));
         goto err_close;
@@ -212,6 +235,11 @@ int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
 err_close:
     close(fd);
     return ARCOLL_ERR_CHANNEL;
+}
+
+int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len)
+{
+    return smp_seg_attach_at(s, owner, key, len, NULL);
 }
 
 void smp_seg_seal(smp_seg_t *s)
@@ -269,7 +297,7 @@ int smp_seg_agree(boot_t *b, int want, int *named)
         return ARCOLL_ERR_NOMEM; /* the others fail in the bootstrap */
     }
     mine.pid = (int64_t)getpid();
-    mine.err = smp_seg_memfd_new((size_t)sysconf(_SC_PAGESIZE), &fd, &what);
+    mine.err = smp_seg_memfd_new((size_t)sysconf(_SC_PAGESIZE), 0, &fd, &what);
     mine.stage = mine.err != 0;
     mine.fd = fd;
     rc = b->allgather(b, &mine, all, sizeof(mine));

@@ -35,9 +35,16 @@ typedef struct smp_seg {
  * randomly named one. ARCOLL_ERR_NOMEM only if the memory itself is short;
  * ARCOLL_ERR_CHANNEL if the segment cannot be made. */
 int smp_seg_create(smp_seg_t *s, size_t len, int named);
+/* The node heap's segment (heap/heap.c): a memfd of len bytes with no pages
+ * reserved (its owner reserves them as it hands them out) mapped MAP_FIXED at
+ * at, over the caller's PROT_NONE reservation, or anywhere if at is NULL. Its
+ * fd stays open (s->fd) until smp_seg_seal. */
+int smp_seg_create_at(smp_seg_t *s, size_t len, void *at);
 /* Map another process's segment; ARCOLL_ERR_CHANNEL if it is missing, not
  * ours or short, ARCOLL_ERR_PEER if its owner has exited. */
 int smp_seg_attach(smp_seg_t *s, long owner, uint64_t key, size_t len);
+/* The same at at (MAP_FIXED over the caller's reservation; NULL: anywhere). */
+int smp_seg_attach_at(smp_seg_t *s, long owner, uint64_t key, size_t len, void *at);
 /* Every peer has attached (creator): close the memfd or remove the name, so
  * that nothing outlives the mappings. */
 void smp_seg_seal(smp_seg_t *s);

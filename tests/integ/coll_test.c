@@ -15,6 +15,8 @@
  *                                   the other collectives (tests/integ/coll_more.c)
  *   coll_test qps N[,N...]          a few alltoalls with the configured algorithm, then
  *                                   rank i must have N_i RC QPs (one N: every rank)
+ *   coll_test heap [shared|private] the node heap: every rank reads every other's heap
+ *                                   buffers through their owner's pointers (one host)
  *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
  *                                   just before PHASE (init, create, destroy, finalize);
  *                                   every survivor must fail that call with TIMEOUT or
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -674,11 +677,83 @@ static int test_phasefault(int argc, char **argv)
     return 0;
 }
 
+/* The node heap (docs/heap.md): a buffer allocated before arcoll_init and one
+ * after, filled by their owner; every rank reads every other's through the
+ * pointer value the owner published (one allgather): the same address in
+ * every process. want: "shared" (all ranks on one host, one slot each) or
+ * "private" (a run that must not share, e.g. every rank given slot 0). */
+static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
+{
+    enum { EARLY = 4096, LATE = 1 << 20 };
+    arcoll_team_t world = arcoll_team_world(ctx);
+    uint8_t *late = arcoll_heap_malloc(LATE);
+    uint64_t mine[2], *all = calloc((size_t)nranks, sizeof(mine));
+    int shared = arcoll_heap_is_shared(), rc, bad = 0;
+
+    CHECK(early != NULL && late != NULL && all != NULL, "heap allocation failed");
+    CHECK(shared == (strcmp(want, "shared") == 0), "arcoll_heap_is_shared() = %d, want %s", shared,
+          want);
+    if (early == NULL || late == NULL || all == NULL)
+        goto out;
+    CHECK(arcoll_heap_contains(early) && arcoll_heap_contains(late), "not in the heap");
+    for (size_t i = 0; i < EARLY; i++)
+        early[i] = (uint8_t)(rank * 31 + i);
+    for (size_t i = 0; i < LATE; i++)
+        late[i] = (uint8_t)(rank * 17 + i / 7);
+    mine[0] = (uint64_t)(uintptr_t)early;
+    mine[1] = (uint64_t)(uintptr_t)late;
+    set(ctx, "ARCOLL_PATH", "copy");
+    rc = arcoll_allgather(world, mine, all, sizeof(mine));
+    CHECK(rc == ARCOLL_OK, "allgather of the pointers: %s", arcoll_strerror(rc));
+    if (rc != ARCOLL_OK || !shared)
+        goto out;
+    for (int r = 0; r < nranks; r++) {
+        const uint8_t *e = (const uint8_t *)(uintptr_t)all[2 * r];
+        const uint8_t *l = (const uint8_t *)(uintptr_t)all[2 * r + 1];
+        CHECK(r == rank || !arcoll_heap_contains(e), "rank %d's buffer is in my slot", r);
+        for (size_t i = 0; i < EARLY && !bad; i++)
+            bad = e[i] != (uint8_t)(r * 31 + i);
+        for (size_t i = 0; i < LATE && !bad; i++)
+            bad = l[i] != (uint8_t)(r * 17 + i / 7);
+        CHECK(!bad, "rank %d's heap buffers read wrong through their address", r);
+    }
+    /* A forked child's heap is a private copy: its writes reach nobody. */
+    {
+        pid_t pid = fork();
+        int st = -1;
+        if (pid == 0) {
+            int ok = !arcoll_heap_is_shared() && early[5] == (uint8_t)(rank * 31 + 5);
+            memset(early, 0xee, EARLY);
+            memset(late, 0xee, LATE);
+            _exit(ok ? 0 : 1);
+        }
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the forked child saw a shared heap or wrong data");
+    }
+    rc = arcoll_allgather(world, mine, all, sizeof(mine));
+    CHECK(rc == ARCOLL_OK, "allgather (barrier): %s", arcoll_strerror(rc));
+    for (int r = 0; r < nranks && rc == ARCOLL_OK; r++) {
+        const uint8_t *e = (const uint8_t *)(uintptr_t)all[2 * r];
+        const uint8_t *l = (const uint8_t *)(uintptr_t)all[2 * r + 1];
+        bad = e[EARLY - 1] != (uint8_t)(r * 31 + EARLY - 1) ||
+              l[LATE - 1] != (uint8_t)(r * 17 + (LATE - 1) / 7);
+        CHECK(!bad, "rank %d's buffers changed after its child wrote its copy", r);
+    }
+    /* Nobody frees while another still reads. */
+    rc = arcoll_allgather(world, mine, all, sizeof(mine));
+    CHECK(rc == ARCOLL_OK, "allgather (barrier): %s", arcoll_strerror(rc));
+out:
+    free(all);
+    arcoll_heap_free(late);
+    arcoll_heap_free(early);
+}
+
 int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
 {
     arcoll_context_t ctx;
     int rc, counts[2], *all;
     const char *mode = argc > 1 ? argv[1] : "matrix";
+    uint8_t *heap_early;
 
     if (strcmp(mode, "phasefault") == 0)
         return test_phasefault(argc, argv);
@@ -691,6 +766,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
             failed++;
         }
     }
+    /* heap: one buffer from before init (the heap made at first use). */
+    heap_early = strcmp(mode, "heap") == 0 ? arcoll_heap_malloc(4096) : NULL;
     rc = arcoll_init(oob, &ctx);
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
@@ -724,6 +801,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
+    else if (strcmp(mode, "heap") == 0)
+        test_heap(ctx, heap_early, argc > 2 ? argv[2] : "shared");
     else if (strcmp(mode, "kill") == 0) {
         test_kill(ctx);
         /* The team lost a rank: no collective summary is possible. */

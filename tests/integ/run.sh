@@ -309,6 +309,20 @@ run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is a
 run tune-differs-across-ranks-fails "fails:rank 1 has ARCOLL_TUNE different from rank 0" \
     $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix
 run mpirun-3-realloc ok $MPIRUN -np 3 "$T/coll_test" realloc
+# The node heap: every rank reads every other's heap buffers through their owner's pointers
+# (docs/heap.md); every rank in slot 0 must leave it private, and say why.
+run mpirun-2-heap ok $MPIRUN -np 2 "$T/coll_test" heap
+# libarcoll_heap.so alone (not under a sanitizer, whose malloc it cannot replace).
+if ldd "$T/heap_preload_test" | grep -q libasan; then
+    echo "SKIP heap-preload: a sanitizer build"
+else
+    run heap-preload ok env LD_PRELOAD="$B/lib/libarcoll_heap.so" ARCOLL_HEAP_SIZE=64m \
+        ARCOLL_HEAP_HUGE=1m "$T/heap_preload_test"
+    run heap-preload-absent-is-caught fail:"is in the heap" "$T/heap_preload_test"
+fi
+run mpirun-4-heap ok $MPIRUN -np 4 "$T/coll_test" heap
+run mpirun-2-heap-private "ok:same slot" $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_LOG=info \
+    "$T/coll_test" heap private
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
 # expectation must fail (the test can fail).
 run mpirun-4-qps-smp ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm $MPIRUN -np 4 \

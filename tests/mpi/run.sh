@@ -83,6 +83,20 @@ else
     for n in 2 3 4 5 8; do
         t "shim-$n" ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" "$ST" shim
     done
+    # The node heap's preload library under the same unmodified program (docs/heap.md): the
+    # program's malloc comes from the heap, which the ranks share. Not in a sanitizer build:
+    # ASan's malloc interposition cannot be replaced (test_heap covers the heap under ASan).
+    if [ -z "$asan" ]; then
+        HEAP=$(dirname "$SHIM")/libarcoll_heap.so
+        for n in 2 4; do
+            t "shim-heap-$n" ok:"heap: shared by" $MPIRUN -np $n env LD_PRELOAD="$HEAP:$PRE" \
+                ARCOLL_LOG=info "$ST" shim
+        done
+        t shim-heap-4-zcopy ok:"heap: shared by" $MPIRUN -np 4 env LD_PRELOAD="$HEAP:$PRE" \
+            ARCOLL_LOG=info ARCOLL_PATH=zcopy "$ST" shim
+    else
+        echo "SKIP shim-heap-*: libarcoll_heap.so cannot replace a sanitizer's malloc"
+    fi
     t shim-4-direct-zcopy ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
         ARCOLL_ALLTOALL_ALG=direct ARCOLL_ALLGATHER_ALG=direct ARCOLL_PATH=zcopy "$ST" shim
     # Shared-memory aware algorithms under the shim: a context per communicator, each with

@@ -1,0 +1,44 @@
+/*
+ * The node heap (docs/heap.md): this process's slot of a range reserved at the
+ * same address in every rank of a node, a sparse memfd mapped there, and a
+ * jemalloc arena (linked privately: heap.c's object hides every jemalloc
+ * symbol) that carves allocations out of it. The public face is
+ * arcoll_heap_* (include/arcoll.h); this header is what the rest of the
+ * library needs: the layout for the node agreement (heap_node.c), and the
+ * fallback-free primitives of the preload library.
+ */
+#ifndef ARCOLL_HEAP_HEAP_H
+#define ARCOLL_HEAP_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/boot.h"
+
+typedef struct heap_layout {
+    char *base;      /* the reservation, or NULL if none (the heap is then private) */
+    size_t slot_len; /* H: bytes per slot */
+    int nslots;      /* slots reserved */
+    int slot;        /* this process's slot, -1 if its segment is elsewhere */
+    long pid;        /* owner of the segment, for the peers' /proc/<pid>/fd/<fd> */
+    int fd;          /* the segment's memfd (open while the heap lives) */
+} heap_layout_t;
+
+/* Create the heap now if it does not exist (ARCOLL_OK, or ARCOLL_ERR_NOMEM /
+ * _UNSUPPORTED if it cannot be made: then every allocation fails). */
+int heap_ensure(void);
+/* The layout, if the heap exists (ARCOLL_OK) or ARCOLL_ERR_STATE. */
+int heap_layout(heap_layout_t *out);
+
+/* Collective over b at arcoll_init: every rank of the job takes part. If any
+ * rank has a heap, every rank makes one; where every rank of a host has its
+ * segment at its slot of the same reservation, each maps the others' slots
+ * and the reservation is registered as one same-address region
+ * (heap/region.h). Anything short of that leaves the heap private, with an
+ * info line; only a bootstrap failure is an error. */
+int heap_node_attach(boot_t *b);
+/* At arcoll_finalize: the last context out unmaps the peers' slots and
+ * removes the region. */
+void heap_node_detach(void);
+
+#endif
