@@ -398,6 +398,13 @@ if [ -x "$T/tcp_launch" ]; then
     run tcp-2x2-matrix ok bash -c "'$T/tcp_launch' --nodes 2 --node 1 --ppn 2 \
         --server 127.0.0.1:$port -- matrix & '$T/tcp_launch' --nodes 2 --node 0 --ppn 2 \
         --server 127.0.0.1:$port -- matrix; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
+    # A rank stopped before init: its peers wait in the launcher's first bootstrap round,
+    # which --round-timeout must end after 3 s (before, only the stopped rank's death at 6 s).
+    port=$((port + 1))
+    TL="'$T/tcp_launch' --nodes 2 --ppn 2 --server 127.0.0.1:$port --round-timeout 3"
+    run tcp-2x2-phasefault-init-stop lines 3 "did not come within the round timeout" \
+        env ARCOLL_TIMEOUT_MS=3000 bash -c "$TL --node 1 -- phasefault init stop &
+        $TL --node 0 -- phasefault init stop; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
 fi
 # The PAP profiler: ARCOLL_PROFILE runs, arcoll-pap-report on them, and the report's errors.
 run pap-profile ok "$(dirname "$0")/pap_profile.sh" "$B"
