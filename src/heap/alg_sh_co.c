@@ -52,6 +52,7 @@ typedef struct shco_call {
     int published;   /* our done word is stored */
     int mismatch;    /* 1 + the first rank whose size or collective differs */
     int ineligible;  /* 1 + the first rank whose buffers are not in our region */
+    int skipped;     /* a peer's note says it passed 0 bytes to this call */
     uint64_t region; /* our buffers' common region id, 0 if none */
 } shco_call_t;
 
@@ -217,13 +218,15 @@ static int shco_slow_path(coll_req_t *r, uint64_t now)
 }
 
 /* Every rank's share is over (their done words, in rank order from where
- * the last pass stopped). */
+ * the last pass stopped). Once a peer's note showed a 0-byte call here,
+ * ranks whose notes say so are not waited for: they copy nothing of ours. */
 static int shco_all_done(coll_req_t *r)
 {
     for (; SC(r)->ndone < r->team->size; SC(r)->ndone++) {
         uint64_t d =
             atomic_load_explicit(shco_line(r, SC(r)->ndone) + AW_DONE, memory_order_acquire);
-        if (!wire_done_epoch_match(d, SC(r)->seq))
+        if (!wire_done_epoch_match(d, SC(r)->seq) &&
+            !(SC(r)->skipped && coll_note_peer(r, SC(r)->ndone)))
             return 0;
     }
     return 1;
@@ -245,7 +248,7 @@ static int shco_progress(coll_req_t *r)
 
     if (SC(r)->nseen < n)
         shco_scan(r, st);
-    if (!SC(r)->mismatch && !SC(r)->ineligible)
+    if (!SC(r)->mismatch && !SC(r)->ineligible && !SC(r)->skipped)
         shco_copy(r, st);
     /* Done once every record is read (so each rank judged the call from all
      * of them) and our copies are over, or will not happen. */
@@ -253,7 +256,7 @@ static int shco_progress(coll_req_t *r)
         (SC(r)->left == 0 || SC(r)->mismatch || SC(r)->ineligible))
         shco_publish(r, WIRE_ST_OK);
     if (SC(r)->published && shco_all_done(r)) {
-        if (SC(r)->mismatch)
+        if (SC(r)->mismatch || SC(r)->skipped)
             return coll_fail(r, ARCOLL_ERR_MISMATCH);
         if (!SC(r)->ineligible)
             return coll_finish(r);
@@ -267,14 +270,19 @@ static int shco_progress(coll_req_t *r)
     }
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
-        /* A peer that passed 0 bytes here never arrives: its note says so. */
-        rc = coll_note_check(r);
-        /* We copy no more. The 0-byte rank's next call, at our segment call
-         * number, reads our record (another call: a mismatch) and waits
-         * for this word; any rank done with every record saw that too. */
-        if (rc == ARCOLL_ERR_MISMATCH && !SC(r)->published)
-            shco_publish(r, WIRE_ST_MISMATCH);
-        if (rc == ARCOLL_OK && now >= r->next_check_ns)
+        /* A peer that passed 0 bytes here never arrives: its note says so.
+         * We copy no more and store our done word (the 0-byte rank's next
+         * call, at our segment call number, reads our record, another call,
+         * and waits for it), then leave once the ranks that may still copy
+         * into our buffers or from them are done: the done barrier. */
+        rc = SC(r)->skipped ? ARCOLL_OK : coll_note_check(r);
+        if (rc == ARCOLL_ERR_MISMATCH) {
+            SC(r)->skipped = 1;
+            if (!SC(r)->published)
+                shco_publish(r, WIRE_ST_MISMATCH);
+            return ARCOLL_INPROGRESS;
+        }
+        if (now >= r->next_check_ns)
             rc = shco_slow_path(r, now);
         if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
             return coll_fail(r, rc);
