@@ -14,6 +14,11 @@
  * shows a peer's 0-byte note for this call (§8); if some rank's buffers are
  * outside the common region every rank goes on as the flat pap in the same
  * epoch (eng_switch_flat).
+ *
+ * SH-NUMA-CO (seed 004 §2.4) is this with other shares: on a node whose ranks
+ * are on several sockets (hier_t.lsocket) a rank copies, socket pair by socket
+ * pair, only blocks into its own socket's receive buffers
+ * (morton_numa_share); no barrier between its steps (docs/protocol.md §15).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +96,14 @@ static shco_team_t *shco_team_get(struct arcoll_team *t)
     if (st->share == NULL || st->seen == NULL || st->copied == NULL || st->sbuf == NULL ||
         st->rbuf == NULL)
         goto fail;
-    morton_share(t->size, t->rank, st->share);
+    /* One node: the local index is the team rank. */
+    if (h->nsockets > 1 &&
+        morton_numa_share(t->size, h->nsockets, h->lsocket, t->rank, st->share) != 0)
+        goto fail;
+    if (h->nsockets <= 1)
+        morton_share(t->size, t->rank, st->share);
+    else if (t->rank == 0)
+        log_info("sh_co: %u sockets on the node: SH-NUMA-CO order (seed 004 §2.4)", h->nsockets);
     h->alg_state = st;
     h->alg_state_free = shco_team_free;
     return st;

@@ -475,9 +475,12 @@ static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, do
  * of each is reported. */
 #define SHCO_BATCHES 5
 
-static void shco_bench(arcoll_context_t ctx)
+/* only: "sh_co" times sh_co and memcpy alone (runs to compare across
+ * settings that hold for a whole run, e.g. ARCOLL_SOCKET_SIZE). */
+static void shco_bench(arcoll_context_t ctx, const char *only)
 {
     static const char *algs3[] = {"sh_co", "pap", "direct"};
+    int nalg = only != NULL && strcmp(only, "sh_co") == 0 ? 1 : 3;
 
     for (int c = 1; c >= 0; c--) {
         if (rank == 0)
@@ -496,14 +499,18 @@ static void shco_bench(arcoll_context_t ctx)
             memset(s, 1, len);
             memset(r, 2, len);
             for (int b = 0; b < SHCO_BATCHES; b++) {
-                for (int a = 0; a < 3; a++) {
+                for (int a = 0; a < nalg; a++) {
                     double t = shco_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
                     best[a] = t >= 0 && t < best[a] ? t : best[a];
                 }
                 double t = shco_memcpy_time(s, r, len, iters, ts);
                 best[3] = t < best[3] ? t : best[3];
             }
-            if (rank == 0)
+            if (rank == 0 && nalg == 1)
+                printf("%9zu %10.1f %10s %10s %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
+                       "-", "-", best[3] * 1e6, (double)len / best[0] / 1e9,
+                       (double)len / best[3] / 1e9, best[3] / best[0]);
+            else if (rank == 0)
                 printf("%9zu %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
                        best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, (double)len / best[0] / 1e9,
                        (double)len / best[3] / 1e9, best[3] / best[0]);
@@ -531,7 +538,7 @@ static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **ar
         shco_skew(ctx, argc > 3 ? atol(argv[3]) : 1000, argc > 4 ? atol(argv[4]) : 100,
                   argc > 5 ? argv[5] : "random");
     } else if (strcmp(what, "bench") == 0) {
-        shco_bench(ctx);
+        shco_bench(ctx, argc > 3 ? argv[3] : NULL);
     } else {
         fprintf(stderr, "unknown shco mode %s\n", what);
         failed++;
