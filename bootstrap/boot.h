@@ -42,10 +42,13 @@ void boot_destroy(boot_t *b);
  * launcher has not reaped yet (a zombie) counts as exited. */
 int boot_pid_gone(long pid);
 
-/* Topology (hwloc): processing units available on this node. */
+/* Topology (hwloc): processing units available on this node, and the
+ * socket (package) this process is bound within, -1 if unbound, bound across
+ * sockets or unknown. */
 typedef struct boot_topo {
     int ncores;
     int npus;
+    int socket;
 } boot_topo_t;
 int boot_topo_query(boot_topo_t *t);
 

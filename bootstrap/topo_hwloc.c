@@ -6,8 +6,34 @@
 #include "bootstrap/boot.h"
 #include "core/log.h"
 
-/* Cores and PUs inside the cpuset this process may use (cgroups, cpusets). */
-static int boot_topo_hwloc_count(int *ncores, int *npus)
+/* The package whose cpus hold all of this process's binding, -1 if none
+ * does (bound across packages) or hwloc cannot tell. */
+static int boot_topo_hwloc_socket(hwloc_topology_t topo)
+{
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    hwloc_obj_t pkg;
+    int socket = -1;
+
+    if (set == NULL) {
+        log_debug("hwloc_bitmap_alloc failed");
+        goto out;
+    }
+    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0) {
+        log_debug("hwloc_get_cpubind failed");
+        goto out_set;
+    }
+    pkg = hwloc_get_next_obj_covering_cpuset_by_type(topo, set, HWLOC_OBJ_PACKAGE, NULL);
+    if (pkg != NULL)
+        socket = (int)pkg->logical_index;
+out_set:
+    hwloc_bitmap_free(set);
+out:
+    return socket;
+}
+
+/* Cores and PUs inside the cpuset this process may use (cgroups, cpusets),
+ * and its socket. */
+static int boot_topo_hwloc_count(int *ncores, int *npus, int *socket)
 {
     hwloc_topology_t topo;
     hwloc_const_cpuset_t allowed;
@@ -33,6 +59,7 @@ static int boot_topo_hwloc_count(int *ncores, int *npus)
         log_debug("hwloc counted %d cores, %d PUs", *ncores, *npus);
         goto err_topo;
     }
+    *socket = boot_topo_hwloc_socket(topo);
     ret = 0;
 
 err_topo:
@@ -45,7 +72,8 @@ int boot_topo_query(boot_topo_t *t)
 {
     long n;
 
-    if (boot_topo_hwloc_count(&t->ncores, &t->npus) == 0)
+    t->socket = -1;
+    if (boot_topo_hwloc_count(&t->ncores, &t->npus, &t->socket) == 0)
         return ARCOLL_OK;
     n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n <= 0)

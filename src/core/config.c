@@ -95,6 +95,9 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_SLOAV_MAX", CFG_SIZE, CFG_OFF(sloav_max), NULL, "2k", 0, (1L << 31), 1,
      "sloav/sloavx alltoallv: blocks up to this size are routed in log steps, larger ones "
      "go direct (decided per block by its length, which both its ends know)"},
+    {"ARCOLL_SOCKET_SIZE", CFG_LONG, CFG_OFF(socket_size), NULL, "0", 0, 1L << 20, 1,
+     "sh_co: pretend sockets of this many consecutive local ranks (the last may be smaller) "
+     "instead of hwloc's (0); a value >= the node's ranks means one socket"},
     {"ARCOLL_SLOAV_PHASES", CFG_LONG, CFG_OFF(sloav_phases), NULL, "1", 1, 2, 1,
      "sloav/sloavx: 1 = each step sends its data alone, the receiver reads the length from "
      "the message header; 2 = the size first, then the data (seed 000: twice the start-ups)"},

@@ -41,6 +41,7 @@ typedef struct core_config {
     size_t bounce_size;     /* payload bytes of one bounce slot */
     size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
     size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
+    long socket_size;       /* sh_co: ranks per pretend socket; 0 = hwloc's sockets */
     long sloav_phases;      /* sloav/sloavx: 2 (size, then data) or 1 (data, length in header) */
     long timeout_ms;
     int log_level;

@@ -78,6 +78,7 @@ typedef struct core_team_rec {
     chan_rkey_t rkey;
     int64_t pid;      /* for the node segment's name and liveness checks */
     uint64_t seg_key; /* master: the node segment's key (smp/smp_seg.h) */
+    int32_t socket;   /* boot_topo_t.socket: sh_co's socket map (core/hier.h) */
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -197,6 +198,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     core_team_rec_t mine, *recs;
     long *pids = NULL;
     uint64_t *keys = NULL;
+    int32_t *sockets = NULL;
     uint32_t id;
     int me, rc, brc;
 
@@ -218,6 +220,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
         mine.rkey = t->region.rkey;
         mine.pid = (int64_t)getpid();
         mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
+        mine.socket = ctx->topo.socket;
     }
     brc = b->allgather(b, &mine, recs, sizeof(mine));
     if (brc != ARCOLL_OK) {
@@ -240,15 +243,17 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
         pids = malloc(sizeof(*pids) * t->size);
         keys = malloc(sizeof(*keys) * t->size);
-        if (pids == NULL || keys == NULL) {
+        sockets = malloc(sizeof(*sockets) * t->size);
+        if (pids == NULL || keys == NULL || sockets == NULL) {
             log_err("arcoll_team_create: out of memory");
             rc = ARCOLL_ERR_NOMEM;
         } else {
             for (uint32_t j = 0; j < t->size; j++) {
                 pids[j] = (long)recs[t->ranks[j]].pid;
                 keys[j] = recs[t->ranks[j]].seg_key;
+                sockets[j] = recs[t->ranks[j]].socket;
             }
-            rc = hier_attach(t, pids, keys);
+            rc = hier_attach(t, pids, keys, sockets);
         }
     }
     /* Everyone has imported: names used to find regions may go (smp unlinks). */
@@ -261,6 +266,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
         rc = brc;
     if (rc != ARCOLL_OK)
         goto err_team;
+    free(sockets);
     free(keys);
     free(pids);
     free(recs);
@@ -271,6 +277,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
 
 err_team:
     core_team_free(t);
+    free(sockets);
     free(keys);
     free(pids);
     free(recs);
@@ -341,6 +348,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     int *ranks = NULL, rc = ARCOLL_OK, brc;
     long *pids = NULL;
     uint64_t *keys = NULL;
+    int32_t *sockets = NULL;
     int32_t bad, anybad;
 
     *out = NULL;
@@ -363,6 +371,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
         mine.rkey = t->region.rkey;
         mine.pid = (int64_t)getpid();
         mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
+        mine.socket = ctx->topo.socket;
     }
     /* Every parent member takes part, with nothing to send if it failed. */
     if (cnt != NULL && recs != NULL) {
@@ -395,15 +404,17 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     if (rc == ARCOLL_OK && t != NULL && t->hier != NULL) {
         pids = malloc(sizeof(*pids) * n);
         keys = malloc(sizeof(*keys) * n);
-        if (pids == NULL || keys == NULL) {
+        sockets = malloc(sizeof(*sockets) * n);
+        if (pids == NULL || keys == NULL || sockets == NULL) {
             log_err("arcoll_team_split: out of memory");
             rc = ARCOLL_ERR_NOMEM;
         } else {
             for (uint32_t j = 0; j < n; j++) {
                 pids[j] = (long)recs[j].pid;
                 keys[j] = recs[j].seg_key;
+                sockets[j] = recs[j].socket;
             }
-            rc = hier_attach(t, pids, keys);
+            rc = hier_attach(t, pids, keys, sockets);
         }
     }
     /* Everyone has imported (names may go), and everyone learns of a failure. */
@@ -433,6 +444,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     } else if (t != NULL) {
         t->id = id;
     }
+    free(sockets);
     free(keys);
     free(pids);
     free(ranks);

@@ -579,6 +579,13 @@ static int coll_lineup_check(coll_req_t *r)
     return ARCOLL_OK;
 }
 
+int coll_note_peer(const coll_req_t *r, uint32_t peer)
+{
+    uint64_t num;
+
+    return coll_note_says(r, peer, &num);
+}
+
 int coll_note_check(coll_req_t *r)
 {
     uint64_t num;

@@ -166,6 +166,8 @@ int eng_noop(struct arcoll_team *t);
  * ARCOLL_ERR_MISMATCH; else ARCOLL_OK. For multi-phase algorithms' polls
  * (eng_check_time does it, and more, for the others). */
 int coll_note_check(coll_req_t *r);
+/* Peer's note alone says it passed 0 bytes to this call (no log). */
+int coll_note_peer(const coll_req_t *r, uint32_t peer);
 /* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
  * or the error to fail the call with (logged, naming the peers waited for). */
 int eng_check_time(coll_req_t *r);

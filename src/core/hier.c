@@ -32,6 +32,7 @@ static void hier_release(hier_t *h)
     free(h->pack);
     free(h->pub);
     free(h->got);
+    free(h->lsocket);
     free(h->local_pid);
     free(h->node_first);
     free(h->node_rank);
@@ -74,7 +75,9 @@ static int hier_group(const struct arcoll_team *t, hier_t *h)
     h->got = malloc((size_t)h->nnodes * h->lmax);
     h->pub = malloc(h->nnodes);
     h->local_pid = calloc(h->lsize, sizeof(*h->local_pid));
-    if (h->node_rank == NULL || h->got == NULL || h->pub == NULL || h->local_pid == NULL)
+    h->lsocket = calloc(h->lsize, sizeof(*h->lsocket));
+    if (h->node_rank == NULL || h->got == NULL || h->pub == NULL || h->local_pid == NULL ||
+        h->lsocket == NULL)
         goto out;
     for (size_t i = 0; i < (size_t)h->nnodes * h->lmax; i++)
         h->node_rank[i] = HIER_NONE;
@@ -146,7 +149,33 @@ err_hier:
     return rc;
 }
 
-int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key)
+/* Number the sockets of the node's ranks by first local rank (the same on
+ * every rank: the same records in the same order, an agreed variable). */
+static void hier_sockets(hier_t *h, const int32_t *socket, long size)
+{
+    const uint32_t *lr = h->node_rank + (size_t)h->node * h->lmax;
+
+    h->nsockets = 1;
+    memset(h->lsocket, 0, sizeof(*h->lsocket) * h->lsize);
+    if (size > 0) {
+        for (uint32_t s = 0; s < h->lsize; s++)
+            h->lsocket[s] = s / (uint32_t)size;
+        h->nsockets = (h->lsize + (uint32_t)size - 1) / (uint32_t)size;
+        return;
+    }
+    for (uint32_t s = 0; s < h->lsize; s++)
+        if (socket[lr[s]] < 0)
+            return; /* unknown: one socket, plain SH-CO */
+    h->nsockets = 0;
+    for (uint32_t s = 0; s < h->lsize; s++) {
+        uint32_t f = 0;
+        while (f < s && socket[lr[f]] != socket[lr[s]])
+            f++;
+        h->lsocket[s] = f < s ? h->lsocket[f] : h->nsockets++;
+    }
+}
+
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key, const int32_t *socket)
 {
     hier_t *h = t->hier;
     uint32_t master;
@@ -155,6 +184,7 @@ int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key)
         return ARCOLL_OK;
     for (uint32_t s = 0; s < h->lsize; s++)
         h->local_pid[s] = pid[h->node_rank[(size_t)h->node * h->lmax + s]];
+    hier_sockets(h, socket, t->ctx->cfg.socket_size);
     if (hier_is_master(h))
         return ARCOLL_OK;
     master = h->node_rank[(size_t)h->node * h->lmax];

@@ -54,7 +54,13 @@ typedef struct hier {
     uint32_t *node_rank;         /* [nnodes * lmax]: team rank of (node, local), HIER_NONE pads */
     uint32_t *node_first;        /* [nnodes]: first team rank if the node's ranks are consecutive */
     long *local_pid;             /* [lsize]: pids of this node's ranks, for liveness checks */
-    size_t max_bytes;            /* largest bytes per rank the areas hold */
+    /* Sockets of this node's ranks, numbered 0 .. nsockets-1 in order of their
+     * first local rank; one socket if any rank's is unknown (boot_topo_t), or
+     * pretend sockets of ARCOLL_SOCKET_SIZE consecutive local ranks. The same
+     * on every rank of the node (from the team records). For sh_co. */
+    uint32_t nsockets;
+    uint32_t *lsocket; /* [lsize] */
+    size_t max_bytes;  /* largest bytes per rank the areas hold */
     hier_layout_t lay;
     smp_seg_t seg;
     struct arcoll_mem *pin; /* master: the segment registered for zero-copy phase 2 */
@@ -83,7 +89,7 @@ typedef struct hier {
  * two of the team's ranks (nothing to share). */
 int hier_plan(struct arcoll_team *t);
 /* After the exchange: map the master's segment. pid/key: per team rank. */
-int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key);
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key, const int32_t *socket);
 /* Every member has mapped the segment: the way to find it may go. */
 void hier_seal(struct arcoll_team *t);
 /* Context ranks of this rank's cross team (see xteam) in node order; *n = 0

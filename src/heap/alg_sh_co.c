@@ -9,9 +9,16 @@
  * have both arrived (PAP-aware: early ranks work among themselves), then
  * stores its done word; it returns once every rank's done word is there, so
  * no block into its receive buffer is still to come and no one reads its
- * send buffer any more. If the records show a size mismatch every rank fails
- * with it; if some rank's buffers are outside the common region every rank
- * goes on as the flat pap in the same epoch (eng_switch_flat).
+ * send buffer any more. If the records show a size mismatch (or another
+ * call of the team) every rank fails with it, as does a rank whose wait
+ * shows a peer's 0-byte note for this call (§8); if some rank's buffers are
+ * outside the common region every rank goes on as the flat pap in the same
+ * epoch (eng_switch_flat).
+ *
+ * SH-NUMA-CO (seed 004 §2.4) is this with other shares: on a node whose ranks
+ * are on several sockets (hier_t.lsocket) a rank copies, socket pair by socket
+ * pair, only blocks into its own socket's receive buffers
+ * (morton_numa_share); no barrier between its steps (docs/protocol.md §15).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +32,11 @@ extern const coll_alg_t coll_alg_pap;
 
 /* Words of a rank's addr line: arrive (the segment's call number) is stored
  * last with release, the rest before it; done (a done word) when its share
- * is over. */
-enum { AW_ARRIVE = 0, AW_DONE, AW_SBUF, AW_RBUF, AW_BYTES, AW_TYPE, AW_REGION };
+ * is over. call: the team's call number (r->epoch): a 0-byte call takes no
+ * segment call number, so after one on a rank its segment numbers name other
+ * calls than its peers' (docs/protocol.md §8). */
+enum { AW_ARRIVE = 0, AW_DONE, AW_SBUF, AW_RBUF, AW_BYTES, AW_TYPE, AW_REGION, AW_CALL };
+_Static_assert((AW_CALL + 1) * sizeof(uint64_t) <= WIRE_LINE, "an addr line is one line");
 
 /* Per team: the rank's Morton share and per-call flags (hier_t.alg_state). */
 typedef struct shco_team {
@@ -47,6 +57,7 @@ typedef struct shco_call {
     int published;   /* our done word is stored */
     int mismatch;    /* 1 + the first rank whose size or collective differs */
     int ineligible;  /* 1 + the first rank whose buffers are not in our region */
+    int skipped;     /* a peer's note says it passed 0 bytes to this call */
     uint64_t region; /* our buffers' common region id, 0 if none */
 } shco_call_t;
 
@@ -85,7 +96,14 @@ static shco_team_t *shco_team_get(struct arcoll_team *t)
     if (st->share == NULL || st->seen == NULL || st->copied == NULL || st->sbuf == NULL ||
         st->rbuf == NULL)
         goto fail;
-    morton_share(t->size, t->rank, st->share);
+    /* One node: the local index is the team rank. */
+    if (h->nsockets > 1 &&
+        morton_numa_share(t->size, h->nsockets, h->lsocket, t->rank, st->share) != 0)
+        goto fail;
+    if (h->nsockets <= 1)
+        morton_share(t->size, t->rank, st->share);
+    else if (t->rank == 0)
+        log_info("sh_co: %u sockets on the node: SH-NUMA-CO order (seed 004 §2.4)", h->nsockets);
     h->alg_state = st;
     h->alg_state_free = shco_team_free;
     return st;
@@ -130,6 +148,7 @@ static int shco_start(coll_req_t *r)
     atomic_store_explicit(w + AW_BYTES, r->bytes, memory_order_relaxed);
     atomic_store_explicit(w + AW_TYPE, (uint64_t)r->type, memory_order_relaxed);
     atomic_store_explicit(w + AW_REGION, SC(r)->region, memory_order_relaxed);
+    atomic_store_explicit(w + AW_CALL, r->epoch, memory_order_relaxed);
     /* The send buffer's contents and the fields above, before the arrival. */
     atomic_store_explicit(w + AW_ARRIVE, SC(r)->seq, memory_order_release);
     return ARCOLL_OK;
@@ -153,6 +172,8 @@ static void shco_scan(coll_req_t *r, shco_team_t *st)
         st->rbuf[q] = (uintptr_t)atomic_load_explicit(w + AW_RBUF, memory_order_relaxed);
         bytes = atomic_load_explicit(w + AW_BYTES, memory_order_relaxed);
         type = atomic_load_explicit(w + AW_TYPE, memory_order_relaxed);
+        if (atomic_load_explicit(w + AW_CALL, memory_order_relaxed) != r->epoch)
+            bytes = HIER_OTHER_CALL; /* its call, not ours: never paired */
         if ((bytes != r->bytes || type != (uint64_t)r->type) && !SC(r)->mismatch) {
             SC(r)->mismatch = (int)q + 1;
             if (type != (uint64_t)r->type)
@@ -209,16 +230,26 @@ static int shco_slow_path(coll_req_t *r, uint64_t now)
 }
 
 /* Every rank's share is over (their done words, in rank order from where
- * the last pass stopped). */
+ * the last pass stopped). Once a peer's note showed a 0-byte call here,
+ * ranks whose notes say so are not waited for: they copy nothing of ours. */
 static int shco_all_done(coll_req_t *r)
 {
     for (; SC(r)->ndone < r->team->size; SC(r)->ndone++) {
         uint64_t d =
             atomic_load_explicit(shco_line(r, SC(r)->ndone) + AW_DONE, memory_order_acquire);
-        if (!wire_done_epoch_match(d, SC(r)->seq))
+        if (!wire_done_epoch_match(d, SC(r)->seq) &&
+            !(SC(r)->skipped && coll_note_peer(r, SC(r)->ndone)))
             return 0;
     }
     return 1;
+}
+
+/* Our done word: our share is over, or will not happen. */
+static void shco_publish(coll_req_t *r, unsigned status)
+{
+    atomic_store_explicit(shco_line(r, r->team->rank) + AW_DONE, wire_done_word(SC(r)->seq, status),
+                          memory_order_release);
+    SC(r)->published = 1;
 }
 
 static int shco_progress(coll_req_t *r)
@@ -229,18 +260,15 @@ static int shco_progress(coll_req_t *r)
 
     if (SC(r)->nseen < n)
         shco_scan(r, st);
-    if (!SC(r)->mismatch && !SC(r)->ineligible)
+    if (!SC(r)->mismatch && !SC(r)->ineligible && !SC(r)->skipped)
         shco_copy(r, st);
     /* Done once every record is read (so each rank judged the call from all
      * of them) and our copies are over, or will not happen. */
     if (!SC(r)->published && SC(r)->nseen == n &&
-        (SC(r)->left == 0 || SC(r)->mismatch || SC(r)->ineligible)) {
-        atomic_store_explicit(shco_line(r, r->team->rank) + AW_DONE,
-                              wire_done_word(SC(r)->seq, WIRE_ST_OK), memory_order_release);
-        SC(r)->published = 1;
-    }
+        (SC(r)->left == 0 || SC(r)->mismatch || SC(r)->ineligible))
+        shco_publish(r, WIRE_ST_OK);
     if (SC(r)->published && shco_all_done(r)) {
-        if (SC(r)->mismatch)
+        if (SC(r)->mismatch || SC(r)->skipped)
             return coll_fail(r, ARCOLL_ERR_MISMATCH);
         /* One debug line per call saying what served it: tests count them to
          * prove sh_co ran rather than its fallback. */
@@ -262,11 +290,22 @@ static int shco_progress(coll_req_t *r)
     }
     if ((++r->polls & 63) == 0) {
         uint64_t now = core_time_ns();
-        if (now >= r->next_check_ns) {
-            rc = shco_slow_path(r, now);
-            if (rc != ARCOLL_INPROGRESS)
-                return coll_fail(r, rc);
+        /* A peer that passed 0 bytes here never arrives: its note says so.
+         * We copy no more and store our done word (the 0-byte rank's next
+         * call, at our segment call number, reads our record, another call,
+         * and waits for it), then leave once the ranks that may still copy
+         * into our buffers or from them are done: the done barrier. */
+        rc = SC(r)->skipped ? ARCOLL_OK : coll_note_check(r);
+        if (rc == ARCOLL_ERR_MISMATCH) {
+            SC(r)->skipped = 1;
+            if (!SC(r)->published)
+                shco_publish(r, WIRE_ST_MISMATCH);
+            return ARCOLL_INPROGRESS;
         }
+        if (now >= r->next_check_ns)
+            rc = shco_slow_path(r, now);
+        if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
+            return coll_fail(r, rc);
     }
     return ARCOLL_INPROGRESS;
 }

@@ -1,6 +1,8 @@
 /* Z-order traversal of the block matrix (heap/morton.h). */
 #include "heap/morton.h"
 
+#include <stdlib.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -81,7 +83,12 @@ morton_block_t morton_decode_bmi2(uint64_t code)
  * the interleave does. */
 morton_block_t morton_block_halving(uint32_t p, uint64_t code)
 {
-    uint32_t r0 = 0, c0 = 0, nr = p, nc = p;
+    return morton_block_rect(p, p, code);
+}
+
+morton_block_t morton_block_rect(uint32_t nr, uint32_t nc, uint64_t code)
+{
+    uint32_t r0 = 0, c0 = 0;
 
     while ((uint64_t)nr * nc > 1) {
         if (nr >= nc) {
@@ -128,4 +135,41 @@ void morton_share(uint32_t p, uint32_t rank, morton_block_t *out)
         for (uint32_t i = 0; i < p; i++)
             out[i] = morton_decode(first + i);
     }
+}
+
+int morton_numa_share(uint32_t p, uint32_t ns, const uint32_t *socket, uint32_t rank,
+                      morton_block_t *out)
+{
+    uint32_t me = socket[rank], j = 0, n = 0;
+    uint32_t *first = calloc((size_t)ns + 1, sizeof(*first)); /* socket x: by[first[x] ..] */
+    uint32_t *pos = malloc(sizeof(*pos) * ns);
+    uint32_t *by = malloc(sizeof(*by) * p); /* the ranks, by socket, then by rank */
+    int rc = -1;
+
+    if (first == NULL || pos == NULL || by == NULL)
+        goto out;
+    for (uint32_t q = 0; q < p; q++)
+        first[socket[q] + 1]++;
+    for (uint32_t x = 0; x < ns; x++) {
+        pos[x] = first[x];
+        first[x + 1] += first[x];
+    }
+    for (uint32_t q = 0; q < p; q++) {
+        if (q == rank)
+            j = pos[me] - first[me];
+        by[pos[socket[q]]++] = q;
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        uint32_t x = (me + i) % ns, qx = first[x + 1] - first[x], qr = first[me + 1] - first[me];
+        for (uint64_t c = (uint64_t)qx * j; c < (uint64_t)qx * (j + 1); c++) {
+            morton_block_t b = morton_block_rect(qx, qr, c);
+            out[n++] = (morton_block_t){.row = by[first[x] + b.row], .col = by[first[me] + b.col]};
+        }
+    }
+    rc = 0;
+out:
+    free(by);
+    free(pos);
+    free(first);
+    return rc;
 }

@@ -41,8 +41,21 @@ morton_block_t morton_decode_bmi2(uint64_t code);
  * the same by descending the halvings for every p (the binary search). */
 morton_block_t morton_block(uint32_t p, uint64_t code);
 morton_block_t morton_block_halving(uint32_t p, uint64_t code);
+/* The same halving over an nr x nc matrix (a socket pair's bunch of SH-NUMA-CO,
+ * seed 004 §2.4), code < nr * nc. */
+morton_block_t morton_block_rect(uint32_t nr, uint32_t nc, uint64_t code);
 /* Rank's share, codes [p*rank, p*(rank+1)) in order, into out[p]. */
 void morton_share(uint32_t p, uint32_t rank, morton_block_t *out);
+/* SH-NUMA-CO (seed 004 §2.4), ranks on ns sockets (socket[q] < ns for each
+ * rank q; any sizes, any order): in step i socket r copies the bunch from
+ * socket x = (r + i) % ns into its own ranks' receive buffers, its q_r ranks
+ * splitting the q_x x q_r bunch (x's ranks by rank x its ranks by rank) in
+ * Morton order (morton_block_rect): the socket's j-th rank takes codes
+ * [q_x*j, q_x*(j+1)). Rank's share, the steps in order, into out[p] (p
+ * blocks in all, each with destination on rank's socket); 0, or -1 if out
+ * of memory. */
+int morton_numa_share(uint32_t p, uint32_t ns, const uint32_t *socket, uint32_t rank,
+                      morton_block_t *out);
 
 /* Byte offsets of block b's data for per-peer size m: in the source's send
  * buffer (alltoall: its block for the destination; allgather: its one block)

@@ -52,6 +52,8 @@ static const char *const v_op_names[] = {"sum", "prod", "min", "max", "band", "b
 enum { VD_RANDOM, VD_UNIFORM, VD_ONE_HEAVY, VD_SPARSE, VD_N };
 static const char *const vd_names[] = {"random", "uniform", "one-heavy", "sparse"};
 static int v_dist = VD_RANDOM;
+/* Received bytes that were wrong (or written into a gap), summed by vskew. */
+static uint64_t v_wrong_bytes;
 
 /* Bytes rank src sends rank dst in call: 0 .. max, some zero (random), or
  * by the distribution v_dist with mean max. */
@@ -144,6 +146,7 @@ static void v_alltoallv(arcoll_team_t team, uint64_t call, size_t max, int in_pl
     }
     if (rc == ARCOLL_OK)
         CHECK(bad == 0, "%s: %zu wrong bytes", what, bad);
+    v_wrong_bytes += bad;
     free(s);
     free(r);
     free(sc);
@@ -179,6 +182,7 @@ static void v_allgatherv(arcoll_team_t team, uint64_t call, size_t max, int in_p
     }
     if (rc == ARCOLL_OK)
         CHECK(bad == 0, "%s: %zu wrong bytes", what, bad);
+    v_wrong_bytes += bad;
     free(s);
     free(r);
     free(cnt);
@@ -281,6 +285,7 @@ static void v_reduce(arcoll_team_t team, int rs, int dt, int op, uint64_t call, 
     }
     if (rc == ARCOLL_OK)
         CHECK(bad == 0, "%s: %zu wrong elements", what, bad);
+    v_wrong_bytes += bad * e;
     free(s);
     free(r);
 }
@@ -557,9 +562,11 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
 {
     static const char *const algs_rd[] = {"pap", "direct", "ring", "rdd", "rdh"};
     arcoll_team_t world = arcoll_team_world(ctx);
-    uint64_t call = 90000;
+    uint64_t call = 90000, mine[2], sum[2];
+    int failed0 = failed, rc;
     char what[128];
 
+    v_wrong_bytes = 0;
     for (long it = 0; it < iters; it++) {
         uint64_t x = (uint64_t)it * 0x9e3779b97f4a7c15ULL;
         int kind = (int)((x >> 11) % 4), a = (int)((x >> 17) % 5);
@@ -590,6 +597,16 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
         default: v_reduce(world, 0, (int)(it % 5), ARCOLL_MAX, ++call, bytes, 0, 0, what); break;
         }
     }
+    /* The job's count, for the stated total of validated calls (issue 19). */
+    mine[0] = v_wrong_bytes;
+    mine[1] = (uint64_t)(failed - failed0);
+    rc = arcoll_allreduce(world, mine, sum, 2, ARCOLL_UINT64, ARCOLL_SUM);
+    CHECK(rc == ARCOLL_OK, "vskew totals: %s", arcoll_strerror(rc));
+    if (rc == ARCOLL_OK && rank == 0)
+        printf("vskew: %ld validated calls (%s, skew up to %ld us), %d ranks: %llu corrupt "
+               "bytes, %llu failed checks\n",
+               iters, getenv("VSKEW_ALG") != NULL ? getenv("VSKEW_ALG") : "random algorithm", us,
+               nranks, (unsigned long long)sum[0], (unsigned long long)sum[1]);
 }
 
 /* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse

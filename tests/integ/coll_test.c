@@ -22,9 +22,10 @@
  *                                   counts its "ran as sh_co" debug lines), 1 B .. 1 MiB, then
  *                                   ITERS back-to-back calls under random delays up to US
  *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
- *                                   just before PHASE (init, create, destroy, finalize);
- *                                   every survivor must fail that call with TIMEOUT or
- *                                   PEER within ARCOLL_TIMEOUT_MS + 5 s (mpirun only)
+ *                                   just before PHASE (init, create, destroy, alltoall,
+ *                                   finalize); every survivor must fail that call with
+ *                                   TIMEOUT or PEER (BOOTSTRAP: init through callbacks)
+ *                                   within ARCOLL_TIMEOUT_MS + 5 s (mpirun, tcp_launch)
  *
  * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
  * if nothing failed.
@@ -663,24 +664,74 @@ static void phase_die(const char *sig, long timeout_ms)
     raise(SIGKILL);
 }
 
-/* A survivor's verdict on the call that met the lost rank. */
-static void phase_report(const char *phase, int rc, double secs, long timeout_ms)
+/* The code's name, which the fault tests' verdicts match exactly. */
+static const char *phase_code(int rc)
 {
-    bool ok = (rc == ARCOLL_ERR_TIMEOUT || rc == ARCOLL_ERR_PEER) &&
-              secs < (double)timeout_ms / 1000.0 + 5.0;
-
-    printf("[rank %d] %s phasefault %s: %s after %.2f s\n", rank, ok ? "KILL-OK" : "FAIL", phase,
-           arcoll_strerror(rc), secs);
-    fflush(stdout);
+    switch (rc) {
+    case ARCOLL_OK: return "OK";
+    case ARCOLL_ERR_TIMEOUT: return "TIMEOUT";
+    case ARCOLL_ERR_PEER: return "PEER";
+    case ARCOLL_ERR_BOOTSTRAP: return "BOOTSTRAP";
+    case ARCOLL_ERR_CHANNEL: return "CHANNEL";
+    case ARCOLL_ERR_STATE: return "STATE";
+    default: return "OTHER";
+    }
 }
 
-static int test_phasefault(int argc, char **argv)
+/* A survivor's verdict on the call that met the lost rank. Through callbacks
+ * (oob) init's failure is the callback's: ARCOLL_ERR_BOOTSTRAP. */
+static void phase_report(const char *phase, int rc, double secs, long timeout_ms, bool oob)
+{
+    bool ok = (rc == ARCOLL_ERR_TIMEOUT || rc == ARCOLL_ERR_PEER ||
+               (oob && rc == ARCOLL_ERR_BOOTSTRAP)) &&
+              secs < (double)timeout_ms / 1000.0 + 5.0;
+
+    printf("[rank %d] %s phasefault %s: %s (%s) after %.2f s\n", rank, ok ? "KILL-OK" : "FAIL",
+           phase, phase_code(rc), arcoll_strerror(rc), secs);
+    fflush(stdout);
+    /* COLL_PHASE_LINGER: stay until every survivor has met its own timeout, so
+     * that no survivor sees another one exit (ARCOLL_ERR_PEER instead of what
+     * the victim caused): then each rank's code is the victim's doing. */
+    if (getenv("COLL_PHASE_LINGER") != NULL && secs < (double)timeout_ms / 1000.0 + 1.0) {
+        double rest = (double)timeout_ms / 1000.0 + 1.0 - secs;
+        struct timespec ts = {(time_t)rest, (long)((rest - (double)(time_t)rest) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Validated alltoalls on the world team, then the victim leaves before one
+ * more: the survivors report that call. */
+static void phase_alltoall(arcoll_context_t ctx, bool victim, const char *sig, long timeout_ms,
+                           bool oob)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t bytes = 4096, len = bytes * (size_t)nranks;
+    uint8_t *s = malloc(len), *r = malloc(len);
+    double t0;
+    int rc;
+
+    for (uint64_t call = 1; call <= 5; call++)
+        one(world, 1, 0, call, bytes, "phasefault alltoall before the fault");
+    if (victim)
+        phase_die(sig, timeout_ms);
+    fill(1, 6, rank, nranks, bytes, s);
+    t0 = phase_now();
+    rc = arcoll_alltoall(world, s, r, bytes);
+    phase_report("alltoall", rc, phase_now() - t0, timeout_ms, oob);
+    free(s);
+    free(r);
+}
+
+static int test_phasefault(int argc, char **argv, const arcoll_oob_t *oob)
 {
     const char *phase = argc > 2 ? argv[2] : "create", *sig = argc > 3 ? argv[3] : "kill";
     const char *env = getenv("ARCOLL_TIMEOUT_MS");
     const char *wr = getenv("OMPI_COMM_WORLD_RANK"), *ws = getenv("OMPI_COMM_WORLD_SIZE");
     long timeout_ms = env != NULL ? atol(env) : 60000;
-    bool victim = wr != NULL && ws != NULL && atoi(wr) == atoi(ws) - 1;
+    /* The launcher's rank: mpirun's environment, or the callbacks' own. */
+    int wrank = oob != NULL ? oob->rank : wr != NULL ? atoi(wr) : 0;
+    bool victim = oob != NULL ? oob->rank == oob->size - 1
+                              : wr != NULL && ws != NULL && atoi(wr) == atoi(ws) - 1;
     arcoll_context_t ctx;
     arcoll_team_t team = NULL;
     int rc, *all;
@@ -689,10 +740,10 @@ static int test_phasefault(int argc, char **argv)
     if (strcmp(phase, "init") == 0 && victim)
         phase_die(sig, timeout_ms);
     t0 = phase_now();
-    rc = arcoll_init(NULL, &ctx);
+    rc = arcoll_init(oob, &ctx);
     if (strcmp(phase, "init") == 0) {
-        rank = wr != NULL ? atoi(wr) : 0;
-        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        rank = wrank;
+        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
         if (rc == ARCOLL_OK)
             arcoll_finalize(ctx);
         return 0;
@@ -711,7 +762,7 @@ static int test_phasefault(int argc, char **argv)
             phase_die(sig, timeout_ms);
         t0 = phase_now();
         rc = arcoll_team_create(ctx, all, nranks, &team);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
     } else if (strcmp(phase, "destroy") == 0) {
         rc = arcoll_team_create(ctx, all, nranks, &team);
         CHECK(rc == ARCOLL_OK, "team create: %s", arcoll_strerror(rc));
@@ -719,17 +770,20 @@ static int test_phasefault(int argc, char **argv)
             phase_die(sig, timeout_ms);
         t0 = phase_now();
         rc = arcoll_team_destroy(ctx, team);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
+    } else if (strcmp(phase, "alltoall") == 0) {
+        phase_alltoall(ctx, victim, sig, timeout_ms, oob != NULL);
     } else if (strcmp(phase, "finalize") == 0) {
         if (victim)
             phase_die(sig, timeout_ms);
         t0 = phase_now();
         rc = arcoll_finalize(ctx);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms);
+        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
         free(all);
         return 0;
     } else {
         fprintf(stderr, "unknown phase %s\n", phase);
+        failed++;
     }
     free(all);
     /* The survivors still release what they hold, without waiting again. */
@@ -737,7 +791,7 @@ static int test_phasefault(int argc, char **argv)
     rc = arcoll_finalize(ctx);
     printf("[rank %d] finalize after the fault: %s after %.2f s\n", rank, arcoll_strerror(rc),
            phase_now() - t0);
-    return 0;
+    return failed > 0;
 }
 
 /* The node heap (docs/heap.md): a buffer allocated before arcoll_init and one
@@ -819,7 +873,7 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     uint8_t *heap_early;
 
     if (strcmp(mode, "phasefault") == 0)
-        return test_phasefault(argc, argv);
+        return test_phasefault(argc, argv, oob);
     /* Calls before arcoll_init are errors, not crashes. */
     {
         char b[8] = {0}, c[8];

@@ -405,6 +405,24 @@ if [ -x "$T/fork_test" ]; then
     run shco-8-skew ok "$T/fork_test" 8 shco skew "$SKEW_N" 200
     run shco-4-skew-mix ok "$T/fork_test" 4 shco skew "$SKEW_N" 200 mix
     run shco-5-skew-late ok "$T/fork_test" 5 shco skew "$SKEW_N" 200 late
+    # SH-NUMA-CO: sh_co on pretend sockets of ARCOLL_SOCKET_SIZE consecutive ranks (2 sockets,
+    # 3 at 6 ranks, unequal 3 + 1 at 4): check (sizes, in place, mismatch, outside-region
+    # fallback, timeout, calls in flight) and 1000 skewed calls.
+    SOCK="ok:sh_co: [0-9]* sockets on the node: SH-NUMA-CO order"
+    for n in 2 4 6 8; do
+        run "shco-$n-sockets2-check" "$SOCK" env ARCOLL_LOG=info ARCOLL_SOCKET_SIZE=$((n / 2)) \
+            "$T/fork_test" $n shco check
+    done
+    run shco-6-sockets3-check "$SOCK" env ARCOLL_LOG=info ARCOLL_SOCKET_SIZE=2 \
+        "$T/fork_test" 6 shco check
+    run shco-4-sockets3+1-check "$SOCK" env ARCOLL_LOG=info ARCOLL_SOCKET_SIZE=3 \
+        "$T/fork_test" 4 shco check
+    run shco-4-sockets2-skew ok env ARCOLL_SOCKET_SIZE=2 "$T/fork_test" 4 shco skew "$SKEW_N" 200
+    run shco-6-sockets3-skew ok env ARCOLL_SOCKET_SIZE=2 "$T/fork_test" 6 shco skew "$SKEW_N" 200
+    run shco-8-sockets2-skew ok env ARCOLL_SOCKET_SIZE=4 "$T/fork_test" 8 shco skew "$SKEW_N" 200
+    run shco-4-sockets3+1-skew ok env ARCOLL_SOCKET_SIZE=3 "$T/fork_test" 4 shco skew "$SKEW_N" 200
+    run shco-5-sockets2-skew-late ok env ARCOLL_SOCKET_SIZE=3 \
+        "$T/fork_test" 5 shco skew "$SKEW_N" 200 late
     # A rank killed mid-run (buffers outside any region: each call goes on as pap).
     run shco-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 ARCOLL_ALLTOALL_ALG=sh_co \
         "$T/fork_test" 4 kill
@@ -419,6 +437,13 @@ if [ -x "$T/tcp_launch" ]; then
     run tcp-2x2-matrix ok bash -c "'$T/tcp_launch' --nodes 2 --node 1 --ppn 2 \
         --server 127.0.0.1:$port -- matrix & '$T/tcp_launch' --nodes 2 --node 0 --ppn 2 \
         --server 127.0.0.1:$port -- matrix; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
+    # A rank stopped before init: its peers wait in the launcher's first bootstrap round,
+    # which --round-timeout must end after 3 s (before, only the stopped rank's death at 6 s).
+    port=$((port + 1))
+    TL="'$T/tcp_launch' --nodes 2 --ppn 2 --server 127.0.0.1:$port --round-timeout 3"
+    run tcp-2x2-phasefault-init-stop lines 3 "did not come within the round timeout" \
+        env ARCOLL_TIMEOUT_MS=3000 bash -c "$TL --node 1 -- phasefault init stop &
+        $TL --node 0 -- phasefault init stop; a=\$?; wait \$!; b=\$?; exit \$((a | b))"
 fi
 # The PAP profiler: ARCOLL_PROFILE runs, arcoll-pap-report on them, and the report's errors.
 run pap-profile ok "$(dirname "$0")/pap_profile.sh" "$B"

@@ -10,7 +10,9 @@
  *                                   a rank's send or receive buffer outside the region: every
  *                                   rank still gets the right data (the pap fallback); calls in
  *                                   flight around sh_co; a rank that never arrives: the others
- *                                   time out
+ *                                   time out; 0 bytes on one rank against data: every rank
+ *                                   with data gets ARCOLL_ERR_MISMATCH; 0 bytes on every rank:
+ *                                   the next calls pair
  *   fork_test N shco skew ITERS US [random|late|mix]
  *                                   back-to-back calls, random delays up to US before each
  *                                   (late: only the last rank's, so the others copy among
@@ -238,6 +240,101 @@ static void shco_timeout(arcoll_context_t ctx)
     shco_free_all();
 }
 
+/* One rank passes 0 bytes where the others pass data under sh_co: a 0-byte
+ * call never publishes in the node segment, yet every rank that passed data
+ * must get ARCOLL_ERR_MISMATCH within 5 s (ARCOLL_TIMEOUT_MS 20000), say why,
+ * and write nothing past its receive area (docs/protocol.md §8, §15). v 0:
+ * the 0-byte rank makes no further call (its peers learn it from its note);
+ * v 1: it then makes the same call with data, which takes the node
+ * segment's call number the others are at and must not pair with theirs.
+ * outside 1: every buffer outside the region (a call that would go on as
+ * pap in the same epoch). The 0-byte rank is the first or the last. */
+static void shco_empty(arcoll_context_t ctx)
+{
+    const size_t bytes = 64, area = bytes * (size_t)nranks, guard = 4096;
+
+    shco_algs(ctx, "sh_co");
+    set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
+    for (int outside = 0; outside < 2; outside++)
+        for (int v = 0; v < 2; v++)
+            for (int c = 0; c < 2; c++) {
+                int odd = (outside + v + c) % 2 ? nranks - 1 : 0, rc = ARCOLL_OK;
+                arcoll_team_t t = shco_team_all(ctx);
+                uint8_t *ps = malloc(area), *pr = malloc(area + guard);
+                uint8_t *s = outside ? ps : shco_alloc(area);
+                uint8_t *r = outside ? pr : shco_alloc(area + guard);
+                size_t bad = 0;
+                char what[160];
+                double t0;
+                snprintf(what, sizeof(what), "sh_co %s, rank %d passes 0%s%s",
+                         c ? "alltoall" : "allgather", odd, v ? " then data" : "",
+                         outside ? ", buffers outside the region" : "");
+                if (t == NULL || ps == NULL || pr == NULL) {
+                    CHECK(0, "%s: no team or buffers", what);
+                    goto next;
+                }
+                memset(s, 1, area);
+                memset(r, 0xa5, area + guard);
+                t0 = fork_now();
+                for (int call = 0; call < (rank == odd ? 1 + v : 1); call++) {
+                    size_t mine = rank == odd && call == 0 ? 0 : bytes;
+                    rc = c ? arcoll_alltoall(t, s, r, mine) : arcoll_allgather(t, s, r, mine);
+                    if (rank == odd && call == 0)
+                        CHECK(rc == ARCOLL_OK, "%s: the 0-byte call got %s", what,
+                              arcoll_strerror(rc));
+                }
+                if (rank != odd || v == 1) {
+                    double secs = fork_now() - t0;
+                    for (size_t j = area; j < area + guard; j++)
+                        bad += r[j] != 0xa5;
+                    CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
+                          arcoll_strerror(rc), arcoll_last_error(NULL));
+                    CHECK(strstr(arcoll_last_error(NULL), "size") != NULL,
+                          "%s: failed without saying why (last error: %s)", what,
+                          arcoll_last_error(NULL));
+                    CHECK(secs < 5.0, "%s: took %.2f s, want a prompt mismatch", what, secs);
+                    CHECK(bad == 0, "%s: %zu bytes written past the receive area", what, bad);
+                }
+            next:
+                if (t != NULL)
+                    arcoll_team_destroy(ctx, t);
+                free(ps);
+                free(pr);
+                shco_free_all();
+            }
+    set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+}
+
+/* 0 bytes on every rank takes no call of the node segment on any: the sh_co
+ * calls after it (also with pap_shm, which shares the segment's call
+ * numbers, in between, and nonblocking) must pair and give the right data. */
+static void shco_empty_all(arcoll_context_t ctx)
+{
+    static const char *algs[] = {"sh_co", "pap_shm", "sh_co"};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    const size_t bytes = 200, len = bytes * (size_t)nranks;
+    uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
+    uint64_t call = 11000;
+    char what[128];
+
+    for (int round = 0; round < 3; round++)
+        for (int c = 0; c < 2; c++) {
+            int rc;
+            shco_algs(ctx, "sh_co");
+            for (int k = 0; k <= round; k++) {
+                rc = c ? arcoll_alltoall(world, s, r, 0) : arcoll_allgather(world, s, r, 0);
+                CHECK(rc == ARCOLL_OK, "sh_co 0 bytes on every rank: %s", arcoll_strerror(rc));
+            }
+            for (int a = 0; a < 3; a++) {
+                shco_algs(ctx, algs[a]);
+                snprintf(what, sizeof(what), "%s %s after %d 0-byte calls on every rank", algs[a],
+                         c ? "alltoall" : "allgather", round + 1);
+                shco_one(world, c, a == 2, ++call, bytes, s, r, what);
+            }
+        }
+    shco_free_all();
+}
+
 /* Nonblocking calls in flight around sh_co: sh_co, then a pap call and
  * another sh_co (which waits for the first: they share the node segment),
  * all waited for together; once with the last rank's buffer outside the
@@ -378,9 +475,12 @@ static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, do
  * of each is reported. */
 #define SHCO_BATCHES 5
 
-static void shco_bench(arcoll_context_t ctx)
+/* only: "sh_co" times sh_co and memcpy alone (runs to compare across
+ * settings that hold for a whole run, e.g. ARCOLL_SOCKET_SIZE). */
+static void shco_bench(arcoll_context_t ctx, const char *only)
 {
     static const char *algs3[] = {"sh_co", "pap", "direct"};
+    int nalg = only != NULL && strcmp(only, "sh_co") == 0 ? 1 : 3;
 
     for (int c = 1; c >= 0; c--) {
         if (rank == 0)
@@ -399,14 +499,18 @@ static void shco_bench(arcoll_context_t ctx)
             memset(s, 1, len);
             memset(r, 2, len);
             for (int b = 0; b < SHCO_BATCHES; b++) {
-                for (int a = 0; a < 3; a++) {
+                for (int a = 0; a < nalg; a++) {
                     double t = shco_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
                     best[a] = t >= 0 && t < best[a] ? t : best[a];
                 }
                 double t = shco_memcpy_time(s, r, len, iters, ts);
                 best[3] = t < best[3] ? t : best[3];
             }
-            if (rank == 0)
+            if (rank == 0 && nalg == 1)
+                printf("%9zu %10.1f %10s %10s %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
+                       "-", "-", best[3] * 1e6, (double)len / best[0] / 1e9,
+                       (double)len / best[3] / 1e9, best[3] / best[0]);
+            else if (rank == 0)
                 printf("%9zu %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
                        best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, (double)len / best[0] / 1e9,
                        (double)len / best[3] / 1e9, best[3] / best[0]);
@@ -428,11 +532,13 @@ static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **ar
         shco_fallback(ctx);
         shco_inflight(ctx);
         shco_timeout(ctx);
+        shco_empty_all(ctx);
+        shco_empty(ctx);
     } else if (strcmp(what, "skew") == 0) {
         shco_skew(ctx, argc > 3 ? atol(argv[3]) : 1000, argc > 4 ? atol(argv[4]) : 100,
                   argc > 5 ? argv[5] : "random");
     } else if (strcmp(what, "bench") == 0) {
-        shco_bench(ctx);
+        shco_bench(ctx, argc > 3 ? argv[3] : NULL);
     } else {
         fprintf(stderr, "unknown shco mode %s\n", what);
         failed++;

@@ -5,7 +5,8 @@
  * launcher runs as one more child.
  *
  *   tcp_launch --nodes N --node I --ppn P --server HOST:PORT [--timeout S]
- *              [--job-timeout S] -- MODE [ARGS...]      MODE and ARGS as for coll_test
+ *              [--round-timeout S] [--job-timeout S] -- MODE [ARGS...]
+ *                                                       MODE and ARGS as for coll_test
  *
  * Global rank = I*P + local index, size = N*P. Start one launcher per node,
  * in any order within --timeout (default 60 s) of each other.
@@ -21,8 +22,13 @@
  * must reach each oob call within that of each other), the server if not all
  * ranks connect in time, and the launcher kills everything after --job-timeout
  * (default 300 s), or --timeout after its ranks failed if only the server is
- * left. Exit status 0 only if every local rank (and the server) exited 0; in
- * MODE kill the last global rank must instead die by SIGKILL.
+ * left. --round-timeout bounds a round once every rank has connected: the
+ * server fails it for every rank that came (and every later round) when the
+ * others have not come within S of the first, so a rank stopped or hung in
+ * the job costs its peers S, not the launch allowance --timeout (give it
+ * ARCOLL_TIMEOUT_MS, the bound arcoll puts on its own waits). Exit status 0
+ * only if every local rank (and the server) exited 0; in MODE kill and
+ * phasefault the last global rank must instead die by SIGKILL.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -58,7 +64,7 @@
 #define TCP_DEFAULT_JOB     300.0
 
 /* Reply status. */
-enum { ST_OK = 0, ST_MISMATCH = 1, ST_TOO_BIG = 2, ST_LEFT = 3 };
+enum { ST_OK = 0, ST_MISMATCH = 1, ST_TOO_BIG = 2, ST_LEFT = 3, ST_EXPIRED = 4 };
 
 /* A connection that ended (as opposed to an errno). */
 #define IO_EOF (-1)
@@ -242,6 +248,7 @@ static int tcp_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
                 len,
                 status == ST_MISMATCH  ? "lengths differ across ranks"
                 : status == ST_TOO_BIG ? "blob exceeds the 1 MiB limit"
+                : status == ST_EXPIRED ? "a rank did not come within the round timeout"
                                        : "a rank has left the job");
         return -1;
     }
@@ -311,7 +318,7 @@ static int tcp_connect(const char *host, const char *port, double timeout, int r
 struct opts {
     int nodes, node, ppn, size;
     const char *host, *port;
-    double timeout, job;
+    double timeout, round_timeout, job;
     int margc; /* MODE and ARGS */
     char **margv;
     int kill_mode;
@@ -371,6 +378,9 @@ struct srv_conn {
 struct srv {
     int lfd, n;
     double timeout, accept_deadline, job_deadline;
+    double round_timeout; /* 0: none */
+    double round_since;   /* when the current round became due (0: not yet) */
+    int expired;          /* a round timed out: every later one fails at once */
     struct srv_conn c[TCP_MAX_RANKS + TCP_SPARE_CONNS];
     int by_rank[TCP_MAX_RANKS];
     int registered, left, failed;
@@ -495,9 +505,21 @@ static int srv_progress(struct srv *s)
 
     for (int r = 0; r < s->n; r++)
         done += s->by_rank[r] >= 0 && s->c[s->by_rank[r]].state == C_DONE;
-    if (s->left > 0 && done > 0) {
+    /* The round is due once every rank has connected and one has come. */
+    if (s->registered == s->n && done > 0 && s->round_since == 0)
+        s->round_since = now_s();
+    if (!s->expired && s->round_timeout > 0 && s->round_since > 0 && done < s->n &&
+        now_s() >= s->round_since + s->round_timeout) {
+        fprintf(stderr, "[tcp_launch server] oob round %lu fails: rank(s)", s->round);
+        for (int r = 0; r < s->n; r++)
+            if (s->c[s->by_rank[r]].state != C_DONE)
+                fprintf(stderr, " %d", r);
+        fprintf(stderr, " did not come within %g s\n", s->round_timeout);
+        s->expired = 1;
+    }
+    if ((s->left > 0 || s->expired) && done > 0) {
         /* A rank that left can never contribute: nobody may wait for it. */
-        if (!s->failed) {
+        if (!s->failed && !s->expired) {
             int gone = 0;
             while (gone < s->n && (s->by_rank[gone] < 0 || s->c[s->by_rank[gone]].state != C_GONE))
                 gone++;
@@ -506,7 +528,7 @@ static int srv_progress(struct srv *s)
         }
         s->failed = 1;
         put_u32(hdr, TCP_MAGIC);
-        put_u32(hdr + 4, ST_LEFT);
+        put_u32(hdr + 4, s->expired ? ST_EXPIRED : ST_LEFT);
         put_u64(hdr + 8, 0);
         for (int r = 0; r < s->n; r++)
             if (s->by_rank[r] >= 0 && s->c[s->by_rank[r]].state == C_DONE)
@@ -546,6 +568,7 @@ static int srv_progress(struct srv *s)
         srv_reply(s, &s->c[s->by_rank[r]], msg, TCP_HDR + total);
     free(msg);
     s->round++;
+    s->round_since = 0;
     return 0;
 }
 
@@ -574,7 +597,7 @@ static void srv_accept(struct srv *s)
 /* Returns the process exit status: 0 when every rank connected, every round
  * succeeded and every rank closed; 1 on a setup error or a deadline; 2 when a
  * round failed (a rank left early, or lengths differed). */
-static int srv_run(int lfd, int n, double timeout, double job_deadline)
+static int srv_run(int lfd, int n, double timeout, double round_timeout, double job_deadline)
 {
     static struct srv s; /* large: off the stack */
     struct pollfd pf[SRV_NCONN + 1];
@@ -583,6 +606,7 @@ static int srv_run(int lfd, int n, double timeout, double job_deadline)
     s.lfd = lfd;
     s.n = n;
     s.timeout = timeout;
+    s.round_timeout = round_timeout;
     /* Clients retry for --timeout from their own start; allow for a launch. */
     s.accept_deadline = now_s() + timeout + 1.0;
     s.job_deadline = job_deadline;
@@ -611,7 +635,11 @@ static int srv_run(int lfd, int n, double timeout, double job_deadline)
                 until = s.accept_deadline;
             pf[np] = (struct pollfd){s.lfd, POLLIN, 0};
             idx[np++] = -1;
-        } else if (s.lfd >= 0) {
+        } else if (s.round_timeout > 0 && s.round_since > 0 && !s.expired &&
+                   s.round_since + s.round_timeout < until) {
+            until = s.round_since + s.round_timeout; /* wake up to expire the round */
+        }
+        if (s.registered == n && s.lfd >= 0) {
             close(s.lfd); /* everybody is here: refuse strays */
             s.lfd = -1;
         }
@@ -685,7 +713,7 @@ static int srv_listen(const char *host, const char *port)
 static void usage(void)
 {
     fprintf(stderr, "usage: tcp_launch --nodes N --node I --ppn P --server HOST:PORT "
-                    "[--timeout S] [--job-timeout S] -- MODE [ARGS...]\n");
+                    "[--timeout S] [--round-timeout S] [--job-timeout S] -- MODE [ARGS...]\n");
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -731,6 +759,8 @@ static int parse_opts(int argc, char **argv, struct opts *op)
             server = v;
         else if (strcmp(k, "--timeout") == 0)
             bad = parse_secs(v, &op->timeout);
+        else if (strcmp(k, "--round-timeout") == 0)
+            bad = parse_secs(v, &op->round_timeout);
         else if (strcmp(k, "--job-timeout") == 0)
             bad = parse_secs(v, &op->job);
         else
@@ -766,9 +796,10 @@ static int parse_opts(int argc, char **argv, struct opts *op)
     hostbuf[hl] = '\0';
     op->host = hostbuf;
     op->port = colon + 1;
-    op->kill_mode = strcmp(op->margv[0], "kill") == 0;
+    /* phasefault's victim dies by SIGKILL too (a stopped one is killed later). */
+    op->kill_mode = strcmp(op->margv[0], "kill") == 0 || strcmp(op->margv[0], "phasefault") == 0;
     if (op->kill_mode && op->size < 2) {
-        fprintf(stderr, "tcp_launch: MODE kill needs a survivor (nodes*ppn >= 2)\n");
+        fprintf(stderr, "tcp_launch: MODE %s needs a survivor (nodes*ppn >= 2)\n", op->margv[0]);
         return -1;
     }
     return 0;
@@ -817,7 +848,9 @@ int main(int argc, char **argv)
             signal(SIGCHLD, SIG_DFL);
             if (server) {
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
-                exit(getppid() == launcher ? srv_run(lfd, op.size, op.timeout, deadline) : 1);
+                exit(getppid() == launcher
+                         ? srv_run(lfd, op.size, op.timeout, op.round_timeout, deadline)
+                         : 1);
             }
             if (lfd >= 0)
                 close(lfd);

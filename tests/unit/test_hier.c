@@ -243,12 +243,49 @@ static void test_group_limits(void **state)
     team_fini(&f);
 }
 
+/* The node's socket map (sh_co's SH-NUMA-CO) from the records' sockets, on
+ * the master (which attaches nothing): numbered by first local rank; one
+ * socket if some rank's is unknown; ARCOLL_SOCKET_SIZE's pretend sockets. */
+static void check_sockets(const int32_t *socket, long size, uint32_t nsockets, const uint32_t *want)
+{
+    static const int ranks[] = {0, 1, 2, 3, 4, 5};
+    long pid[6] = {0};
+    uint64_t key[6] = {0};
+    fixture_t f;
+
+    team_init(&f, NULL, 6, ranks, 6, 0, 1024);
+    f.ctx.cfg.socket_size = size;
+    assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
+    assert_non_null(f.team.hier);
+    assert_int_equal(hier_attach(&f.team, pid, key, socket), ARCOLL_OK);
+    assert_int_equal(f.team.hier->nsockets, nsockets);
+    for (int q = 0; q < 6; q++)
+        assert_int_equal(f.team.hier->lsocket[q], want[q]);
+    team_fini(&f);
+}
+
+static void test_sockets(void **state)
+{
+    static const int32_t two[] = {1, 1, 0, 0, 1, 0}, unknown[] = {0, 0, 1, -1, 1, 1};
+    static const uint32_t two_map[] = {0, 0, 1, 1, 0, 1}, one[] = {0, 0, 0, 0, 0, 0};
+    static const uint32_t by4[] = {0, 0, 0, 0, 1, 1}, by2[] = {0, 0, 1, 1, 2, 2};
+
+    (void)state;
+    check_sockets(two, 0, 2, two_map);
+    check_sockets(unknown, 0, 1, one);
+    check_sockets(unknown, 4, 2, by4); /* pretend sockets override hwloc's */
+    check_sockets(two, 2, 3, by2);
+    check_sockets(two, 6, 1, one);
+    check_sockets(two, 100, 1, one);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretend_nodes),     cmocka_unit_test(test_pretend_nodes_invalid),
         cmocka_unit_test(test_group_interleaved), cmocka_unit_test(test_group_unequal),
         cmocka_unit_test(test_group_limits),      cmocka_unit_test(test_group_node_major),
+        cmocka_unit_test(test_sockets),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* Unit tests of the Morton order of the block matrix (src/heap/morton.c):
  * interleave and de-interleave, portable against BMI2; every block exactly
  * once over the ranks' shares; the halving order equal to the interleave for
- * powers of two; each share a compact piece of the matrix. */
+ * powers of two; each share a compact piece of the matrix; the NUMA shares
+ * (every block once, written on the copier's socket, read from socket
+ * (r + i) % s in step i, one socket = the plain shares). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +60,13 @@ static void test_bmi2_equal(void **state)
     }
 }
 
+/* Every block of the p x p matrix was seen exactly once. */
+static void assert_each_once(const uint8_t *seen, uint32_t p)
+{
+    for (size_t i = 0; i < (size_t)p * p; i++)
+        assert_int_equal(seen[i], 1);
+}
+
 /* Shares of p ranks: P blocks each, every block once. Returns the most
  * distinct rows + distinct columns one share touches (the source and
  * destination buffers whose lines it brings into the copier's cache). */
@@ -87,8 +96,7 @@ static uint32_t check_shares(uint32_t p)
         }
         widest = w > widest ? w : widest;
     }
-    for (size_t i = 0; i < (size_t)p * p; i++)
-        assert_int_equal(seen[i], 1);
+    assert_each_once(seen, p);
     free(s);
     free(cols);
     free(rows);
@@ -168,12 +176,72 @@ static void test_offsets(void **state)
     assert_int_equal(morton_dst_off(b, 100), 300);
 }
 
+/* NUMA shares of p ranks on ns sockets, socket[q] for rank q. */
+static void check_numa(uint32_t p, uint32_t ns, const uint32_t *socket)
+{
+    uint8_t *seen = calloc((size_t)p * p, 1);
+    uint32_t *size = calloc(ns, sizeof(*size));
+    morton_block_t *s = malloc(sizeof(*s) * p), *plain = malloc(sizeof(*plain) * p);
+
+    assert_non_null(seen);
+    assert_non_null(size);
+    assert_non_null(s);
+    assert_non_null(plain);
+    for (uint32_t q = 0; q < p; q++)
+        size[socket[q]]++;
+    for (uint32_t r = 0; r < p; r++) {
+        uint32_t me = socket[r], i = 0, k = 0;
+        assert_int_equal(morton_numa_share(p, ns, socket, r, s), 0);
+        for (uint32_t b = 0; b < p; b++) {
+            while (k == size[(me + i) % ns]) { /* the next step */
+                i++;
+                k = 0;
+            }
+            k++;
+            assert_true(s[b].row < p && s[b].col < p);
+            assert_int_equal(seen[(size_t)s[b].row * p + s[b].col]++, 0);
+            assert_int_equal(socket[s[b].col], me);            /* a socket-local write */
+            assert_int_equal(socket[s[b].row], (me + i) % ns); /* from step i's socket */
+        }
+        if (ns == 1) {
+            morton_share(p, r, plain);
+            assert_memory_equal(s, plain, sizeof(*s) * p);
+        }
+    }
+    assert_each_once(seen, p);
+    free(plain);
+    free(s);
+    free(size);
+    free(seen);
+}
+
+static void test_numa_shares(void **state)
+{
+    uint32_t socket[64];
+
+    (void)state;
+    for (uint32_t p = 1; p <= 64; p++) {
+        for (uint32_t ns = 1; ns <= p && ns <= 4; ns++) {
+            for (uint32_t q = 0; q < p; q++) /* consecutive, as equal as can be */
+                socket[q] = q * ns / p;
+            check_numa(p, ns, socket);
+            for (uint32_t q = 0; q < p; q++) /* round robin */
+                socket[q] = q % ns;
+            check_numa(p, ns, socket);
+        }
+        for (uint32_t q = 0; q < p; q++) /* all but the last on socket 0 (3 + 1 at 4) */
+            socket[q] = p > 1 && q == p - 1;
+        check_numa(p, p > 1 ? 2 : 1, socket);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interleave),       cmocka_unit_test(test_bmi2_equal),
         cmocka_unit_test(test_every_block_once), cmocka_unit_test(test_pow2_is_interleave),
         cmocka_unit_test(test_locality),         cmocka_unit_test(test_offsets),
+        cmocka_unit_test(test_numa_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

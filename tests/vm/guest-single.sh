@@ -70,7 +70,8 @@ fi
 
 # ==== arcoll over verbs (rxe0): the same test programs as on the shared-memory channel ====
 # av NAME NP EXPECT CMD...: mpirun -np NP CMD with ARCOLL_CHANNEL=verbs; EXPECT is ok (exit 0
-# and " 0 failed"), kill:N (N KILL-OK lines), or error:TEXT (must fail, log naming TEXT).
+# and " 0 failed"), kill:N (N KILL-OK lines), kill:N:CODE (N KILL-OK lines, each naming CODE:
+# coll_test phasefault), or error:TEXT (must fail, log naming TEXT).
 # The device and GID are chosen automatically (docs/verbs.md); one test pins them.
 av() {
     local name=$1 np=$2 expect=$3 log rc t0 t1 ok=0
@@ -87,6 +88,11 @@ av() {
     rxe_counters
     case $expect in
     ok) [ $rc -eq 0 ] && grep -q ' 0 failed' "$log" && ok=1 ;;
+    kill:*:*)
+        local k=${expect#kill:}
+        [ "$(grep -c KILL-OK "$log")" -eq "${k%%:*}" ] &&
+            [ "$(grep -c "KILL-OK phasefault [a-z]*: ${k#*:} (" "$log")" -eq "${k%%:*}" ] && ok=1
+        ;;
     kill:*) [ "$(grep -c KILL-OK "$log")" -eq "${expect#kill:}" ] && ok=1 ;;
     error:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "${expect#error:}" "$log" && ok=1 ;;
     esac
@@ -150,6 +156,13 @@ ARCOLL_FAULT=bad_rkey ARCOLL_PATH=zcopy AV_TIMEOUT_MS=5000 \
     av verbs_bad_rkey_np2 2 'error:remote access error' "$T/coll_test_fault" env
 # A rank that dies: the others must return an error within the timeout.
 AV_TIMEOUT_MS=5000 AV_MPIRUN_ARGS=--enable-recovery av verbs_kill_np4 4 kill:3 "$T/coll_test" kill
+# The last rank killed or stopped just before an alltoall (coll_test phasefault; the pair of
+# guests runs every phase across its link): on one host the survivors see the killed rank's
+# pid gone (PEER), the stopped one only at ARCOLL_TIMEOUT_MS (TIMEOUT), within it + 5 s.
+for sig in kill:PEER stop:TIMEOUT; do
+    AV_TIMEOUT_MS=3000 AV_MPIRUN_ARGS=--enable-recovery av verbs_phasefault_alltoall_${sig%:*}_np4 \
+        4 "kill:3:${sig#*:}" env COLL_PHASE_LINGER=1 "$T/coll_test" phasefault alltoall "${sig%:*}"
+done
 av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 1:4096 -M 0,32 -i 20 -x 2 -v &&
     echo 'bench: 1 passed, 0 failed'"
 # One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.
