@@ -270,8 +270,16 @@ static int shco_progress(coll_req_t *r)
     if (SC(r)->published && shco_all_done(r)) {
         if (SC(r)->mismatch || SC(r)->skipped)
             return coll_fail(r, ARCOLL_ERR_MISMATCH);
-        if (!SC(r)->ineligible)
+        /* One debug line per call saying what served it: tests count them to
+         * prove sh_co ran rather than its fallback. */
+        if (!SC(r)->ineligible) {
+            log_debug("%s: %zu B per peer ran as sh_co (call %llu)", coll_type_name(r->type),
+                      r->bytes, (unsigned long long)SC(r)->seq);
             return coll_finish(r);
+        }
+        log_debug("%s: %zu B per peer: sh_co ran as pap (call %llu, team rank %d's buffers)",
+                  coll_type_name(r->type), r->bytes, (unsigned long long)SC(r)->seq,
+                  SC(r)->ineligible - 1);
         /* Every rank saw the same records: all of them go on as pap. */
         if (!r->team->hier_noticed++ && r->team->rank == 0)
             log_info("%s: sh_co runs as pap in this call (team rank %d's buffers are not in the "

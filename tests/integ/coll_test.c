@@ -17,6 +17,10 @@
  *                                   rank i must have N_i RC QPs (one N: every rank)
  *   coll_test heap [shared|private] the node heap: every rank reads every other's heap
  *                                   buffers through their owner's pointers (one host)
+ *   coll_test heapcoll ITERS US     alltoall and allgather on buffers from arcoll_heap_malloc
+ *                                   with the algorithms of the environment (sh_co: run.sh
+ *                                   counts its "ran as sh_co" debug lines), 1 B .. 1 MiB, then
+ *                                   ITERS back-to-back calls under random delays up to US
  *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
  *                                   just before PHASE (init, create, destroy, alltoall,
  *                                   finalize); every survivor must fail that call with
@@ -319,6 +323,65 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     }
 out:
     arcoll_team_destroy(ctx, team);
+}
+
+/* Calls on heap buffers (docs/heap.md) with the algorithms of the
+ * environment: 6 sizes x 2 collectives, then iters skewed calls of each
+ * collective (8 and 200 B alternating). The summary allgather afterwards runs
+ * as pap, so that every sh_co call of a run is one of these. */
+static void test_heapcoll(arcoll_context_t ctx, long iters, long max_us)
+{
+    static const size_t sizes[] = {1, 8, 200, 4096, 65536, 1 << 20};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t len = ((size_t)1 << 20) * (size_t)nranks;
+    uint8_t *s = arcoll_heap_malloc(len), *r = arcoll_heap_malloc(len);
+    uint64_t call = 0;
+    char what[160];
+    int rc;
+
+    CHECK(s != NULL && r != NULL && arcoll_heap_contains(s) && arcoll_heap_contains(r),
+          "heap buffers of %zu bytes", len);
+    if (s == NULL || r == NULL)
+        goto out;
+    srand(4321u + (unsigned)rank * 7919u);
+    for (int c = 0; c < 2; c++) {
+        const char *alg =
+            arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG");
+        int bad_calls = 0, errors = 0;
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            snprintf(what, sizeof(what), "heap %s %s %zu B", c ? "alltoall" : "allgather", alg,
+                     sizes[z]);
+            fill(c, ++call, rank, nranks, sizes[z], s);
+            memset(r, 0xee, sizes[z] * (size_t)nranks);
+            rc = run_coll(world, c, 0, s, r, sizes[z]);
+            CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc),
+                  arcoll_last_error(NULL));
+            if (rc == ARCOLL_OK)
+                CHECK(verify(c, call, rank, nranks, sizes[z], r, what) == 0, "%s: wrong data",
+                      what);
+        }
+        for (long it = 0; it < iters; it++) {
+            size_t bytes = it % 2 ? 200 : 8;
+            fill(c, ++call, rank, nranks, bytes, s);
+            delay_us(rand() % (max_us + 1));
+            rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
+            if (rc != ARCOLL_OK) {
+                errors++;
+                fprintf(stderr, "[rank %d] heap skew call %llu: %s\n", rank,
+                        (unsigned long long)call, arcoll_strerror(rc));
+                break;
+            }
+            bad_calls += verify(c, call, rank, nranks, bytes, r, "heap skew") != 0;
+        }
+        CHECK(errors == 0 && bad_calls == 0,
+              "heap %s %s skew: %d corrupted calls of %ld, %d errors", c ? "alltoall" : "allgather",
+              alg, bad_calls, iters, errors);
+    }
+out:
+    arcoll_heap_free(r);
+    arcoll_heap_free(s);
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
 /* Whatever ARCOLL_* the environment sets (the run script varies it). */
@@ -820,8 +883,9 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
             failed++;
         }
     }
-    /* heap: one buffer from before init (the heap made at first use). */
-    heap_early = strcmp(mode, "heap") == 0 ? arcoll_heap_malloc(4096) : NULL;
+    /* heap, heapcoll: one buffer from before init (the heap made at first use;
+     * arcoll_init shares it only if it exists then, docs/heap.md). */
+    heap_early = strncmp(mode, "heap", 4) == 0 ? arcoll_heap_malloc(4096) : NULL;
     rc = arcoll_init(oob, &ctx);
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
@@ -855,7 +919,10 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
-    else if (strcmp(mode, "heap") == 0)
+    else if (strcmp(mode, "heapcoll") == 0) {
+        test_heapcoll(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
+        arcoll_heap_free(heap_early);
+    } else if (strcmp(mode, "heap") == 0)
         test_heap(ctx, heap_early, argc > 2 ? argv[2] : "shared");
     else if (strcmp(mode, "kill") == 0) {
         test_kill(ctx);

@@ -28,12 +28,16 @@ failed_names=()
 #   fail (must fail), fail:TEXT (must fail naming TEXT), kill N (N KILL-OK lines),
 #   text:RE1|RE2... (exit 0, each extended regexp in the output), fails:TEXT (a non-zero exit
 #   other than the time limit's, with TEXT in the output), lines N TEXT (N lines with TEXT, and
-#   not killed by a time limit: one per rank that must report)
+#   not killed by a time limit: one per rank that must report), shco N (exit 0, "0 failed",
+#   N "ran as sh_co" debug lines and no "sh_co ran as pap": sh_co served, not its fallback)
 run() {
     local name=$1 expect=$2
     shift 2
     local want_kills=0 want_text=
     if [ "$expect" = kill ]; then
+        want_kills=$1
+        shift
+    elif [ "$expect" = shco ]; then
         want_kills=$1
         shift
     elif [ "$expect" = lines ]; then
@@ -55,6 +59,9 @@ run() {
     kill) [ "$(grep -c KILL-OK "$log")" -eq "$want_kills" ] && verdict=PASS ;;
     lines) [ $rc -ne 124 ] && [ "$(grep -cF -- "$want_text" "$log")" -eq "$want_kills" ] &&
         verdict=PASS ;;
+    shco) [ $rc -eq 0 ] && grep -q " 0 failed" "$log" &&
+        [ "$(grep -c "ran as sh_co" "$log")" -eq "$want_kills" ] &&
+        ! grep -q "sh_co ran as pap" "$log" && verdict=PASS ;;
     text:*)
         verdict=PASS
         [ $rc -eq 0 ] || verdict=FAIL
@@ -321,6 +328,20 @@ else
     run heap-preload-absent-is-caught fail:"is in the heap" "$T/heap_preload_test"
 fi
 run mpirun-4-heap ok $MPIRUN -np 4 "$T/coll_test" heap
+# sh_co through the API on heap buffers (arcoll_heap_malloc): every call of the mode, on every
+# rank, must be served by sh_co (its debug line per call), none by its pap fallback;
+# 2 x (6 sizes + ITERS skewed calls) per rank.
+SHCO_ENV="-x ARCOLL_LOG=debug -x ARCOLL_ALLTOALL_ALG=sh_co -x ARCOLL_ALLGATHER_ALG=sh_co"
+for n in 2 3 4 6 8; do
+    run "mpirun-$n-heap-shco" shco $((n * 2 * (6 + 20))) $MPIRUN -np $n $SHCO_ENV \
+        "$T/coll_test" heapcoll 20 100
+done
+run mpirun-4-heap-shco-skew shco $((4 * 2 * (6 + SKEW_N))) $MPIRUN -np 4 $SHCO_ENV \
+    "$T/coll_test" heapcoll "$SKEW_N" 200
+# The check must see a fallback: ranks 2 and 3 past ARCOLL_HEAP_SLOTS have private heaps, so
+# every rank's calls run as pap (right data, but not sh_co).
+run mpirun-4-heap-shco-fallback-is-seen "text:sh_co ran as pap|0 failed" $MPIRUN -np 4 \
+    $SHCO_ENV -x ARCOLL_HEAP_SLOTS=2 "$T/coll_test" heapcoll 20 100
 run mpirun-2-heap-private "ok:same slot" $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_LOG=info \
     "$T/coll_test" heap private
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong

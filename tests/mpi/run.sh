@@ -18,8 +18,9 @@ pass=0
 fail=0
 failed=()
 
-# t NAME EXPECT CMD...: EXPECT is ok (exit 0), ok:TEXT (exit 0 and TEXT in the output) or
-# fails:TEXT (exit non-zero and TEXT in the output); every command gets 300 s.
+# t NAME EXPECT CMD...: EXPECT is ok (exit 0), ok:TEXT (exit 0 and TEXT in the output),
+# fails:TEXT (exit non-zero and TEXT in the output) or shco (exit 0, "ran as sh_co" debug lines
+# and no "sh_co ran as pap": sh_co served calls and never fell back); every command gets 300 s.
 t() {
     local name=$1 expect=$2 rc good=0 start=$SECONDS
     shift 2
@@ -29,6 +30,8 @@ t() {
     case $expect in
     ok) [ $rc -eq 0 ] && good=1 ;;
     ok:*) [ $rc -eq 0 ] && grep -qF -- "${expect#ok:}" "$LOG/$name.log" && good=1 ;;
+    shco) [ $rc -eq 0 ] && grep -q "ran as sh_co" "$LOG/$name.log" &&
+        ! grep -q "sh_co ran as pap" "$LOG/$name.log" && good=1 ;;
     fails:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "${expect#fails:}" "$LOG/$name.log" &&
         good=1 ;;
     esac
@@ -94,6 +97,17 @@ else
         done
         t shim-heap-4-zcopy ok:"heap: shared by" $MPIRUN -np 4 env LD_PRELOAD="$HEAP:$PRE" \
             ARCOLL_LOG=info ARCOLL_PATH=zcopy "$ST" shim
+        # sh_co under the unmodified program: its malloc'd buffers are in the shared heap, so
+        # every alltoall/allgather sh_co sees must run as sh_co (its debug line per call), never
+        # as its pap fallback (in-place calls are v-forms: pap by design, no sh_co line).
+        for n in 2 4; do
+            t "shim-heap-$n-shco" shco $MPIRUN -np $n env LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=debug \
+                ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
+        done
+        # Without the heap's sharing (ranks 2, 3 past ARCOLL_HEAP_SLOTS) the check sees pap.
+        t shim-heap-4-shco-fallback-is-seen ok:"sh_co ran as pap" $MPIRUN -np 4 env \
+            LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=debug ARCOLL_HEAP_SLOTS=2 ARCOLL_ALLTOALL_ALG=sh_co \
+            ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
     else
         echo "SKIP shim-heap-*: libarcoll_heap.so cannot replace a sanitizer's malloc"
     fi
