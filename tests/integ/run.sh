@@ -181,6 +181,9 @@ run mnco-8-nodes-2-skew-random ok $MNCO ARCOLL_NODE_SIZE=2 $MPIRUN -np 8 "$T/col
     $SKEW_N 200 random
 run mnco-6-nodes-3-skew-late ok $MNCO ARCOLL_NODE_SIZE=3 $MPIRUN -np 6 "$T/coll_test" skew \
     $SKEW_N 500 late
+# Bad input and a size that differs across ranks (a mismatch, never an overrun or a hang).
+run mnco-4-bad-input ok env ARCOLL_ALLTOALL_ALG=mn_co ARCOLL_ALLGATHER_ALG=mn_co $MPIRUN -np 4 \
+    "$T/coll_test" bad
 # Algorithm and path chosen by the environment, as a user would, at 1 to 8 ranks.
 for n in 1 2 3 5 8; do
     for cfg in direct:copy direct:zcopy pap:copy pap:zcopy pap_shm:auto; do
