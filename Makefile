@@ -253,7 +253,7 @@ $(BUILD)/tests/test_bench_stats: tests/unit/test_bench_stats.c bench/bench_stats
 		$(shell pkg-config --libs cmocka) -lm $(EXTRA_LDFLAGS)
 
 # Unit tests see the internals: they link the static library.
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(wildcard tests/unit/*.h) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \

@@ -65,11 +65,13 @@ static const cfg_var_t cfg_vars[] = {
      "or pap_shm (node masters through shared memory, seed 002 4.4), sa or sa_direct "
      "(non-leader send-side aggregation, PAP or Direct inter-node step, seed 001), rd "
      "(receive-side distribution), leader (one leader per node, Direct), sh_co (one node, "
-     "buffers in a same-address region: memcpy in Morton order, seed 004), auto (by size and "
-     "job shape, ARCOLL_TUNE; never sh_co)"},
+     "buffers in a same-address region: memcpy in Morton order, seed 004), mn_co (two rounds "
+     "of aggregated messages through Morton-order owners, seed 004 2.5), auto (by size and job "
+     "shape, ARCOLL_TUNE; never sh_co)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
-     "rdh (recursive doubling in distance-halving order, seed 003), sh_co (seed 004) or auto"},
+     "rdh (recursive doubling in distance-halving order, seed 003), sh_co or mn_co (seed 004) "
+     "or auto"},
     {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "pap", 0, 0, 1,
      "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), sloav or "
      "sloavx (logarithmic, seed 000), or auto"},

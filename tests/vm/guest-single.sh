@@ -126,6 +126,8 @@ NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
     "$T/coll_test" skew 150 300 late
+# MN-CO (seed 004 2.5) over verbs on one guest: 3 ranks (owners of unequal rectangles).
+av verbs_mnco_sizes_np3 3 ok env COLL_TEST_ALGS=mn_co "$T/coll_test" sizes
 # Connections on demand (docs/verbs.md): a process holds RC QPs only to the peers its
 # algorithm writes to. 4 ranks on pretend nodes of 2: pap_shm's masters (ranks 0, 2) talk to
 # each other only; flat pap needs every peer; eager wires every peer at init. A wrong count
