@@ -918,6 +918,7 @@ int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out)
     }
     memset(out, 0, sizeof(*out));
     c = ctx->chan;
+    zmem_resources(ctx, out);
     if (c->ops->stats == NULL) {
         /* A channel without a NIC: all of it is shared memory. */
         return arcoll_context_memory(ctx, &out->shared_bytes);
