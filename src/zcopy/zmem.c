@@ -38,6 +38,20 @@ static int zmem_reg_cb(void *arg, void *addr, size_t len, void **handle)
     return zmem_reg_as(arg, 0, addr, len, handle);
 }
 
+#ifdef ARCOLL_FAULTS
+extern int wire_fault_heapmr_fail;
+#endif
+
+/* The heap MR's pinned prefix (tests: ARCOLL_FAULT=heapmr_fail makes it fail). */
+static int zmem_reg_heap_cb(void *arg, void *addr, size_t len, void **handle)
+{
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_heapmr_fail)
+        return ARCOLL_ERR_NOMEM;
+#endif
+    return zmem_reg_as(arg, 0, addr, len, handle);
+}
+
 static int zmem_reg_odp_cb(void *arg, void *addr, size_t len, void **handle)
 {
     return zmem_reg_as(arg, 1, addr, len, handle);
@@ -88,7 +102,7 @@ static int zmem_heap_get(struct arcoll_context *ctx, void *addr, size_t len, zme
     if (ctx->heapmr == NULL) {
         odp = c->heap_mr == CHAN_HEAP_MR_ODP && ctx->cfg.verbs_heap_mr == CORE_HEAP_MR_AUTO &&
               c->ops->mem_reg_odp != NULL;
-        regcache_ops_t ops = {odp ? zmem_reg_odp_cb : zmem_reg_cb, zmem_dereg_cb, c};
+        regcache_ops_t ops = {odp ? zmem_reg_odp_cb : zmem_reg_heap_cb, zmem_dereg_cb, c};
         rc = heapmr_create(&ops, mine, slot_len, odp ? slot_len : ctx->cfg.verbs_heap_mr_min,
                            &ctx->heapmr);
         if (rc != ARCOLL_OK)
