@@ -209,9 +209,9 @@ done
 # every byte checked; no registration for any heap buffer but the heap MR's doublings, mmap
 # buffers still per call and through the cache. Through the API and, unmodified malloc,
 # through the preload library. The per-rank counts go to guest.log.
-av verbs_heapmr_np3 3 ok "$T/coll_test" heapmr api 8
+av verbs_heapmr_np3 3 ok "$T/coll_test" heapmr api 6
 av verbs_heapmr_preload_np2 2 ok env LD_PRELOAD="$B/lib/libarcoll_heap.so" "$T/coll_test" \
-    heapmr preload 6
+    heapmr preload 4
 for n in verbs_heapmr_np3 verbs_heapmr_preload_np2; do
     grep -h '\] heapmr ' "$VMOUT/$n.log" 2>/dev/null
 done
