@@ -214,7 +214,7 @@ $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
-COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c
+COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c tests/integ/coll_heapmr.c
 $(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")

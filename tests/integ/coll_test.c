@@ -22,6 +22,9 @@
  *                                   with the algorithms of the environment (sh_co: run.sh
  *                                   counts its "ran as sh_co" debug lines), 1 B .. 1 MiB, then
  *                                   ITERS back-to-back calls under random delays up to US
+ *   coll_test heapmr [api|preload] [ITERS]
+ *                                   zero-copy calls on heap buffers reallocated per call,
+ *                                   the heap MR's registrations counted (coll_heapmr.c)
  *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
  *                                   just before PHASE (init, create, destroy, alltoall,
  *                                   finalize); every survivor must fail that call with
@@ -660,6 +663,7 @@ static double phase_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+#include "coll_heapmr.c"
 #include "coll_more.c"
 
 /* ---- phasefault: a rank lost outside the data path ---------------------- */
@@ -942,6 +946,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
+    else if (strcmp(mode, "heapmr") == 0)
+        test_heapmr(ctx, argc > 2 ? argv[2] : "api", argc > 3 ? atol(argv[3]) : 40);
     else if (strcmp(mode, "heapcoll") == 0) {
         test_heapcoll(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
         arcoll_heap_free(heap_early);

@@ -343,6 +343,9 @@ else
     run heap-preload-absent-is-caught fail:"is in the heap" "$T/heap_preload_test"
 fi
 run mpirun-4-heap ok $MPIRUN -np 4 "$T/coll_test" heap
+# Zero-copy calls on heap buffers reallocated per call: smp makes no heap MR (the heap MR's
+# counts are checked over verbs in the guests: tests/vm), every byte checked.
+run mpirun-3-heapmr-smp ok $MPIRUN -np 3 "$T/coll_test" heapmr api 10
 # sh_co through the API on heap buffers (arcoll_heap_malloc): every call of the mode, on every
 # rank, must be served by sh_co (its debug line per call), none by its pap fallback;
 # 2 x (6 sizes + ITERS skewed calls) per rank.

@@ -206,6 +206,10 @@ vskew_total() {
     fi
 }
 vskew_total
+# The heap MR across the link (docs/heap.md): zero-copy calls on heap buffers, reallocated
+# per call while the heap grows; registrations counted as in the single guest.
+ap pair_heapmr heapmr api 8
+grep -h '\] heapmr ' "$VMOUT/pair_heapmr.log" 2>/dev/null
 # A rank lost in each phase (issue 19), over verbs across the link; EXPECT is ranks 0,1,2
 # (docs/reliability.md). Init through tcp_launch's callbacks: BOOTSTRAP everywhere, at once for a
 # killed rank (its connection to the rendezvous closes), after --round-timeout for a stopped
