@@ -342,6 +342,23 @@ run mpirun-4-heap-shco-skew shco $((4 * 2 * (6 + SKEW_N))) $MPIRUN -np 4 $SHCO_E
 # every rank's calls run as pap (right data, but not sh_co).
 run mpirun-4-heap-shco-fallback-is-seen "text:sh_co ran as pap|0 failed" $MPIRUN -np 4 \
     $SHCO_ENV -x ARCOLL_HEAP_SLOTS=2 "$T/coll_test" heapcoll 20 100
+# Which algorithm served, by arcoll_context_counters (coll_test heapauto): auto picks sh_co where
+# the heap is shared (2 ranks: ranks <= cores; 4: oversubscribed, the other rules), sh_co counted
+# on heap buffers and a fallback on malloc'd ones; forced sh_co too; with a private heap (every
+# rank in slot 0) auto never tries it and forced sh_co always falls back.
+for n in 2 4; do
+    run "mpirun-$n-heap-auto" ok $MPIRUN -np $n -x ARCOLL_ALLTOALL_ALG=auto \
+        -x ARCOLL_ALLGATHER_ALG=auto "$T/coll_test" heapauto shared
+done
+run mpirun-2-heap-auto-forced ok $MPIRUN -np 2 -x ARCOLL_ALLTOALL_ALG=sh_co \
+    -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto shared
+run mpirun-2-heap-auto-private ok $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_ALLTOALL_ALG=auto \
+    -x ARCOLL_ALLGATHER_ALG=auto "$T/coll_test" heapauto private
+run mpirun-2-heap-auto-private-forced ok $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 \
+    -x ARCOLL_ALLTOALL_ALG=sh_co -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto private
+# The counter check must be able to fail: told the heap is private when it is shared.
+run mpirun-2-heap-auto-wrong-is-caught fail:"want 0, 1 and 0" $MPIRUN -np 2 \
+    -x ARCOLL_ALLTOALL_ALG=sh_co -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto private
 run mpirun-2-heap-private "ok:same slot" $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_LOG=info \
     "$T/coll_test" heap private
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
