@@ -13,7 +13,9 @@
  * call of the team) every rank fails with it, as does a rank whose wait
  * shows a peer's 0-byte note for this call (§8); if some rank's buffers are
  * outside the common region every rank goes on as the flat pap in the same
- * epoch (eng_switch_flat).
+ * epoch (eng_switch_flat); under auto a per-team hint then sends the next
+ * calls to pap at once (shco_team_t). The context counts both outcomes
+ * (arcoll_context_counters).
  *
  * SH-NUMA-CO (seed 004 §2.4) is this with other shares: on a node whose ranks
  * are on several sockets (hier_t.lsocket) a rank copies, socket pair by socket
@@ -286,8 +288,7 @@ static int shco_progress(coll_req_t *r)
     if (SC(r)->published && shco_all_done(r)) {
         if (SC(r)->mismatch || SC(r)->skipped)
             return coll_fail(r, ARCOLL_ERR_MISMATCH);
-        /* One debug line per call saying what served it: tests count them to
-         * prove sh_co ran rather than its fallback. */
+        /* What served the call: the counters, and one debug line per call. */
         if (!SC(r)->ineligible) {
             st->skip = st->backoff = 0;
             r->team->ctx->counters.sh_co_calls++;

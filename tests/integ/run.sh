@@ -443,7 +443,7 @@ if [ -x "$T/fork_test" ]; then
     # A rank killed mid-run (buffers outside any region: each call goes on as pap).
     run shco-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 ARCOLL_ALLTOALL_ALG=sh_co \
         "$T/fork_test" 4 kill
-    # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap; auto never picks it.
+    # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap (and auto cannot pick it).
     run shco-4-two-nodes-unfit "ok:sh_co runs as pap on this team" env ARCOLL_LOG=info \
         ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co \
         "$T/fork_test" 4 env
