@@ -20,7 +20,8 @@
  *   coll_test heapauto [shared|private]
  *                                   which algorithm served (arcoll_context_counters) with the
  *                                   environment's auto or sh_co, on heap, malloc'd and mixed
- *                                   buffers: sh_co counted where it ran, fallbacks where not
+ *                                   buffers: sh_co counted where it ran, fallbacks where not;
+ *                                   then calls in flight on mixed buffers
  *   coll_test heapbench             what sh_co's fallback costs at 8 B .. 4 KiB (with
  *                                   ARCOLL_TUNE=alltoall:0-inf:@sh_co#allgather:0-inf:@sh_co)
  *   coll_test heapcoll ITERS US     alltoall and allgather on buffers from arcoll_heap_malloc
@@ -401,6 +402,56 @@ out:
  * 1, 2, 4 .. 64 tried calls (doubling per fallback in a row, cleared by a
  * served call) go to pap at once and count as fallbacks and skips (the
  * model below follows alg_sh_co.c). Every call's data is checked. */
+/* Four calls in flight at a time, each on heap or malloc'd buffers (the same
+ * draw on every rank), 64 KiB per peer: the hint's choice must stay the same
+ * on every rank while calls overlap (a difference would pair sh_co with pap:
+ * a mismatch or a timeout), and every call's data must be right. */
+static void heapauto_inflight(arcoll_context_t ctx, uint8_t *hs, uint8_t *hr, uint8_t *ms,
+                              uint8_t *mr)
+{
+    enum { K = 4, ROUNDS = 40, BYTES = 65536 };
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t slice = (size_t)BYTES * (size_t)nranks; /* call k's part of each buffer */
+    arcoll_request_t req[K];
+    uint64_t call = 9000;
+    int bad = 0, errors = 0;
+
+    srand(777u); /* the same draw on every rank */
+    for (int round = 0; round < ROUNDS && !errors; round++) {
+        int c = round % 2, rc;
+        uint8_t *r[K];
+        for (int k = 0; k < K; k++) {
+            int in_heap = rand() % 3 != 0;
+            uint8_t *sb = (in_heap ? hs : ms) + (size_t)k * slice;
+            r[k] = (in_heap ? hr : mr) + (size_t)k * slice;
+            fill(c, call + (uint64_t)k, rank, nranks, BYTES, sb);
+            memset(r[k], 0xee, slice);
+            rc = c ? arcoll_ialltoall(world, sb, r[k], BYTES, &req[k])
+                   : arcoll_iallgather(world, sb, r[k], BYTES, &req[k]);
+            if (rc != ARCOLL_OK) {
+                fprintf(stderr, "[rank %d] in flight: start: %s\n", rank, arcoll_strerror(rc));
+                errors++;
+                for (int j = 0; j < k; j++)
+                    arcoll_wait(&req[j]);
+                break;
+            }
+        }
+        if (errors)
+            break;
+        rc = arcoll_waitall(K, req);
+        if (rc != ARCOLL_OK) {
+            fprintf(stderr, "[rank %d] in flight: wait: %s\n", rank, arcoll_strerror(rc));
+            errors++;
+            break;
+        }
+        for (int k = 0; k < K; k++)
+            bad += verify(c, call + (uint64_t)k, rank, nranks, BYTES, r[k], "in flight") != 0;
+        call += K;
+    }
+    CHECK(errors == 0 && bad == 0, "heapauto in flight: %d corrupted calls, %d errors", bad,
+          errors);
+}
+
 static void test_heapauto(arcoll_context_t ctx, const char *want)
 {
     static const size_t sizes[] = {65536, 1 << 19, 200};
@@ -468,6 +519,7 @@ static void test_heapauto(arcoll_context_t ctx, const char *want)
     }
     if (shared && strcmp(arcoll_config_get(ctx, "ARCOLL_ALLTOALL_ALG"), "auto") == 0)
         CHECK(skips > 0, "auto never skipped sh_co after a fallback");
+    heapauto_inflight(ctx, hs, hr, ms, mr);
     {
         arcoll_counters_t k;
         memset(&k, 0xff, sizeof(k));
