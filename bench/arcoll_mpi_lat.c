@@ -16,7 +16,9 @@
  * -i ITERS (200; a tenth above 8 KiB, fewer again above 1 MiB, at least 5),
  * -x WARMUP (20), -M MIF[,MIF..] (0,32), -s spin|sleep (spin unless ranks
  * outnumber cores), -S SEED (delays and counts), -c (validate every byte of
- * every call), -o FILE (every row also as CSV). Sizes go up to 32 MiB.
+ * every call), -o FILE (every row also as CSV), -p (the send and receive
+ * buffers from mmap, so never in the node heap even under libarcoll_heap.so:
+ * what sh_co's fallback to pap costs). Sizes go up to 32 MiB.
  *
  * The memcpy column is the limit a single-copy collective approaches: the
  * time for every rank at once (after a barrier, sharing the memory system as
@@ -45,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,6 +65,7 @@ typedef struct lat_opts {
     int dist;  /* -D: BSTAT_DIST_* */
     size_t min, max;
     int iters, warmup, spin, validate;
+    int private_bufs; /* -p */
     double mifs[8];
     int nmifs;
     uint64_t seed;
@@ -275,6 +279,25 @@ static long run_point(const lat_opts_t *o, int coll, int bytes, double mif, doub
     return bad;
 }
 
+/* -p: memory of its own mapping, outside any heap (docs/heap.md, "What is eligible"). */
+static char *lat_buf(size_t len, int private_bufs)
+{
+    void *p;
+
+    if (!private_bufs)
+        return malloc(len);
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void lat_buf_free(char *p, size_t len, int private_bufs)
+{
+    if (!private_bufs)
+        free(p);
+    else if (p != NULL)
+        munmap(p, len);
+}
+
 static int parse(int argc, char **argv, lat_opts_t *o)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -288,11 +311,12 @@ static int parse(int argc, char **argv, lat_opts_t *o)
                       20,
                       0,
                       0,
+                      0,
                       {0, 32},
                       2,
                       1,
                       NULL};
-    while ((opt = getopt(argc, argv, "t:D:m:i:x:M:s:S:co:")) != -1) {
+    while ((opt = getopt(argc, argv, "t:D:m:i:x:M:s:S:cpo:")) != -1) {
         switch (opt) {
         case 't':
             o->colls = 0;
@@ -339,6 +363,7 @@ static int parse(int argc, char **argv, lat_opts_t *o)
             break;
         case 'S': o->seed = strtoull(optarg, NULL, 0); break;
         case 'c': o->validate = 1; break;
+        case 'p': o->private_bufs = 1; break;
         case 'o': o->csv = optarg; break;
         default: return -1;
         }
@@ -368,7 +393,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "usage: arcoll-mpi-lat [-t alltoall,allgather,alltoallv|both|all] "
                             "[-D uniform|random|sparse|one-heavy] [-m [MIN:]MAX] [-i ITERS] "
-                            "[-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c] "
+                            "[-x WARMUP] [-M MIF,..] [-s spin|sleep] [-S SEED] [-c] [-p] "
                             "[-o FILE.csv]\n");
         MPI_Finalize();
         return 2;
@@ -377,8 +402,8 @@ int main(int argc, char **argv)
     /* Room for alltoall's n blocks, or alltoallv's largest total under -D
      * (never less). */
     size_t len = o.max * bstat_vtotal(o.dist, nranks);
-    s = malloc(len);
-    r = malloc(len);
+    s = lat_buf(len, o.private_bufs);
+    r = lat_buf(len, o.private_bufs);
     ms = malloc(len); /* the memcpy limit's own buffers */
     mr = malloc(len);
     sc = malloc(4 * sizeof(int) * (size_t)nranks);
@@ -458,8 +483,8 @@ int main(int argc, char **argv)
         printf("arcoll-mpi-lat: %d passed, %d failed\n", bad == 0, bad != 0);
     if (csv != NULL)
         fclose(csv);
-    free(s);
-    free(r);
+    lat_buf_free(s, len, o.private_bufs);
+    lat_buf_free(r, len, o.private_bufs);
     free(ms);
     free(mr);
     free(sc);

@@ -5,13 +5,17 @@
 #
 #   bench/heap-sweep.sh BUILD OUTDIR [NP...]          (NP: 2 4 by default)
 #
-# Per NP and repetition (HEAP_SWEEP_REPS, 1): one mpirun per configuration sh_co, pap, pap_shm
-# (ARCOLL_ALLTOALL_ALG / ARCOLL_ALLGATHER_ALG; pap_shm is pap above ARCOLL_SHM_MAX), -M 0,
+# Per NP and repetition (HEAP_SWEEP_REPS, 1): one mpirun per configuration sh_co, auto, pap,
+# pap_shm (ARCOLL_ALLTOALL_ALG / ARCOLL_ALLGATHER_ALG; auto: the default tuning table, which picks
+# sh_co where the heap is shared, at the sizes of its sh_co rules, and pap elsewhere; pap_shm is
+# pap above ARCOLL_SHM_MAX), -M 0,
 # HEAP_SWEEP_SIZES (1k:4m) bytes per peer, HEAP_SWEEP_ITERS (200, arcoll-mpi-lat's own reduction
 # above 8 KiB). Every run also times Open MPI (the PMPI column) and every rank's memcpy of the
 # bytes it receives, all ranks at once; the table gives medians over the runs of that NP.
 # Before timing, a short run with ARCOLL_LOG=debug must show sh_co serving every call (its
-# "ran as sh_co" line) and never falling back ("sh_co ran as pap"); else the script stops.
+# "ran as sh_co" line) and never falling back ("sh_co ran as pap"); else the script stops. The
+# auto runs log at info: the shim's report at MPI_Finalize gives each rank's sh_co counters
+# (arcoll_context_counters), summed into tables.md.
 # Output in OUTDIR: one CSV and log per run, tables.md, commands.txt.
 set -euo pipefail
 B=${1:?usage: bench/heap-sweep.sh BUILD OUTDIR [NP...]}
@@ -22,7 +26,7 @@ NPS=("$@")
 REPS=${HEAP_SWEEP_REPS:-1}
 SIZES=${HEAP_SWEEP_SIZES:-1k:4m}
 ITERS=${HEAP_SWEEP_ITERS:-200}
-CFGS=(sh_co pap pap_shm)
+CFGS=(sh_co auto pap pap_shm)
 CORES=$(nproc)
 LIB=$(realpath "$B/lib")
 LAT=$(realpath "$B/bin/arcoll-mpi-lat")
@@ -59,8 +63,10 @@ for np in "${NPS[@]}"; do
     for rep in $(seq 1 "$REPS"); do
         for cfg in "${CFGS[@]}"; do
             echo "heap-sweep: np=$np $cfg r$rep" >&2
-            lat "$np" "$cfg" "$OUT/np$np-$cfg-r$rep.log" "$LAT" -t both -m "$SIZES" -M 0 \
-                -i "$ITERS" -x $((ITERS / 10)) -o "$OUT/np$np-$cfg-r$rep.csv"
+            log=()
+            [ "$cfg" != auto ] || log=(env ARCOLL_LOG=info)
+            lat "$np" "$cfg" "$OUT/np$np-$cfg-r$rep.log" "${log[@]}" "$LAT" -t both -m "$SIZES" \
+                -M 0 -i "$ITERS" -x $((ITERS / 10)) -o "$OUT/np$np-$cfg-r$rep.csv"
         done
     done
 done
@@ -94,15 +100,20 @@ END {
         if (f[1] SUBSEP f[2] != last) {
             last = f[1] SUBSEP f[2]
             printf "\n### %s ranks, %s\n\n", f[1], f[2]
-            print "| B/peer | sh_co us | pap us | pap_shm us | Open MPI us | memcpy us |" \
-                " pap/sh_co | pap_shm/sh_co | OMPI/sh_co | memcpy/sh_co |"
-            print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            print "| B/peer | sh_co us | auto us | pap us | pap_shm us | Open MPI us | memcpy us |" \
+                " pap/sh_co | pap_shm/sh_co | OMPI/sh_co | memcpy/sh_co | pap/auto | OMPI/auto |"
+            print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         }
         k = order[i]
         s = med(t[k SUBSEP "sh_co"]); p = med(t[k SUBSEP "pap"]); ps = med(t[k SUBSEP "pap_shm"])
-        o = med(ompi[k]); m = med(mc[k])
-        printf "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n",
-            kib(f[3]), s, p, ps, o, m, p / s, ps / s, o / s, m / s
+        a = med(t[k SUBSEP "auto"]); o = med(ompi[k]); m = med(mc[k])
+        printf "| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+            kib(f[3]), s, a, p, ps, o, m, p / s, ps / s, o / s, m / s, p / a, o / a
     }
 }' >"$OUT/tables.md"
+# auto's sh_co counters per NP, summed over ranks and runs (the shim's report lines).
+for np in "${NPS[@]}"; do
+    cat "$OUT"/np"$np"-auto-r*.log | sed -n 's/.*sh_co: \([0-9]*\) calls, \([0-9]*\) fallbacks.*/\1 \2/p' |
+        awk -v np="$np" '{c += $1; f += $2} END {printf "\nauto at %s ranks: %d calls ran as sh_co, %d fell back to pap (all ranks and runs)\n", np, c, f}'
+done >>"$OUT/tables.md"
 cat "$OUT/tables.md"

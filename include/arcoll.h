@@ -132,6 +132,23 @@ typedef struct arcoll_resources {
 /* [serialized] */
 int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out);
 
+/* What served this context's calls, counted per rank since arcoll_init.
+ * Fields are only ever added at the end: pass sizeof(arcoll_counters_t) as
+ * compiled, and fields beyond size are not written. */
+typedef struct arcoll_counters {
+    /* alltoall/allgather calls given to sh_co (configured, or picked by auto
+     * where the node heap is shared) that ran as sh_co: every rank's buffers
+     * were in the heap ... */
+    unsigned long long sh_co_calls;
+    /* ... and those that ran as pap instead, since some rank's were not, ... */
+    unsigned long long sh_co_fallbacks;
+    /* ... of which those auto sent to pap at once, without looking at the
+     * buffers, because the team's last sh_co calls fell back (docs/heap.md). */
+    unsigned long long sh_co_skips;
+} arcoll_counters_t;
+/* ARCOLL_ERR_INVALID if out is NULL or size is 0. [serialized] */
+int arcoll_context_counters(arcoll_context_t ctx, arcoll_counters_t *out, size_t size);
+
 /* The team of all ranks of the context, in rank order. [serialized] */
 arcoll_team_t arcoll_team_world(arcoll_context_t ctx);
 

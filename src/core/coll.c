@@ -330,7 +330,8 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
     } else {
         id = coll_cfg_alg(&t->ctx->cfg, a.type);
     }
-    return eng_start(t, &a, coll_alg_pick(t, &a, id), 0, site, out);
+    return eng_start(t, &a, coll_alg_pick(t, &a, id), id == CORE_ALG_AUTO ? COLL_F_AUTO : 0, site,
+                     out);
 }
 
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,

@@ -68,7 +68,7 @@ static const cfg_var_t cfg_vars[] = {
      "(receive-side distribution), leader (one leader per node, Direct), sh_co (one node, "
      "buffers in a same-address region: memcpy in Morton order, seed 004), mn_co (two rounds "
      "of aggregated messages through Morton-order owners, seed 004 2.5), auto (by size and job "
-     "shape, ARCOLL_TUNE; never sh_co)"},
+     "shape, ARCOLL_TUNE; sh_co only where one node's ranks share the node heap)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
      "rdh (recursive doubling in distance-halving order, seed 003), sh_co or mn_co (seed 004) "

@@ -80,6 +80,7 @@ typedef struct core_team_rec {
     int64_t pid;      /* for the node segment's name and liveness checks */
     uint64_t seg_key; /* master: the node segment's key (smp/smp_seg.h) */
     int32_t socket;   /* boot_topo_t.socket: sh_co's socket map (core/hier.h) */
+    uint64_t heap;    /* the node heap's region id, 0 if not shared (hier_t.heap) */
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -201,7 +202,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     uint64_t *keys = NULL;
     int32_t *sockets = NULL;
     uint32_t id;
-    int me, rc, brc;
+    int me, rc, brc, heap = 1;
 
     *out = NULL;
     memset(&mine, 0, sizeof(mine));
@@ -222,6 +223,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
         mine.pid = (int64_t)getpid();
         mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
         mine.socket = ctx->topo.socket;
+        mine.heap = heap_node_region();
     }
     brc = b->allgather(b, &mine, recs, sizeof(mine));
     if (brc != ARCOLL_OK) {
@@ -253,8 +255,10 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
                 pids[j] = (long)recs[t->ranks[j]].pid;
                 keys[j] = recs[t->ranks[j]].seg_key;
                 sockets[j] = recs[t->ranks[j]].socket;
+                heap &= recs[t->ranks[j]].heap != 0 && recs[t->ranks[j]].heap == mine.heap;
             }
             rc = hier_attach(t, pids, keys, sockets);
+            t->hier->heap = heap;
         }
     }
     /* Everyone has imported: names used to find regions may go (smp unlinks). */
@@ -351,6 +355,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     uint64_t *keys = NULL;
     int32_t *sockets = NULL;
     int32_t bad, anybad;
+    int heap = 1;
 
     *out = NULL;
     memset(&mine, 0, sizeof(mine));
@@ -373,6 +378,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
         mine.pid = (int64_t)getpid();
         mine.seg_key = t->hier != NULL ? t->hier->seg.key : 0;
         mine.socket = ctx->topo.socket;
+        mine.heap = heap_node_region();
     }
     /* Every parent member takes part, with nothing to send if it failed. */
     if (cnt != NULL && recs != NULL) {
@@ -414,8 +420,10 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
                 pids[j] = (long)recs[j].pid;
                 keys[j] = recs[j].seg_key;
                 sockets[j] = recs[j].socket;
+                heap &= recs[j].heap != 0 && recs[j].heap == mine.heap;
             }
             rc = hier_attach(t, pids, keys, sockets);
+            t->hier->heap = heap;
         }
     }
     /* Everyone has imported (names may go), and everyone learns of a failure. */
@@ -930,6 +938,20 @@ int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out)
     for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
         if (t->hier != NULL)
             out->shared_bytes += t->hier->seg.len / t->hier->lsize;
+    return ARCOLL_OK;
+}
+
+int arcoll_context_counters(arcoll_context_t ctx, arcoll_counters_t *out, size_t size)
+{
+    int rc = core_ctx_check(ctx, "arcoll_context_counters");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (out == NULL || size == 0) {
+        log_err("arcoll_context_counters: out is NULL or size is 0");
+        return ARCOLL_ERR_INVALID;
+    }
+    memcpy(out, &ctx->counters, size < sizeof(ctx->counters) ? size : sizeof(ctx->counters));
     return ARCOLL_OK;
 }
 

@@ -48,8 +48,9 @@ struct arcoll_context {
     chan_t *chan;
     core_config_t cfg;
     boot_topo_t topo;
-    int oversubscribed;     /* this host has more local ranks than processing units */
-    int job_oversubscribed; /* some host of the job has: agreed at init, for the tune table */
+    int oversubscribed;         /* this host has more local ranks than processing units */
+    int job_oversubscribed;     /* some host of the job has: agreed at init, for the tune table */
+    arcoll_counters_t counters; /* arcoll_context_counters */
     uint32_t next_team_id;
     struct arcoll_team *teams; /* world first */
     regcache_t *regcache;      /* registrations of user buffers (zcopy) */

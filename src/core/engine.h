@@ -22,6 +22,8 @@ extern const coll_proto_t coll_proto_none;
 #define COLL_F_NOSELF 1u
 #define COLL_F_NOPROF 2u
 #define COLL_F_INNER  (COLL_F_NOSELF | COLL_F_NOPROF)
+/* The dispatcher's auto picked the algorithm (sh_co's fallback hint). */
+#define COLL_F_AUTO 4u
 
 /* Flat blocks per peer: what we send it (source, length) and what we expect
  * from it (destination, length). Uniform for alltoall/allgather, per pair

@@ -60,7 +60,10 @@ typedef struct hier {
      * on every rank of the node (from the team records). For sh_co. */
     uint32_t nsockets;
     uint32_t *lsocket; /* [lsize] */
-    size_t max_bytes;  /* largest bytes per rank the areas hold */
+    /* Every member of the team maps the node heap as one region (the same id
+     * in every team record): auto may pick sh_co (core/tune.c). */
+    int heap;
+    size_t max_bytes; /* largest bytes per rank the areas hold */
     hier_layout_t lay;
     smp_seg_t seg;
     struct arcoll_mem *pin; /* master: the segment registered for zero-copy phase 2 */

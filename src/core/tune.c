@@ -25,8 +25,15 @@
  * leader. Pretend nodes share one memory, so the inter-node step costs what
  * the intra-node one does; on real nodes measure and put e.g.
  * alltoall:0-1k:ppn=2-inf:nodes=2-inf:@sa first (seed 001's regime).
+ * The sh_co rules come first: they apply only where one node's ranks share
+ * the node heap (core_tune_fits); measured with bench/heap-sweep.sh
+ * (docs/measurements/sh-co.md).
  */
-static const char tune_default[] = "alltoall:0-inf:@pap#"
+static const char tune_default[] = "alltoall:2k-1m:nodes=1:over=no:@sh_co#"
+                                   "allgather:2k-inf:nodes=1:over=no:@sh_co#"
+                                   "alltoall:16k-inf:nodes=1:over=yes:@sh_co#"
+                                   "allgather:16k-inf:nodes=1:over=yes:@sh_co#"
+                                   "alltoall:0-inf:@pap#"
                                    "allgather:0-inf:@pap#"
                                    /* Path rules: TUNE_BENCH=shim bench/arcoll-tune.sh
                                     * build t 2 4 (docs/configuration.md, "The default
@@ -582,10 +589,12 @@ void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t
     out->equal = 1;
     out->over = 0;
     out->chan = 0;
+    out->heap = 0;
     if (h == NULL)
         return;
     out->nodes = h->nnodes;
     out->ppn = h->lmax;
+    out->heap = h->heap && h->nnodes == 1;
     for (uint32_t e = 0; e < h->nnodes; e++)
         if (h->node_size[e] != h->lmax)
             out->equal = 0;
@@ -608,8 +617,10 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
     case CORE_ALG_SA:
     case CORE_ALG_SA_DIRECT:
     case CORE_ALG_RD: return shape->ppn >= 2 && shape->equal;
-    /* sh_co: only the call's buffers make it eligible, so auto never picks it (yet). */
-    case CORE_ALG_SH_CO: return 0;
+    /* sh_co: the team's ranks share the heap; whether this call's buffers are in
+     * it is known per rank only, so sh_co judges that per call and runs as pap
+     * when they are not. */
+    case CORE_ALG_SH_CO: return shape->heap && shape->nodes == 1 && shape->ppn >= 2;
     default: return 0;
     }
 }

@@ -65,6 +65,7 @@ typedef struct core_tune_shape {
     int equal;           /* every node holds ppn ranks */
     int over;            /* the job is oversubscribed (agreed at init) */
     int chan;            /* CORE_CHANNEL_* */
+    int heap;            /* one node, every member maps the node heap (hier_t.heap) */
 } core_tune_shape_t;
 
 struct hier;
@@ -90,7 +91,8 @@ const char *core_tune_source(const core_tune_t *tab, char *buf, size_t len);
 void core_tune_shape(const struct hier *h, uint32_t team_size, core_tune_shape_t *out);
 void core_tune_shape_team(const struct arcoll_team *t, core_tune_shape_t *out);
 /* Whether an algorithm can run on the shape: the node algorithms need a node
- * holding two ranks, sa/sa_direct/rd also equal nodes. */
+ * holding two ranks, sa/sa_direct/rd also equal nodes, sh_co one node whose
+ * ranks share the node heap (a call whose buffers are elsewhere runs as pap). */
 int core_tune_fits(int alg, const core_tune_shape_t *shape);
 /* The algorithm for a call: the first rule that matches the collective, size
  * and shape and whose algorithm fits the shape; pap if none does. */

@@ -13,7 +13,9 @@
  * call of the team) every rank fails with it, as does a rank whose wait
  * shows a peer's 0-byte note for this call (§8); if some rank's buffers are
  * outside the common region every rank goes on as the flat pap in the same
- * epoch (eng_switch_flat).
+ * epoch (eng_switch_flat); under auto a per-team hint then sends the next
+ * calls to pap at once (shco_team_t). The context counts both outcomes
+ * (arcoll_context_counters).
  *
  * SH-NUMA-CO (seed 004 §2.4) is this with other shares: on a node whose ranks
  * are on several sockets (hier_t.lsocket) a rank copies, socket pair by socket
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "core/engine.h"
 #include "core/log.h"
 #include "heap/morton.h"
@@ -46,7 +49,16 @@ typedef struct shco_team {
     uint8_t *copied;       /* [p] the share's block was copied */
     uintptr_t *sbuf;       /* [p] buffers read from the records */
     uintptr_t *rbuf;       /* [p] */
+    /* auto's fallback hint: after a call that fell back, the next skip calls
+     * auto gives sh_co run as pap at once (no records, no wait for every
+     * rank's); skip doubles with each fallback in a row, up to SHCO_SKIP_MAX,
+     * and a call served as sh_co clears it. Every rank of the team saw the
+     * same outcomes, and a call starts only once the previous sh_co call's is
+     * known (serial): the same choice on every rank. */
+    uint32_t skip, backoff;
 } shco_team_t;
+
+#define SHCO_SKIP_MAX 64
 
 /* Per call (inside the request). */
 typedef struct shco_call {
@@ -135,6 +147,12 @@ static int shco_start(coll_req_t *r)
 
     if (st == NULL)
         return ARCOLL_ERR_NOMEM;
+    if ((r->flags & COLL_F_AUTO) && st->skip > 0) {
+        st->skip--;
+        t->ctx->counters.sh_co_fallbacks++;
+        t->ctx->counters.sh_co_skips++;
+        return eng_switch_flat(r, &coll_alg_pap);
+    }
     memset(SC(r), 0, sizeof(*SC(r)));
     SC(r)->seq = ++t->hier->seq;
     SC(r)->left = t->size;
@@ -270,12 +288,19 @@ static int shco_progress(coll_req_t *r)
     if (SC(r)->published && shco_all_done(r)) {
         if (SC(r)->mismatch || SC(r)->skipped)
             return coll_fail(r, ARCOLL_ERR_MISMATCH);
-        /* One debug line per call saying what served it: tests count them to
-         * prove sh_co ran rather than its fallback. */
+        /* What served the call: the counters, and one debug line per call. */
         if (!SC(r)->ineligible) {
+            st->skip = st->backoff = 0;
+            r->team->ctx->counters.sh_co_calls++;
             log_debug("%s: %zu B per peer ran as sh_co (call %llu)", coll_type_name(r->type),
                       r->bytes, (unsigned long long)SC(r)->seq);
             return coll_finish(r);
+        }
+        r->team->ctx->counters.sh_co_fallbacks++;
+        if (r->flags & COLL_F_AUTO) {
+            st->backoff = st->backoff == 0 ? 1 : st->backoff * 2;
+            st->backoff = st->backoff > SHCO_SKIP_MAX ? SHCO_SKIP_MAX : st->backoff;
+            st->skip = st->backoff;
         }
         log_debug("%s: %zu B per peer: sh_co ran as pap (call %llu, team rank %d's buffers)",
                   coll_type_name(r->type), r->bytes, (unsigned long long)SC(r)->seq,

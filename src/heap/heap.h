@@ -44,5 +44,9 @@ int heap_node_attach(boot_t *b);
 /* At arcoll_finalize: the last context out unmaps the peers' slots and
  * removes the region. */
 void heap_node_detach(void);
+/* The shared heap's region id (heap/region.h), 0 while the heap is not
+ * shared on this host: what a rank tells its team at team creation, so that
+ * auto may pick sh_co (core/tune.c). */
+uint64_t heap_node_region(void);
 
 #endif

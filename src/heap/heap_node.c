@@ -230,7 +230,12 @@ void heap_node_detach(void)
 }
 
 /* A forked child's heap is private: its region is gone (heap.c). */
+uint64_t heap_node_region(void)
+{
+    return heap_node.shared ? heap_region_find(heap_node.base, 1) : 0;
+}
+
 int arcoll_heap_is_shared(void)
 {
-    return heap_node.shared && heap_region_find(heap_node.base, 1) != 0;
+    return heap_node_region() != 0;
 }

@@ -178,6 +178,8 @@ static shim_comm_t *shim_last_rec;
 static shim_comm_t shim_comm_nomem;
 static arcoll_mpi_stats_t shim_stats;
 static unsigned long long shim_served[SHIM_NKINDS], shim_passed[SHIM_NKINDS];
+/* arcoll_context_counters of the contexts freed so far: the report at MPI_Finalize. */
+static arcoll_counters_t shim_counters;
 
 /* Named datatypes and what they are. Only named ones are cached: their
  * handles are never freed, so an entry cannot come to mean another type. */
@@ -266,6 +268,7 @@ static void shim_comm_unlink(shim_comm_t *c)
 /* Collective over the context's ranks: finalize it and forget it. */
 static void shim_ctx_free(shim_ctx_t *x)
 {
+    arcoll_counters_t c;
     int rc;
 
     if (x->prev != NULL)
@@ -274,6 +277,10 @@ static void shim_ctx_free(shim_ctx_t *x)
         shim_ctxs = x->next;
     if (x->next != NULL)
         x->next->prev = x->prev;
+    if (arcoll_context_counters(x->ctx, &c, sizeof(c)) == ARCOLL_OK) {
+        shim_counters.sh_co_calls += c.sh_co_calls;
+        shim_counters.sh_co_fallbacks += c.sh_co_fallbacks;
+    }
     rc = arcoll_finalize(x->ctx);
     if (rc != ARCOLL_OK)
         shim_log(SHIM_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
@@ -2161,10 +2168,12 @@ static void shim_report(void)
                                  short_names[k], shim_served[k], shim_passed[k]);
     shim_log(SHIM_LOG_INFO,
              "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll "
-             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors",
+             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors; sh_co: %llu calls, "
+             "%llu fallbacks to pap",
              len > 0 ? line : "no collectives; ", shim_stats.packed, shim_stats.fortran,
              shim_stats.requests, shim_stats.comms_arcoll, shim_stats.comms_split,
-             shim_stats.comms_mpi, shim_stats.contexts, shim_stats.errors);
+             shim_stats.comms_mpi, shim_stats.contexts, shim_stats.errors,
+             shim_counters.sh_co_calls, shim_counters.sh_co_fallbacks);
 }
 
 /* Free every record, then every context still alive, newest first, while

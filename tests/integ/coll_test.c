@@ -18,6 +18,13 @@
  *                                   rank i must have N_i RC QPs (one N: every rank)
  *   coll_test heap [shared|private] the node heap: every rank reads every other's heap
  *                                   buffers through their owner's pointers (one host)
+ *   coll_test heapauto [shared|private]
+ *                                   which algorithm served (arcoll_context_counters) with the
+ *                                   environment's auto or sh_co, on heap, malloc'd and mixed
+ *                                   buffers: sh_co counted where it ran, fallbacks where not;
+ *                                   then calls in flight on mixed buffers
+ *   coll_test heapbench             what sh_co's fallback costs at 8 B .. 4 KiB (with
+ *                                   ARCOLL_TUNE=alltoall:0-inf:@sh_co#allgather:0-inf:@sh_co)
  *   coll_test heapcoll ITERS US     alltoall and allgather on buffers from arcoll_heap_malloc
  *                                   with the algorithms of the environment (sh_co: run.sh
  *                                   counts its "ran as sh_co" debug lines), 1 B .. 1 MiB, then
@@ -388,6 +395,155 @@ out:
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
+/* What served each call, by arcoll_context_counters: with the algorithms of
+ * the environment (auto or sh_co) on buffers in the heap, outside it (malloc,
+ * glibc's unless preloaded), on rank 0 only outside it, and small heap calls
+ * (200 B, under every default sh_co rule). auto picks sh_co only where the heap
+ * is shared (want "shared"), at sizes of the default table's sh_co rules
+ * (64 KiB and 512 KiB are in all of them); forced sh_co is tried at any size.
+ * A tried call counts once, as sh_co if every rank's buffers are in the
+ * shared heap, else as a fallback; under auto, after a fallback the next
+ * 1, 2, 4 .. 64 tried calls (doubling per fallback in a row, cleared by a
+ * served call) go to pap at once and count as fallbacks and skips (the
+ * model below follows alg_sh_co.c). Every call's data is checked. */
+/* Four calls in flight at a time, each on heap or malloc'd buffers (the same
+ * draw on every rank), 64 KiB per peer: the hint's choice must stay the same
+ * on every rank while calls overlap (a difference would pair sh_co with pap:
+ * a mismatch or a timeout), and every call's data must be right. */
+static void heapauto_inflight(arcoll_context_t ctx, uint8_t *hs, uint8_t *hr, uint8_t *ms,
+                              uint8_t *mr)
+{
+    enum { K = 4, ROUNDS = 40, BYTES = 65536 };
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t slice = (size_t)BYTES * (size_t)nranks; /* call k's part of each buffer */
+    arcoll_request_t req[K];
+    uint64_t call = 9000;
+    int bad = 0, errors = 0;
+
+    srand(777u); /* the same draw on every rank */
+    for (int round = 0; round < ROUNDS && !errors; round++) {
+        int c = round % 2, rc;
+        uint8_t *r[K];
+        for (int k = 0; k < K; k++) {
+            int in_heap = rand() % 3 != 0;
+            uint8_t *sb = (in_heap ? hs : ms) + (size_t)k * slice;
+            r[k] = (in_heap ? hr : mr) + (size_t)k * slice;
+            fill(c, call + (uint64_t)k, rank, nranks, BYTES, sb);
+            memset(r[k], 0xee, slice);
+            rc = c ? arcoll_ialltoall(world, sb, r[k], BYTES, &req[k])
+                   : arcoll_iallgather(world, sb, r[k], BYTES, &req[k]);
+            if (rc != ARCOLL_OK) {
+                fprintf(stderr, "[rank %d] in flight: start: %s\n", rank, arcoll_strerror(rc));
+                errors++;
+                for (int j = 0; j < k; j++)
+                    arcoll_wait(&req[j]);
+                break;
+            }
+        }
+        if (errors)
+            break;
+        rc = arcoll_waitall(K, req);
+        if (rc != ARCOLL_OK) {
+            fprintf(stderr, "[rank %d] in flight: wait: %s\n", rank, arcoll_strerror(rc));
+            errors++;
+            break;
+        }
+        for (int k = 0; k < K; k++)
+            bad += verify(c, call + (uint64_t)k, rank, nranks, BYTES, r[k], "in flight") != 0;
+        call += K;
+    }
+    CHECK(errors == 0 && bad == 0, "heapauto in flight: %d corrupted calls, %d errors", bad,
+          errors);
+}
+
+static void test_heapauto(arcoll_context_t ctx, const char *want)
+{
+    static const size_t sizes[] = {65536, 1 << 19, 200};
+    static const char *const where[] = {"heap", "malloc", "rank 0 malloc"};
+    /* Per entry, both collectives at the three sizes: heap buffers, then malloc'd and mixed
+     * ones in a row (a fallback, then skips doubling with each fallback in a row), then heap
+     * buffers again (skipped until the skips run out, then served). */
+    static const int plan[] = {0, 0, 1, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t len = ((size_t)1 << 19) * (size_t)nranks;
+    uint8_t *hs = arcoll_heap_malloc(len), *hr = arcoll_heap_malloc(len);
+    uint8_t *ms = malloc(len), *mr = malloc(len);
+    int shared = strcmp(want, "shared") == 0;
+    unsigned skip = 0, backoff = 0, skips = 0;
+    uint64_t call = 500;
+    char what[200];
+
+    CHECK(arcoll_heap_is_shared() == shared, "arcoll_heap_is_shared() = %d, want %s",
+          arcoll_heap_is_shared(), want);
+    CHECK(hs != NULL && hr != NULL && ms != NULL && mr != NULL, "buffers of %zu bytes", len);
+    if (hs == NULL || hr == NULL || ms == NULL || mr == NULL)
+        goto out;
+    for (size_t i = 0; i < sizeof(plan) / sizeof(plan[0]) * 2 * 3; i++) {
+        int c = (int)(i % 2), w = plan[i / 6];
+        size_t bytes = sizes[i / 2 % 3];
+        const char *alg =
+            arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG");
+        int forced = strcmp(alg, "sh_co") == 0;
+        int in_heap = w == 0 || (w == 2 && rank != 0);
+        uint8_t *s = in_heap ? hs : ms, *r = in_heap ? hr : mr;
+        int tried = forced || (shared && bytes >= 65536), skipped = 0, served;
+        arcoll_counters_t c0, c1;
+        int rc;
+        if (w > 0 && bytes < 65536)
+            continue; /* small calls: heap buffers only (on every rank alike) */
+        /* The library's hint (src/heap/alg_sh_co.c), for auto only. */
+        if (tried && !forced && skip > 0) {
+            skip--;
+            skipped = 1;
+        }
+        served = tried && !skipped && shared && w == 0;
+        if (tried && !forced && !skipped) {
+            backoff = served ? 0 : backoff == 0 ? 1 : backoff * 2 > 64 ? 64 : backoff * 2;
+            skip = served ? 0 : backoff;
+        }
+        skips += (unsigned)skipped;
+        snprintf(what, sizeof(what), "call %zu: %s %s, %s buffers, %zu B", i,
+                 c ? "alltoall" : "allgather", alg, where[w], bytes);
+        fill(c, ++call, rank, nranks, bytes, s);
+        memset(r, 0xee, bytes * (size_t)nranks);
+        rc = arcoll_context_counters(ctx, &c0, sizeof(c0));
+        CHECK(rc == ARCOLL_OK, "arcoll_context_counters: %s", arcoll_strerror(rc));
+        rc = run_coll(world, c, (int)(call & 1), s, r, bytes);
+        CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
+        if (rc == ARCOLL_OK)
+            CHECK(verify(c, call, rank, nranks, bytes, r, what) == 0, "%s: wrong data", what);
+        arcoll_context_counters(ctx, &c1, sizeof(c1));
+        CHECK(c1.sh_co_calls - c0.sh_co_calls == (unsigned long long)served &&
+                  c1.sh_co_fallbacks - c0.sh_co_fallbacks ==
+                      (unsigned long long)(tried && !served) &&
+                  c1.sh_co_skips - c0.sh_co_skips == (unsigned long long)skipped,
+              "%s: %llu sh_co calls, %llu fallbacks and %llu skips counted, want %d, %d and %d",
+              what, c1.sh_co_calls - c0.sh_co_calls, c1.sh_co_fallbacks - c0.sh_co_fallbacks,
+              c1.sh_co_skips - c0.sh_co_skips, served, tried && !served, skipped);
+    }
+    if (shared && strcmp(arcoll_config_get(ctx, "ARCOLL_ALLTOALL_ALG"), "auto") == 0)
+        CHECK(skips > 0, "auto never skipped sh_co after a fallback");
+    heapauto_inflight(ctx, hs, hr, ms, mr);
+    {
+        arcoll_counters_t k;
+        memset(&k, 0xff, sizeof(k));
+        /* A caller compiled with fewer fields: nothing past them is written. */
+        CHECK(arcoll_context_counters(ctx, &k, sizeof(k.sh_co_calls)) == ARCOLL_OK &&
+                  k.sh_co_fallbacks == ~0ULL,
+              "arcoll_context_counters wrote past the size it was given");
+        CHECK(arcoll_context_counters(ctx, NULL, sizeof(k)) == ARCOLL_ERR_INVALID &&
+                  arcoll_context_counters(ctx, &k, 0) == ARCOLL_ERR_INVALID,
+              "arcoll_context_counters accepted NULL or size 0");
+    }
+out:
+    free(mr);
+    free(ms);
+    arcoll_heap_free(hr);
+    arcoll_heap_free(hs);
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+}
+
 /* sizes[0 .. nz) of both collectives on the world team, three times each (the
  * third nonblocking), with the configuration as it is. */
 static void env_sizes(arcoll_context_t ctx, const size_t *sizes, size_t nz)
@@ -664,6 +820,111 @@ static double phase_now(void)
 }
 
 #include "coll_heapmr.c"
+
+static int bench_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The median of iters timings (the machine is shared: a preempted call is
+ * an outlier, not the algorithm's cost). */
+static double bench_median(double *t, int iters)
+{
+    qsort(t, (size_t)iters, sizeof(*t), bench_cmp);
+    return t[iters / 2];
+}
+
+/* Seconds per call of alg (both collectives' setting): each rank's median
+ * over iters calls, the slowest rank's; -1 on an error. */
+static double bench_time(arcoll_context_t ctx, const char *alg, int a2a, size_t bytes, uint8_t *s,
+                         uint8_t *r, int iters, double *t)
+{
+    enum { BENCH_MAX_RANKS = 64 };
+    arcoll_team_t world = arcoll_team_world(ctx);
+    double mine, all[BENCH_MAX_RANKS], worst = 0;
+
+    if (nranks > BENCH_MAX_RANKS)
+        return -1;
+    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+    for (int i = 0; i < 2; i++)
+        run_coll(world, a2a, 0, s, r, bytes);
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    if (arcoll_allgather(world, &worst, all, sizeof(worst)) != ARCOLL_OK) /* a barrier */
+        return -1;
+    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+    for (int i = 0; i < iters; i++) {
+        double t0 = phase_now();
+        if (run_coll(world, a2a, 0, s, r, bytes) != ARCOLL_OK)
+            return -1;
+        t[i] = phase_now() - t0;
+    }
+    mine = bench_median(t, iters);
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    if (arcoll_allgather(world, &mine, all, sizeof(mine)) != ARCOLL_OK)
+        return -1;
+    for (int i = 0; i < nranks; i++)
+        worst = all[i] > worst ? all[i] : worst;
+    return worst;
+}
+
+/* What sh_co's fallback costs where a fixed cost shows (8 B .. 4 KiB per peer),
+ * the heap shared, run with ARCOLL_TUNE=alltoall:0-inf:@sh_co#allgather:0-inf:@sh_co
+ * so that auto picks sh_co at every size: pap on malloc'd buffers; sh_co forced
+ * on them (every call publishes, reads every rank's record, then runs as pap);
+ * auto on them (its fallback hint sends most calls to pap at once); auto on
+ * heap buffers (sh_co served). Each cell: the slowest rank's median over 2000
+ * calls, best of 5 batches taken in turn. */
+static void test_heapbench(arcoll_context_t ctx)
+{
+    enum { ITERS = 2000, BATCHES = 5 };
+    static const char *const cols[] = {"pap", "sh_co", "auto", "auto"};
+    size_t max = 4096 * (size_t)nranks;
+    uint8_t *ms = malloc(max), *mr = malloc(max);
+    uint8_t *hs = arcoll_heap_malloc(max), *hr = arcoll_heap_malloc(max);
+    double *ts = malloc(sizeof(double) * ITERS);
+
+    CHECK(ms != NULL && mr != NULL && hs != NULL && hr != NULL && ts != NULL,
+          "bench buffers of %zu bytes", max);
+    CHECK(arcoll_heap_is_shared(), "the heap is not shared");
+    if (ms == NULL || mr == NULL || hs == NULL || hr == NULL || ts == NULL)
+        goto out;
+    memset(ms, 1, max);
+    memset(hs, 1, max);
+    for (int c = 1; c >= 0; c--) {
+        if (rank == 0)
+            printf("%s, %d ranks: us per call (slowest rank's median of %d, best of %d)\n"
+                   "%6s %10s %10s %10s %10s %12s %12s\n",
+                   c ? "alltoall" : "allgather", nranks, ITERS, BATCHES, "bytes", "pap",
+                   "sh_co->pap", "auto", "auto heap", "sh_co->pap/pap", "auto/pap");
+        for (size_t bytes = 8; bytes <= 4096; bytes *= 8) {
+            double best[4] = {1e30, 1e30, 1e30, 1e30};
+            for (int b = 0; b < BATCHES; b++)
+                for (int k = 0; k < 4; k++) {
+                    double t = bench_time(ctx, cols[k], c, bytes, k == 3 ? hs : ms,
+                                          k == 3 ? hr : mr, ITERS, ts);
+                    CHECK(t >= 0, "heapbench %s %zu B failed", cols[k], bytes);
+                    best[k] = t >= 0 && t < best[k] ? t : best[k];
+                }
+            if (rank == 0)
+                printf("%6zu %10.2f %10.2f %10.2f %10.2f %12.2f %12.2f\n", bytes, best[0] * 1e6,
+                       best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, best[1] / best[0],
+                       best[2] / best[0]);
+        }
+    }
+out:
+    free(ts);
+    arcoll_heap_free(hr);
+    arcoll_heap_free(hs);
+    free(mr);
+    free(ms);
+}
+
 #include "coll_more.c"
 
 /* ---- phasefault: a rank lost outside the data path ---------------------- */
@@ -948,7 +1209,13 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
     else if (strcmp(mode, "heapmr") == 0)
         test_heapmr(ctx, argc > 2 ? argv[2] : "api", argc > 3 ? atol(argv[3]) : 40);
-    else if (strcmp(mode, "heapcoll") == 0) {
+    else if (strcmp(mode, "heapbench") == 0) {
+        test_heapbench(ctx);
+        arcoll_heap_free(heap_early);
+    } else if (strcmp(mode, "heapauto") == 0) {
+        test_heapauto(ctx, argc > 2 ? argv[2] : "shared");
+        arcoll_heap_free(heap_early);
+    } else if (strcmp(mode, "heapcoll") == 0) {
         test_heapcoll(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
         arcoll_heap_free(heap_early);
     } else if (strcmp(mode, "heap") == 0)

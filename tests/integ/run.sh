@@ -360,6 +360,23 @@ run mpirun-4-heap-shco-skew shco $((4 * 2 * (6 + SKEW_N))) $MPIRUN -np 4 $SHCO_E
 # every rank's calls run as pap (right data, but not sh_co).
 run mpirun-4-heap-shco-fallback-is-seen "text:sh_co ran as pap|0 failed" $MPIRUN -np 4 \
     $SHCO_ENV -x ARCOLL_HEAP_SLOTS=2 "$T/coll_test" heapcoll 20 100
+# Which algorithm served, by arcoll_context_counters (coll_test heapauto): auto picks sh_co where
+# the heap is shared (2 ranks: ranks <= cores; 4: oversubscribed, the other rules), sh_co counted
+# on heap buffers and a fallback on malloc'd ones; forced sh_co too; with a private heap (every
+# rank in slot 0) auto never tries it and forced sh_co always falls back.
+for n in 2 4; do
+    run "mpirun-$n-heap-auto" ok $MPIRUN -np $n -x ARCOLL_ALLTOALL_ALG=auto \
+        -x ARCOLL_ALLGATHER_ALG=auto "$T/coll_test" heapauto shared
+done
+run mpirun-2-heap-auto-forced ok $MPIRUN -np 2 -x ARCOLL_ALLTOALL_ALG=sh_co \
+    -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto shared
+run mpirun-2-heap-auto-private ok $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_ALLTOALL_ALG=auto \
+    -x ARCOLL_ALLGATHER_ALG=auto "$T/coll_test" heapauto private
+run mpirun-2-heap-auto-private-forced ok $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 \
+    -x ARCOLL_ALLTOALL_ALG=sh_co -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto private
+# The counter check must be able to fail: told the heap is private when it is shared.
+run mpirun-2-heap-auto-wrong-is-caught fail:"want 0, 1 and 0" $MPIRUN -np 2 \
+    -x ARCOLL_ALLTOALL_ALG=sh_co -x ARCOLL_ALLGATHER_ALG=sh_co "$T/coll_test" heapauto private
 run mpirun-2-heap-private "ok:same slot" $MPIRUN -np 2 -x ARCOLL_HEAP_SLOT=0 -x ARCOLL_LOG=info \
     "$T/coll_test" heap private
 # Shared memory has no QPs: arcoll_context_resources says 0 and counts shared bytes; a wrong
@@ -444,7 +461,7 @@ if [ -x "$T/fork_test" ]; then
     # A rank killed mid-run (buffers outside any region: each call goes on as pap).
     run shco-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 ARCOLL_ALLTOALL_ALG=sh_co \
         "$T/fork_test" 4 kill
-    # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap; auto never picks it.
+    # Ranks on two (pretend) nodes: sh_co is unfit and runs as pap (and auto cannot pick it).
     run shco-4-two-nodes-unfit "ok:sh_co runs as pap on this team" env ARCOLL_LOG=info \
         ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co \
         "$T/fork_test" 4 env

@@ -87,6 +87,29 @@ static int shco_one(arcoll_team_t team, int a2a, int nb, uint64_t call, size_t b
     return rc;
 }
 
+/* The context's sh_co counters now (arcoll_context_counters). */
+static arcoll_counters_t shco_counters(arcoll_context_t ctx)
+{
+    arcoll_counters_t c;
+    int rc = arcoll_context_counters(ctx, &c, sizeof(c));
+
+    CHECK(rc == ARCOLL_OK, "arcoll_context_counters: %s", arcoll_strerror(rc));
+    if (rc != ARCOLL_OK)
+        memset(&c, 0, sizeof(c));
+    return c;
+}
+
+/* Since c0: ran calls served by sh_co and fell calls by its pap fallback, exactly. */
+static void shco_counted(arcoll_context_t ctx, arcoll_counters_t c0, unsigned long long ran,
+                         unsigned long long fell, const char *what)
+{
+    arcoll_counters_t c1 = shco_counters(ctx);
+
+    CHECK(c1.sh_co_calls - c0.sh_co_calls == ran && c1.sh_co_fallbacks - c0.sh_co_fallbacks == fell,
+          "%s: counters say %llu sh_co calls and %llu fallbacks, want %llu and %llu", what,
+          c1.sh_co_calls - c0.sh_co_calls, c1.sh_co_fallbacks - c0.sh_co_fallbacks, ran, fell);
+}
+
 static arcoll_team_t shco_team_all(arcoll_context_t ctx)
 {
     int all[FORK_MAX_RANKS];
@@ -113,9 +136,11 @@ static void shco_sizes(arcoll_context_t ctx)
         uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
         for (int c = 0; c < 2; c++)
             for (int nb = 0; nb < 2; nb++) {
+                arcoll_counters_t c0 = shco_counters(ctx);
                 snprintf(what, sizeof(what), "sh_co %s %zu B%s", c ? "alltoall" : "allgather",
                          sizes[z], nb ? " nonblocking" : "");
                 shco_one(world, c, nb, ++call, sizes[z], s, r, what);
+                shco_counted(ctx, c0, 1, 0, what); /* it ran as sh_co */
             }
         shco_free_all();
     }
@@ -197,17 +222,23 @@ static void shco_fallback(arcoll_context_t ctx)
                 r = outside & 2 ? pr : r;
             }
             for (int c = 0; c < 2; c++) {
+                arcoll_counters_t c0 = shco_counters(ctx);
                 snprintf(what, sizeof(what), "sh_co %s %zu B, last rank's %s outside the region",
                          c ? "alltoall" : "allgather", sizes[z],
                          outside == 1   ? "send buffer"
                          : outside == 2 ? "receive buffer"
                                         : "buffers");
                 shco_one(world, c, 0, ++call, sizes[z], s, r, what);
+                shco_counted(ctx, c0, 0, 1, what); /* every rank: a fallback */
             }
             /* and the next call, all in the region, is sh_co again */
             s = shco_alloc(len);
             r = shco_alloc(len);
-            shco_one(world, 1, 0, ++call, sizes[z], s, r, "sh_co after a fallback");
+            {
+                arcoll_counters_t c0 = shco_counters(ctx);
+                shco_one(world, 1, 0, ++call, sizes[z], s, r, "sh_co after a fallback");
+                shco_counted(ctx, c0, 1, 0, "sh_co after a fallback");
+            }
             free(ps);
             free(pr);
             shco_free_all();
@@ -412,51 +443,6 @@ static void shco_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     shco_free_all();
 }
 
-static int shco_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* The median of iters timings (the machine is shared: a preempted call is
- * an outlier, not the algorithm's cost). */
-static double shco_median(double *t, int iters)
-{
-    qsort(t, (size_t)iters, sizeof(*t), shco_cmp);
-    return t[iters / 2];
-}
-
-/* Seconds per call of alg: each rank's median over iters calls, the slowest
- * rank's. */
-static double shco_time(arcoll_context_t ctx, const char *alg, int a2a, size_t bytes, uint8_t *s,
-                        uint8_t *r, int iters, double *t)
-{
-    arcoll_team_t world = arcoll_team_world(ctx);
-    double mine, all[FORK_MAX_RANKS], worst = 0;
-
-    shco_algs(ctx, alg);
-    for (int i = 0; i < 2; i++)
-        run_coll(world, a2a, 0, s, r, bytes);
-    shco_algs(ctx, "pap");
-    if (arcoll_allgather(world, &worst, all, sizeof(worst)) != ARCOLL_OK) /* a barrier */
-        return -1;
-    shco_algs(ctx, alg);
-    for (int i = 0; i < iters; i++) {
-        double t0 = fork_now();
-        if (run_coll(world, a2a, 0, s, r, bytes) != ARCOLL_OK)
-            return -1;
-        t[i] = fork_now() - t0;
-    }
-    mine = shco_median(t, iters);
-    shco_algs(ctx, "pap");
-    if (arcoll_allgather(world, &mine, all, sizeof(mine)) != ARCOLL_OK)
-        return -1;
-    for (int i = 0; i < nranks; i++)
-        worst = all[i] > worst ? all[i] : worst;
-    return worst;
-}
-
 /* One thread copying the bytes one rank receives, the same buffers: the
  * median seconds. */
 static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, double *t)
@@ -467,7 +453,7 @@ static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, do
         __asm__ __volatile__("" ::"r"(r) : "memory");
         t[i] = fork_now() - t0;
     }
-    return shco_median(t, iters);
+    return bench_median(t, iters);
 }
 
 /* The machine is shared and noisy: SHCO_BATCHES batches per algorithm,
@@ -500,7 +486,7 @@ static void shco_bench(arcoll_context_t ctx, const char *only)
             memset(r, 2, len);
             for (int b = 0; b < SHCO_BATCHES; b++) {
                 for (int a = 0; a < nalg; a++) {
-                    double t = shco_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
+                    double t = bench_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
                     best[a] = t >= 0 && t < best[a] ? t : best[a];
                 }
                 double t = shco_memcpy_time(s, r, len, iters, ts);

@@ -19,8 +19,10 @@ fail=0
 failed=()
 
 # t NAME EXPECT CMD...: EXPECT is ok (exit 0), ok:TEXT (exit 0 and TEXT in the output),
-# fails:TEXT (exit non-zero and TEXT in the output) or shco (exit 0, "ran as sh_co" debug lines
-# and no "sh_co ran as pap": sh_co served calls and never fell back); every command gets 300 s.
+# fails:TEXT (exit non-zero and TEXT in the output), shco (exit 0, "ran as sh_co" debug lines
+# and no "sh_co ran as pap": sh_co served calls and never fell back) or counted:N:RE (exit 0 and N
+# lines matching the extended RE: the shim's report of each of N ranks at MPI_Finalize); every command
+# gets 300 s.
 t() {
     local name=$1 expect=$2 rc good=0 start=$SECONDS
     shift 2
@@ -32,6 +34,9 @@ t() {
     ok:*) [ $rc -eq 0 ] && grep -qF -- "${expect#ok:}" "$LOG/$name.log" && good=1 ;;
     shco) [ $rc -eq 0 ] && grep -q "ran as sh_co" "$LOG/$name.log" &&
         ! grep -q "sh_co ran as pap" "$LOG/$name.log" && good=1 ;;
+    counted:*) local want=${expect#counted:}
+        [ $rc -eq 0 ] && [ "$(grep -cE -- "${want#*:}" "$LOG/$name.log")" -eq "${want%%:*}" ] &&
+        good=1 ;;
     fails:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "${expect#fails:}" "$LOG/$name.log" &&
         good=1 ;;
     esac
@@ -104,10 +109,25 @@ else
             t "shim-heap-$n-shco" shco $MPIRUN -np $n env LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=debug \
                 ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
         done
+        # auto on the unmodified program: each rank's report at MPI_Finalize counts sh_co calls
+        # (arcoll_context_counters of its contexts), and none fell back (every buffer of the
+        # program is malloc'd); with the heap not shared, none is tried.
+        for n in 2 4; do
+            t "shim-heap-$n-auto" counted:$n:"sh_co: [1-9][0-9]* calls, 0 fallbacks" $MPIRUN -np $n \
+                env LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=info ARCOLL_ALLTOALL_ALG=auto \
+                ARCOLL_ALLGATHER_ALG=auto "$ST" shim
+        done
+        t shim-heap-4-auto-not-shared counted:4:"sh_co: 0 calls, 0 fallbacks" $MPIRUN -np 4 env \
+            LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=info ARCOLL_HEAP_SLOTS=2 ARCOLL_ALLTOALL_ALG=auto \
+            ARCOLL_ALLGATHER_ALG=auto "$ST" shim
         # Without the heap's sharing (ranks 2, 3 past ARCOLL_HEAP_SLOTS) the check sees pap.
         t shim-heap-4-shco-fallback-is-seen ok:"sh_co ran as pap" $MPIRUN -np 4 env \
             LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=debug ARCOLL_HEAP_SLOTS=2 ARCOLL_ALLTOALL_ALG=sh_co \
             ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
+        # and so do the counters: every rank counts fallbacks, no sh_co call.
+        t shim-heap-4-shco-fallback-counted counted:4:"sh_co: 0 calls, [1-9][0-9]* fallbacks" \
+            $MPIRUN -np 4 env LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=info ARCOLL_HEAP_SLOTS=2 \
+            ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
     else
         echo "SKIP shim-heap-*: libarcoll_heap.so cannot replace a sanitizer's malloc"
     fi

@@ -32,7 +32,7 @@ static int setup(void **state)
 
 static core_tune_shape_t shape(uint32_t nodes, uint32_t ppn, int equal)
 {
-    core_tune_shape_t s = {nodes, ppn, equal, 0, CORE_CHANNEL_SMP};
+    core_tune_shape_t s = {nodes, ppn, equal, 0, CORE_CHANNEL_SMP, 0};
     return s;
 }
 
@@ -400,6 +400,43 @@ static void test_default_table(void **state)
     assert_int_equal(pick(&tab, A2A, 100, 2, 3, 0), CORE_ALG_PAP);
 }
 
+/* sh_co where one node's ranks share the node heap (docs/measurements/sh-co.md): 2 KiB-1 MiB
+ * alltoall and from 2 KiB allgather with ranks <= cores, from 16 KiB when oversubscribed. */
+static int pick_heap(const core_tune_t *tab, int coll, size_t bytes, uint32_t nodes, uint32_t ppn,
+                     int over, int heap)
+{
+    core_tune_shape_t s = {nodes, ppn, 1, over, CORE_CHANNEL_SMP, heap};
+    return core_tune_pick(tab, coll, bytes, &s);
+}
+
+static void test_default_sh_co(void **state)
+{
+    core_tune_t tab;
+
+    (void)state;
+    set_ok(&tab, "default");
+    for (int over = 0; over <= 1; over++) {
+        size_t lo = over ? 16384 : 2048;
+        for (int coll = A2A; coll <= AG; coll++) {
+            size_t hi = coll == A2A && !over ? (size_t)1 << 20 : SIZE_MAX;
+            assert_int_equal(pick_heap(&tab, coll, lo - 1, 1, 2, over, 1), CORE_ALG_PAP);
+            assert_int_equal(pick_heap(&tab, coll, lo, 1, 2, over, 1), CORE_ALG_SH_CO);
+            assert_int_equal(pick_heap(&tab, coll, lo, 1, 8, over, 1), CORE_ALG_SH_CO);
+            assert_int_equal(pick_heap(&tab, coll, (size_t)1 << 19, 1, 4, over, 1), CORE_ALG_SH_CO);
+            assert_int_equal(pick_heap(&tab, coll, hi - 1, 1, 2, over, 1), CORE_ALG_SH_CO);
+            if (hi != SIZE_MAX)
+                assert_int_equal(pick_heap(&tab, coll, hi, 1, 2, over, 1), CORE_ALG_PAP);
+            /* No shared heap, or more than one node: never. */
+            assert_int_equal(pick_heap(&tab, coll, lo, 1, 2, over, 0), CORE_ALG_PAP);
+            assert_int_equal(pick_heap(&tab, coll, lo, 2, 2, over, 1), CORE_ALG_PAP);
+        }
+    }
+    /* A user's rule before it wins. */
+    set_ok(&tab, "alltoall:0-inf:@pap");
+    assert_int_equal(pick_heap(&tab, A2A, 4096, 1, 2, 0, 1), CORE_ALG_PAP);
+    assert_int_equal(pick_heap(&tab, AG, 4096, 1, 2, 0, 1), CORE_ALG_SH_CO);
+}
+
 static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan);
 
 /* The default path rules (bench/arcoll-tune.sh through the shim on a 2-core host): zero-copy
@@ -432,7 +469,7 @@ static void test_default_paths(void **state)
 
 static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan)
 {
-    core_tune_shape_t s = {1, 2, 1, over, chan};
+    core_tune_shape_t s = {1, 2, 1, over, chan, 0};
     return core_tune_path(tab, coll, bytes, &s);
 }
 
@@ -494,7 +531,7 @@ static void test_path_rules(void **state)
 
 static int host_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan)
 {
-    core_tune_shape_t s = {1, 2, 1, over, chan};
+    core_tune_shape_t s = {1, 2, 1, over, chan, 0};
     return core_tune_host(tab, coll, bytes, &s);
 }
 
@@ -609,9 +646,13 @@ static void test_fits(void **state)
             assert_false(core_tune_fits(a, &eq));
             continue;
         }
-        if (a == CORE_ALG_SH_CO) { /* eligible only per call: the tuning table never picks it */
+        if (a == CORE_ALG_SH_CO) { /* one node whose ranks share the heap */
+            core_tune_shape_t one = shape(1, 4, 1), one_heap = one, two_heap = eq;
+            one_heap.heap = two_heap.heap = 1;
             assert_false(core_tune_fits(a, &flat) || core_tune_fits(a, &eq) ||
-                         core_tune_fits(a, &uneq));
+                         core_tune_fits(a, &uneq) || core_tune_fits(a, &one) ||
+                         core_tune_fits(a, &two_heap));
+            assert_true(core_tune_fits(a, &one_heap));
             continue;
         }
         assert_int_equal(core_tune_fits(a, &flat), !node);
@@ -639,6 +680,15 @@ static void test_shape(void **state)
     assert_int_equal(s.nodes, 3);
     assert_int_equal(s.ppn, 4);
     assert_true(s.equal);
+    assert_false(s.heap);
+    h.heap = 1; /* the heap counts on one node only */
+    core_tune_shape(&h, 12, &s);
+    assert_false(s.heap);
+    h.nnodes = 1;
+    core_tune_shape(&h, 4, &s);
+    assert_true(s.heap);
+    h.nnodes = 3;
+    h.heap = 0;
     h.lmax = 3;
     h.node_size = uneq;
     core_tune_shape(&h, 6, &s);
@@ -852,6 +902,7 @@ int main(void)
         cmocka_unit_test_setup(test_file, setup),
         cmocka_unit_test_setup(test_file_limits, setup),
         cmocka_unit_test_setup(test_default_table, setup),
+        cmocka_unit_test_setup(test_default_sh_co, setup),
         cmocka_unit_test_setup(test_default_paths, setup),
         cmocka_unit_test_setup(test_path_rules, setup),
         cmocka_unit_test_setup(test_serve_rules, setup),
