@@ -18,6 +18,13 @@
 #include "core/log.h"
 #include "sim/sim.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* AddressSanitizer must be told about every stack switch (it keeps a fake
+ * stack per real one): the __sanitizer_*_switch_fiber pairs below. */
+#include <sanitizer/common_interface_defs.h>
+#define SIM_ASAN 1
+#endif
+
 #define SIM_NEVER UINT64_MAX
 
 typedef struct sim_ev {
@@ -43,7 +50,8 @@ typedef struct sim_rank {
     int node, local_size;
     int oob_round;
     int rc;
-    sim_ev_t **evq; /* min-heap by (t, seq) */
+    void *asan_fake; /* ASan's fake stack of this coroutine while it is switched out */
+    sim_ev_t **evq;  /* min-heap by (t, seq) */
     int nev, cap;
 } sim_rank_t;
 
@@ -56,6 +64,9 @@ static struct {
     int *rq, nrq; /* run queue: min-heap of ranks by (key, rank) */
     uint64_t *nic_free;
     ucontext_t main;
+    const void *main_bottom; /* the scheduler's stack, for ASan */
+    size_t main_size;
+    void *main_fake;
     int (*fn)(int, void *);
     void *arg;
     unsigned char *oob_buf[2];
@@ -246,8 +257,27 @@ static uint64_t ev_next(const sim_rank_t *r)
 
 static void sim_to_scheduler(sim_rank_t *r)
 {
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(r->state == SIM_DONE ? NULL : &r->asan_fake, W.main_bottom,
+                                   W.main_size);
+#endif
     if (swapcontext(&r->uc, &W.main) != 0)
         abort(); /* cannot happen with a valid context; nothing to unwind to */
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(r->asan_fake, &W.main_bottom, &W.main_size);
+#endif
+}
+
+static void sim_to_rank(sim_rank_t *r)
+{
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(&W.main_fake, r->uc.uc_stack.ss_sp, r->uc.uc_stack.ss_size);
+#endif
+    if (swapcontext(&W.main, &r->uc) != 0)
+        abort();
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(W.main_fake, NULL, NULL);
+#endif
 }
 
 /* The rank may go on unless it is a lookahead ahead of the next one. */
@@ -279,6 +309,9 @@ static void sim_entry(void)
     int id = W.cur;
     sim_rank_t *r = &W.r[id];
 
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &W.main_bottom, &W.main_size);
+#endif
     r->rc = W.fn(id, W.arg);
     r->state = SIM_DONE;
     sim_to_scheduler(r);
@@ -607,9 +640,9 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
             r->clock = r->key;
         r->state = SIM_RUNNING;
         W.cur = id;
+        core_log_rank = id; /* log lines name the virtual rank */
         W.switches++;
-        if (swapcontext(&W.main, &r->uc) != 0)
-            abort();
+        sim_to_rank(r);
         W.cur = -1;
         if (r->state == SIM_DONE) {
             done++;
