@@ -507,7 +507,8 @@ static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
         }
         W.oob_tmax[p] = 0;
     }
-    memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
+    if (len > 0) /* a barrier passes no buffers */
+        memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
     if (W.oob_tmax[p] < r->clock)
         W.oob_tmax[p] = r->clock;
     if (++W.oob_arrived[p] == W.n) {
@@ -521,7 +522,8 @@ static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
         r->state = SIM_WAIT_OOB;
         sim_to_scheduler(r);
     }
-    memcpy(rbuf, W.oob_buf[p], (size_t)W.n * len);
+    if (len > 0)
+        memcpy(rbuf, W.oob_buf[p], (size_t)W.n * len);
     return 0;
 }
 
