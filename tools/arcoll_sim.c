@@ -186,6 +186,11 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
         counts[i] = bytes;
         displs[i] = i * bytes;
     }
+    if (j->fault == SIM_FAULT_QUIT && rank == 1) {
+        fprintf(stderr, "arcoll-sim: rank 1 skips its calls (--fault quit)\n");
+        rc = ARCOLL_ERR_STATE;
+        goto out;
+    }
     for (int it = -j->warmup; it < j->iters; it++) {
         uint64_t t0, t1;
         int crc;
@@ -256,7 +261,7 @@ static void usage(FILE *f)
                "allreduce]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE] [--csv|--json]\n"
-               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt]\n");
+               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n");
 }
 
 static int parse_sizes(job_t *j, char *s)
@@ -333,6 +338,7 @@ static int parse(job_t *j, int argc, char **argv)
         } else if (strcmp(a, "--fault") == 0) {
             j->fault = strcmp(v, "reorder") == 0   ? SIM_FAULT_REORDER
                        : strcmp(v, "corrupt") == 0 ? SIM_FAULT_CORRUPT
+                       : strcmp(v, "quit") == 0    ? SIM_FAULT_QUIT
                                                    : -1;
         } else {
             fprintf(stderr, "arcoll-sim: unknown option %s\n", a);

@@ -26,7 +26,9 @@ typedef struct sim_params {
  * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_load(const char *name, sim_params_t *p);
 
-enum { SIM_FAULT_NONE, SIM_FAULT_REORDER, SIM_FAULT_CORRUPT };
+/* Test-only faults: the channel breaks ordering or corrupts payload; QUIT is
+ * the tool's (rank 1 skips its calls: the driver must report a deadlock). */
+enum { SIM_FAULT_NONE, SIM_FAULT_REORDER, SIM_FAULT_CORRUPT, SIM_FAULT_QUIT };
 
 typedef struct sim_opts {
     int n;

@@ -59,6 +59,10 @@ static struct {
     int n, cur, fault;
     sim_params_t p;
     uint64_t lookahead, seq, switches, events;
+    uint64_t inflight;  /* puts queued, all ranks */
+    uint64_t quiet;     /* switches since anything happened (a put, a delivery, a barrier) */
+    uint64_t active_ns; /* the virtual time it last did */
+    int nready;         /* ranks queued to run on (not waiting for a put or node memory) */
     size_t stack_bytes;
     sim_rank_t *r;
     int *rq, nrq; /* run queue: min-heap of ranks by (key, rank) */
@@ -74,6 +78,14 @@ static struct {
     int oob_arrived[2];
     uint64_t oob_tmax[2];
 } W = {.cur = -1};
+
+/* A put made or delivered, a barrier step, a computation or a rank's end:
+ * the run is not stuck (sim_stuck). */
+static void sim_activity(const sim_rank_t *r)
+{
+    W.quiet = 0;
+    W.active_ns = r->clock;
+}
 
 /* ---- parameter sets --------------------------------------------------- */
 
@@ -211,6 +223,7 @@ static int rq_pop(void)
 
     rq_swap(0, --W.nrq);
     W.r[id].hidx = -1;
+    W.nready -= W.r[id].state == SIM_READY;
     if (W.nrq > 0)
         rq_sift(0);
     return id;
@@ -286,6 +299,7 @@ static void sim_maybe_yield(sim_rank_t *r)
     if (W.nrq == 0 || r->clock < W.r[W.rq[0]].key + W.lookahead)
         return;
     r->state = SIM_READY;
+    W.nready++;
     rq_set((int)(r - W.r), r->clock);
     sim_to_scheduler(r);
 }
@@ -397,6 +411,8 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         e->data[len / 2] ^= 0x5a;
     d->evq[d->nev++] = e;
     ev_sift(d, d->nev - 1);
+    W.inflight++;
+    sim_activity(s);
     if (d->state == SIM_WAIT_PUT && (d->hidx < 0 || arr < d->key))
         rq_set(dst, arr > d->clock ? arr : d->clock);
     s->changed = 1;
@@ -405,9 +421,9 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     return ARCOLL_OK;
 }
 
-void sim_progress(int rank)
+/* Apply the puts due by the rank's clock; 1 if there were any. */
+static int sim_deliver(sim_rank_t *r)
 {
-    sim_rank_t *r = &W.r[rank];
     int applied = 0;
 
     while (r->nev > 0 && r->evq[0]->t <= r->clock) {
@@ -425,12 +441,22 @@ void sim_progress(int rank)
         }
         free(e);
         W.events++;
+        W.inflight--;
+        sim_activity(r);
         applied = 1;
     }
     if (applied) {
         r->changed = 1;
         r->quiet = 0;
-    } else if (++r->quiet >= 1024) {
+    }
+    return applied;
+}
+
+void sim_progress(int rank)
+{
+    sim_rank_t *r = &W.r[rank];
+
+    if (!sim_deliver(r) && ++r->quiet >= 1024) {
         /* A wait loop that never calls the idle hook: treat it as one. */
         r->quiet = 0;
         sim_idle(rank);
@@ -441,6 +467,10 @@ void sim_idle(int rank)
 {
     sim_rank_t *r = &W.r[rank];
 
+    /* A phase that polls node memory only (pap_shm's local step) does not
+     * call progress(): what is due lands here, or the rank would wait for
+     * puts it already has. */
+    sim_deliver(r);
     if (r->changed) {
         r->changed = 0;
         r->unchanged = 0;
@@ -464,10 +494,12 @@ void sim_purge(int rank, const void *addr, size_t len)
 
     for (int i = 0; i < r->nev; i++) {
         sim_ev_t *e = r->evq[i];
-        if ((const char *)e->dst >= lo && (const char *)e->dst < hi)
+        if ((const char *)e->dst >= lo && (const char *)e->dst < hi) {
             free(e);
-        else
+            W.inflight--;
+        } else {
             r->evq[k++] = e;
+        }
     }
     r->nev = k;
     for (int i = k / 2; i >= 0 && k > 0; i--)
@@ -486,6 +518,7 @@ void sim_compute(uint64_t ns)
     sim_rank_t *r = &W.r[W.cur];
 
     r->clock += ns;
+    sim_activity(r);
     sim_maybe_yield(r);
 }
 
@@ -511,11 +544,16 @@ static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
         memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
     if (W.oob_tmax[p] < r->clock)
         W.oob_tmax[p] = r->clock;
+    sim_activity(r);
     if (++W.oob_arrived[p] == W.n) {
         W.oob_arrived[p] = 0;
-        for (int i = 0; i < W.n; i++)
-            if (W.r[i].state == SIM_WAIT_OOB)
+        for (int i = 0; i < W.n; i++) {
+            if (W.r[i].state == SIM_WAIT_OOB) {
+                W.r[i].state = SIM_READY;
+                W.nready++;
                 rq_set(i, W.oob_tmax[p]);
+            }
+        }
         r->clock = W.oob_tmax[p];
         sim_maybe_yield(r);
     } else {
@@ -567,6 +605,19 @@ static void sim_free(void)
     W.cur = -1;
 }
 
+/* Ranks sharing a node wake to look at node memory even with no put due, so
+ * a deadlock among them never empties the run queue. It is one too when no
+ * rank is queued to run on (all only look at node memory) and nothing
+ * happened (sim_activity) for SIM_STUCK_NS of virtual time. (A late rank
+ * still computing is queued to run on: the others' looks until its clock
+ * are no deadlock. Node-memory phases without a put last microseconds.) */
+#define SIM_STUCK_NS 10000000ULL
+static int sim_stuck(void)
+{
+    return W.nready == 0 && W.quiet > 64 * (uint64_t)W.n + 1024 && W.nrq > 0 &&
+           W.r[W.rq[0]].key > W.active_ns + SIM_STUCK_NS;
+}
+
 static void sim_report_deadlock(void)
 {
     static const char *const states[] = {"ready", "running", "waiting for a put",
@@ -580,7 +631,12 @@ static void sim_report_deadlock(void)
             log_err("sim: deadlock: rank %d %s at %.3f us, %d puts queued", i, states[W.r[i].state],
                     (double)W.r[i].clock / 1e3, W.r[i].nev);
     }
-    log_err("sim: deadlock: %d of %d ranks wait and no put is in flight", shown, W.n);
+    if (W.nrq == 0)
+        log_err("sim: deadlock: %d of %d ranks wait and no put is in flight", shown, W.n);
+    else
+        log_err("sim: deadlock: %d of %d ranks wait, %llu puts undelivered, none made or "
+                "delivered in %.1f ms of virtual time",
+                shown, W.n, (unsigned long long)W.inflight, (double)SIM_STUCK_NS / 1e6);
 }
 
 static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
@@ -621,6 +677,8 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
         r->uc.uc_stack.ss_size = W.stack_bytes - page;
         r->uc.uc_link = NULL;
         makecontext(&r->uc, sim_entry, 0);
+        r->state = SIM_READY;
+        W.nready++;
         rq_set(i, 0);
     }
     return ARCOLL_OK;
@@ -635,7 +693,7 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
         return ARCOLL_ERR_STATE;
     }
     rc = sim_setup(o, fn, arg);
-    while (rc == ARCOLL_OK && W.nrq > 0) {
+    while (rc == ARCOLL_OK && W.nrq > 0 && !sim_stuck()) {
         int id = rq_pop();
         sim_rank_t *r = &W.r[id];
         if (r->clock < r->key)
@@ -644,9 +702,11 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
         W.cur = id;
         core_log_rank = id; /* log lines name the virtual rank */
         W.switches++;
+        W.quiet++;
         sim_to_rank(r);
         W.cur = -1;
         if (r->state == SIM_DONE) {
+            sim_activity(r);
             done++;
             if (r->rc != 0 && first == 0)
                 first = r->rc; /* the others still run to their end */

@@ -515,6 +515,11 @@ run sim-8x4-alltoallv-sloavx "$SIMOK" $SIM -n 8 --ppn 4 --coll alltoallv --alg s
 run sim-8-skew-random-json "$SIMOK" $SIM -n 8 --coll alltoall --alg pap --size 8 --skew 32 --json
 run sim-8-skew-late-csv "text:^alltoall,direct,8,1,8,ib-edr,8,32,0.25,.*,0$" $SIM -n 8 --coll alltoall \
     --alg direct --size 8 --skew 32 --late 0.25 --params ib-edr --csv
+# Node algorithms under skew: ranks that wait on node memory while a late peer computes.
+run sim-16x4-alltoall-pap_shm-skew "$SIMOK" $SIM -n 16 --ppn 4 --coll alltoall --alg pap_shm \
+    --size 8 --skew 512 --params ib-edr
+run sim-16x4-allgather-pap_shm-late "$SIMOK" $SIM -n 16 --ppn 4 --coll allgather --alg pap_shm \
+    --size 8 --skew 64 --late 0.25
 run sim-256x16-alltoall-pap "$SIMOK" $SIM -n 256 --ppn 16 --coll alltoall --alg pap --size 8 \
     --params ib-edr
 run sim-256x16-allgather-rdh "$SIMOK" $SIM -n 256 --ppn 16 --coll allgather --alg rdh --size 8 \
@@ -523,6 +528,12 @@ run sim-fault-reorder-caught "fails:check: 16 calls checked byte for byte, 16 co
     $SIM -n 4 --coll alltoall --size 1000 --fault reorder
 run sim-fault-corrupt-caught "fails:corrupted calls" $SIM -n 4 --coll alltoall --size 1000 \
     --fault corrupt
+# A rank that leaves (rank 1 skips its calls): a deadlock reported, never a hang, also where
+# ranks wake to look at node memory (ppn 4).
+run sim-8-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --coll alltoall \
+    --size 8 --fault quit
+run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --ppn 4 \
+    --coll alltoall --alg pap_shm --size 8 --fault quit
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
 
