@@ -220,7 +220,7 @@ $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
-COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c
+COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c tests/integ/coll_heapmr.c
 $(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
@@ -259,7 +259,7 @@ $(BUILD)/tests/test_bench_stats: tests/unit/test_bench_stats.c bench/bench_stats
 		$(shell pkg-config --libs cmocka) -lm $(EXTRA_LDFLAGS)
 
 # Unit tests see the internals: they link the static library.
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(STLIB)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(wildcard tests/unit/*.h) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \

@@ -121,6 +121,13 @@ typedef struct arcoll_resources {
     int qps_ready;           /* of those, connected both ways */
     size_t registered_bytes; /* memory this process has registered with the NIC now */
     size_t shared_bytes;     /* this process's share of shared-memory segments and regions */
+    /* Registrations of user buffers for zero-copy calls, since arcoll_init: */
+    uint64_t user_regs;     /* made for them: per call, cache misses, arcoll_mem_register */
+    uint64_t user_reg_hits; /* served by an earlier one (the cache, arcoll_mem_register) */
+    uint64_t heap_mr_regs;  /* of the heap MR (verbs; one per doubling of its prefix) */
+    uint64_t heap_mr_hits;  /* buffers served by the heap MR, with no registration */
+    size_t heap_mr_bytes;   /* the heap MR's length now (in registered_bytes); 0: none */
+    int heap_mr_odp;        /* 1 if it is on-demand paged (over the whole slot) */
 } arcoll_resources_t;
 /* [serialized] */
 int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out);

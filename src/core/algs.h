@@ -28,6 +28,7 @@
     X(RDD, rdd, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* recursive doubling/halving */       \
     X(RDH, rdh, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* distance-halving (003) */           \
     X(SH_CO, sh_co, ALGS_A2A | ALGS_AG)                   /* same-address copy, Morton (004) */  \
+    X(MN_CO, mn_co, ALGS_A2A | ALGS_AG)                   /* two rounds, Morton owners (004) */  \
     X(SLOAV, sloav, ALGS_A2AV)                            /* logarithmic alltoallv (seed 000) */ \
     X(SLOAVX, sloavx, ALGS_A2AV)                          /* its node-leader form (seed 000 IV) */
 

@@ -53,6 +53,10 @@ typedef struct chan_rmem {
 
 typedef struct chan chan_t;
 
+/* chan.heap_mr: no heap MR (mem_reg is cheap), a growing pinned prefix, or
+ * one on-demand-paging MR over the slot (mem_reg_odp). */
+enum { CHAN_HEAP_MR_NONE, CHAN_HEAP_MR_PIN, CHAN_HEAP_MR_ODP };
+
 #define CHAN_PUT_COPY 64 /* bytes a put copies at the call, at most (see above) */
 
 struct chan_ops {
@@ -65,6 +69,9 @@ struct chan_ops {
     /* Make a user buffer a target (zero-copy); may fail with
      * ARCOLL_ERR_UNSUPPORTED, and the caller then uses the copy path. */
     int (*mem_reg)(chan_t *c, void *addr, size_t len, chan_mem_t *mem);
+    /* The same with on-demand paging: nothing pinned (optional: NULL, or
+     * only when heap_mr is CHAN_HEAP_MR_ODP); mem_dereg releases it. */
+    int (*mem_reg_odp)(chan_t *c, void *addr, size_t len, chan_mem_t *mem);
     void (*mem_dereg)(chan_t *c, chan_mem_t *mem);
     int (*rmem_import)(chan_t *c, int peer, const chan_rkey_t *rkey, chan_rmem_t *rm);
     void (*rmem_release)(chan_t *c, chan_rmem_t *rm);
@@ -97,7 +104,10 @@ struct chan_ops {
 struct chan {
     const struct chan_ops *ops;
     boot_t *boot;
-    int zcopy;          /* 1 if mem_reg works for every peer pair (agreed at init) */
+    int zcopy; /* 1 if mem_reg works for every peer pair (agreed at init) */
+    /* Whether a registration costs enough (verbs: pinning, a NIC update) for
+     * zero-copy buffers in the node heap to share one MR (zcopy/heapmr.h). */
+    int heap_mr;        /* CHAN_HEAP_MR_* */
     size_t fixed_bytes; /* registered/shared memory of the channel itself */
     /* Message size per peer from which zero-copy beats the copy path on this
      * channel (ARCOLL_ZCOPY_THRESHOLD=auto); measured, see docs/configuration.md. */

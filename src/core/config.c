@@ -41,6 +41,7 @@ static const char *const cfg_notify[] = {"flag", "imm", NULL};
 static const char *const cfg_wireup[] = {"oob", "rdmacm", NULL};
 static const char *const cfg_connect[] = {"lazy", "eager", NULL};
 static const char *const cfg_onoff[] = {"off", "on", NULL};
+static const char *const cfg_heap_mr[] = {"auto", "pin", "off", NULL};
 static const char *const cfg_device_form[] = {"name[:port]", NULL};
 static const char *const cfg_profile_form[] = {"FILE", NULL};
 
@@ -66,11 +67,13 @@ static const cfg_var_t cfg_vars[] = {
      "or pap_shm (node masters through shared memory, seed 002 4.4), sa or sa_direct "
      "(non-leader send-side aggregation, PAP or Direct inter-node step, seed 001), rd "
      "(receive-side distribution), leader (one leader per node, Direct), sh_co (one node, "
-     "buffers in a same-address region: memcpy in Morton order, seed 004), auto (by size and "
-     "job shape, ARCOLL_TUNE; never sh_co)"},
+     "buffers in a same-address region: memcpy in Morton order, seed 004), mn_co (two rounds "
+     "of aggregated messages through Morton-order owners, seed 004 2.5), auto (by size and job "
+     "shape, ARCOLL_TUNE; never sh_co)"},
     {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
-     "rdh (recursive doubling in distance-halving order, seed 003), sh_co (seed 004) or auto"},
+     "rdh (recursive doubling in distance-halving order, seed 003), sh_co or mn_co (seed 004) "
+     "or auto"},
     {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "pap", 0, 0, 1,
      "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), sloav or "
      "sloavx (logarithmic, seed 000), or auto"},
@@ -129,6 +132,12 @@ static const cfg_var_t cfg_vars[] = {
      "cache registrations of user buffers; on requires arcoll_mem_invalidate before free"},
     {"ARCOLL_REGCACHE_MAX", CFG_SIZE, CFG_OFF(regcache_max), NULL, "1g", 1 << 20, (long)1 << 46, 0,
      "bytes the registration cache keeps registered (LRU eviction)"},
+    {"ARCOLL_VERBS_HEAP_MR", CFG_ENUM, CFG_OFF(verbs_heap_mr), cfg_heap_mr, "auto", 0, 0, 0,
+     "verbs: zero-copy buffers in this process's heap slot share one MR: auto (on-demand paged "
+     "over the slot if the device can, else a pinned prefix that doubles), pin (the prefix) or "
+     "off (like any buffer)"},
+    {"ARCOLL_VERBS_HEAP_MR_MIN", CFG_SIZE, CFG_OFF(verbs_heap_mr_min), NULL, "64m", 4096,
+     (long)1 << 40, 0, "verbs: the heap MR's first prefix (rounded up to a power of two)"},
     {"ARCOLL_PROFILE", CFG_STRING, CFG_OFF(profile), cfg_profile_form, "off", 0,
      CORE_CONFIG_PATH - 1, 0,
      "record every collective's arrival/exit per rank into FILE.<rank> (arcoll-pap-report)"},

@@ -20,6 +20,7 @@ enum { CORE_SEG_AUTO, CORE_SEG_MEMFD, CORE_SEG_NAMED };
 enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
 enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
 enum { CORE_CONNECT_LAZY, CORE_CONNECT_EAGER };
+enum { CORE_HEAP_MR_AUTO, CORE_HEAP_MR_PIN, CORE_HEAP_MR_OFF };
 
 #define CORE_CONFIG_STR       64
 #define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
@@ -55,6 +56,8 @@ typedef struct core_config {
     int verbs_connect;            /* verbs: RC QPs on first use (lazy) or all at init */
     int regcache;                 /* cache implicit registrations (user reports frees) */
     size_t regcache_max;          /* bytes the cache may keep registered */
+    int verbs_heap_mr;            /* CORE_HEAP_MR_*: heap buffers share one MR (zcopy/heapmr.h) */
+    size_t verbs_heap_mr_min;     /* its first prefix */
     /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/core/profile.h) */
     char profile[CORE_CONFIG_PATH];
     core_tune_t tune; /* ARCOLL_TUNE rules, then the default table (src/core/tune.h) */

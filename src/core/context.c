@@ -23,6 +23,7 @@ int wire_fault_no_epoch;
 int wire_fault_reg_fail;
 int wire_fault_bad_rkey;
 int wire_fault_hello_drop;
+int wire_fault_heapmr_fail;
 #endif
 
 /* Live contexts: handles are checked against this list so that a call after
@@ -741,6 +742,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
         wire_fault_no_epoch = f != NULL && strstr(f, "no_epoch") != NULL;
         wire_fault_one_bank = f != NULL && strstr(f, "one_bank") != NULL;
         wire_fault_reg_fail = f != NULL && strstr(f, "reg_fail") != NULL;
+        wire_fault_heapmr_fail = f != NULL && strstr(f, "heapmr_fail") != NULL;
         wire_fault_bad_rkey = f != NULL && strstr(f, "bad_rkey") != NULL;
         wire_fault_hello_drop = f == NULL                             ? 0
                                 : strstr(f, "hello_drop_all") != NULL ? 2
@@ -922,6 +924,7 @@ int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out)
     }
     memset(out, 0, sizeof(*out));
     c = ctx->chan;
+    zmem_resources(ctx, out);
     if (c->ops->stats == NULL) {
         /* A channel without a NIC: all of it is shared memory. */
         return arcoll_context_memory(ctx, &out->shared_bytes);

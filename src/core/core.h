@@ -54,7 +54,10 @@ struct arcoll_context {
     struct arcoll_team *teams; /* world first */
     regcache_t *regcache;      /* registrations of user buffers (zcopy) */
     struct arcoll_mem *user_mems;
-    struct prof *prof; /* PAP profiler, when any rank sets ARCOLL_PROFILE */
+    heapmr_t *heapmr;   /* the heap MR, made at the first zero-copy heap buffer */
+    int heapmr_odp;     /* it is one on-demand-paged MR over the slot */
+    uint64_t call_regs; /* per-call registrations of user buffers (zmem_get) */
+    struct prof *prof;  /* PAP profiler, when any rank sets ARCOLL_PROFILE */
     char cfgbuf[CORE_CONFIG_PATH];
 };
 

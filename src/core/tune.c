@@ -600,7 +600,8 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
     case CORE_ALG_RDD:
     case CORE_ALG_RDH:
     case CORE_ALG_SLOAV:
-    case CORE_ALG_SLOAVX: return 1;
+    case CORE_ALG_SLOAVX:
+    case CORE_ALG_MN_CO: return 1;
     case CORE_ALG_SHM_DIRECT:
     case CORE_ALG_PAP_SHM:
     case CORE_ALG_LEADER: return shape->ppn >= 2;

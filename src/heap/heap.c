@@ -400,6 +400,18 @@ int heap_layout(heap_layout_t *out)
     return ARCOLL_OK;
 }
 
+int heap_slot(char **mine, size_t *slot_len, size_t *used)
+{
+    if (atomic_load_explicit(&heap.state, memory_order_acquire) != HEAP_READY)
+        return ARCOLL_ERR_STATE;
+    *mine = heap.mine;
+    *slot_len = heap.lay.slot_len;
+    pthread_mutex_lock(&heap.lock);
+    *used = heap.used;
+    pthread_mutex_unlock(&heap.lock);
+    return ARCOLL_OK;
+}
+
 /* ---- the public API ---- */
 
 int arcoll_heap_contains(const void *p)

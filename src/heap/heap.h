@@ -29,6 +29,10 @@ typedef struct heap_layout {
 int heap_ensure(void);
 /* The layout, if the heap exists (ARCOLL_OK) or ARCOLL_ERR_STATE. */
 int heap_layout(heap_layout_t *out);
+/* This process's slot [*mine, *mine + *slot_len) and the bytes of it handed
+ * out so far, from its start (they only grow): ARCOLL_OK, or ARCOLL_ERR_STATE
+ * if the heap does not exist (zcopy/zmem.c's heap MR). */
+int heap_slot(char **mine, size_t *slot_len, size_t *used);
 
 /* Collective over b at arcoll_init: every rank of the job takes part. If any
  * rank has a heap, every rank makes one; where every rank of a host has its

@@ -943,14 +943,15 @@ static void verbs_peer_describe(chan_t *c, int peer, char *buf, size_t len)
              p->failed ? ibv_wc_status_str((enum ibv_wc_status)p->failed) : "");
 }
 
-static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *mem)
+static int verbs_mr_reg_flags(verbs_chan_t *vc, void *addr, size_t len, int extra, chan_mem_t *mem)
 {
     struct ibv_mr *mr =
-        ibv_reg_mr(vc->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+        ibv_reg_mr(vc->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | extra);
 
     if (mr == NULL) {
         int err = errno;
-        log_debug("verbs: ibv_reg_mr of %zu bytes at %p failed: %s", len, addr, strerror(err));
+        log_debug("verbs: ibv_reg_mr%s of %zu bytes at %p failed: %s", extra ? " (on demand)" : "",
+                  len, addr, strerror(err));
         return err == ENOMEM || err == EAGAIN ? ARCOLL_ERR_NOMEM : ARCOLL_ERR_CHANNEL;
     }
     vc->reg_bytes += len;
@@ -964,6 +965,11 @@ static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *me
     mem->rkey.kind = VERBS_KIND_MR;
     mem->rkey.owner = (uint32_t)vc->super.boot->rank;
     return ARCOLL_OK;
+}
+
+static int verbs_mr_reg(verbs_chan_t *vc, void *addr, size_t len, chan_mem_t *mem)
+{
+    return verbs_mr_reg_flags(vc, addr, len, 0, mem);
 }
 
 static void verbs_mr_dereg(verbs_chan_t *vc, chan_mem_t *mem)
@@ -1040,6 +1046,11 @@ static int verbs_mem_reg(chan_t *c, void *addr, size_t len, chan_mem_t *mem)
     return verbs_mr_reg((verbs_chan_t *)c, addr, len, mem);
 }
 
+static int verbs_mem_reg_odp(chan_t *c, void *addr, size_t len, chan_mem_t *mem)
+{
+    return verbs_mr_reg_flags((verbs_chan_t *)c, addr, len, IBV_ACCESS_ON_DEMAND, mem);
+}
+
 static void verbs_mem_dereg(chan_t *c, chan_mem_t *mem)
 {
     verbs_mr_dereg((verbs_chan_t *)c, mem);
@@ -1071,6 +1082,7 @@ static const struct chan_ops verbs_ops = {
     .mem_free = verbs_mem_free,
     .mem_seal = NULL,
     .mem_reg = verbs_mem_reg,
+    .mem_reg_odp = verbs_mem_reg_odp,
     .mem_dereg = verbs_mem_dereg,
     .rmem_import = verbs_rmem_import,
     .rmem_release = verbs_rmem_release,
@@ -1327,6 +1339,24 @@ static int verbs_srq_fill(verbs_chan_t *vc)
     return ARCOLL_OK;
 }
 
+/* Can an RC MR be on-demand paged, as both the source and the target of
+ * RDMA WRITE? Then the heap needs one MR over its slot, nothing pinned. */
+static int verbs_odp_rc(verbs_chan_t *vc)
+{
+    const uint32_t need = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE;
+    struct ibv_device_attr_ex dx;
+    int rc;
+
+    memset(&dx, 0, sizeof(dx));
+    rc = ibv_query_device_ex(vc->ctx, NULL, &dx);
+    if (rc != 0) {
+        log_debug("verbs: ibv_query_device_ex failed (%s): no on-demand paging", strerror(rc));
+        return 0;
+    }
+    return (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0 &&
+           (dx.odp_caps.per_transport_caps.rc_odp_caps & need) == need;
+}
+
 void verbs_chan_describe(struct chan *c, char *buf, size_t len)
 {
     verbs_chan_t *vc = (verbs_chan_t *)c;
@@ -1338,10 +1368,11 @@ void verbs_chan_describe(struct chan *c, char *buf, size_t len)
         snprintf(inl, sizeof(inl), "%u B", vc->max_inline);
     snprintf(buf, len,
              "%s port %u, gid[%d] %s, mtu %d, %d RC QPs (%d ready, connect %s), UD QP %u, "
-             "inline %s, staging %u KiB, notify %s",
+             "inline %s, staging %u KiB, notify %s, heap MR %s",
              ibv_get_device_name(vc->ctx->device), vc->port, vc->gid_index, g,
              128 << vc->pa.active_mtu, vc->nqps, vc->nready, vc->eager ? "eager" : "lazy",
-             vc->ud_qp->qp_num, inl, VERBS_STAGE_SIZE >> 10, vc->imm ? "imm" : "flag");
+             vc->ud_qp->qp_num, inl, VERBS_STAGE_SIZE >> 10, vc->imm ? "imm" : "flag",
+             vc->super.heap_mr == CHAN_HEAP_MR_ODP ? "on demand" : "pinned prefix");
 }
 
 /* Setup ladder: device -> PD -> CQ(s) -> staging MR -> UD QP -> address
@@ -1443,6 +1474,7 @@ int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     if (rc != ARCOLL_OK)
         goto err;
     vc->super.zcopy = 1;
+    vc->super.heap_mr = verbs_odp_rc(vc) ? CHAN_HEAP_MR_ODP : CHAN_HEAP_MR_PIN;
     vc->super.fixed_bytes = vc->reg_bytes; /* staging ring and UD buffer */
     if (boot->rank == 0) {
         char d[256];

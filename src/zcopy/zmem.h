@@ -1,5 +1,6 @@
 /* Registration of user buffers for the zero-copy path (docs/verbs.md,
- * "Registration"): explicit registrations (arcoll_mem_register), an optional
+ * "Registration"): on verbs one MR for buffers in this process's heap slot
+ * (zcopy/heapmr.h), explicit registrations (arcoll_mem_register), an optional
  * cache of implicit ones (ARCOLL_REGCACHE=on), and otherwise per-call
  * registration, which can never meet a stale key. */
 #ifndef ARCOLL_ZCOPY_ZMEM_H
@@ -7,7 +8,9 @@
 
 #include <stddef.h>
 
+#include "arcoll.h"
 #include "core/chan.h"
+#include "zcopy/heapmr.h"
 #include "zcopy/regcache.h"
 
 struct arcoll_context;
@@ -16,6 +19,7 @@ struct arcoll_context;
 typedef struct zmem_ref {
     chan_mem_t *mem;       /* covers the buffer; mem->addr may be below it */
     regcache_entry_t *ent; /* from the cache, or NULL */
+    heapmr_mr_t *hmr;      /* from the heap MR, or NULL */
     chan_mem_t own;        /* per-call registration when not cached */
 } zmem_ref_t;
 
@@ -27,5 +31,7 @@ void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref);
  * for the library's own node segments); zmem_get then finds it. */
 int zmem_pin(struct arcoll_context *ctx, void *addr, size_t len, struct arcoll_mem **out);
 void zmem_unpin(struct arcoll_context *ctx, struct arcoll_mem *m);
+/* The registration counters of arcoll_context_resources. */
+void zmem_resources(struct arcoll_context *ctx, arcoll_resources_t *out);
 
 #endif

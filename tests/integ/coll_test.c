@@ -8,6 +8,7 @@
  *   coll_test skew ITERS US MODE    back-to-back calls under injected delays;
  *                                   MODE random (all ranks) or late (last rank)
  *   coll_test env                   sizes 0..1 MiB with the ARCOLL_* of the environment
+ *   coll_test sizes                 the algorithms under test, 0 and 1 B .. 64 KiB per block
  *   coll_test realloc               zero-copy into freed and reallocated buffers
  *   coll_test bad                   bad input: each case fails cleanly
  *   coll_test kill                  the last rank dies mid-run; others must error
@@ -21,6 +22,9 @@
  *                                   with the algorithms of the environment (sh_co: run.sh
  *                                   counts its "ran as sh_co" debug lines), 1 B .. 1 MiB, then
  *                                   ITERS back-to-back calls under random delays up to US
+ *   coll_test heapmr [api|preload] [ITERS]
+ *                                   zero-copy calls on heap buffers reallocated per call,
+ *                                   the heap MR's registrations counted (coll_heapmr.c)
  *   coll_test phasefault PHASE SIG  the last rank kills (SIG kill) or stops (stop) itself
  *                                   just before PHASE (init, create, destroy, alltoall,
  *                                   finalize); every survivor must fail that call with
@@ -49,7 +53,7 @@ static int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, 
 /* Algorithms under test: the first four, or the comma-separated COLL_TEST_ALGS
  * (the alltoall-only ones and auto, the tuning table's choice, only when named). */
 static const char *all_algs[] = {"direct",    "pap", "shm_direct", "pap_shm", "sa",
-                                 "sa_direct", "rd",  "leader",     "auto"};
+                                 "sa_direct", "rd",  "leader",     "mn_co",   "auto"};
 #define NALL ((int)(sizeof(all_algs) / sizeof(all_algs[0])))
 static const char *algs[NALL];
 static int nalgs;
@@ -384,22 +388,42 @@ out:
     set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
-/* Whatever ARCOLL_* the environment sets (the run script varies it). */
-static void test_env(arcoll_context_t ctx)
+/* sizes[0 .. nz) of both collectives on the world team, three times each (the
+ * third nonblocking), with the configuration as it is. */
+static void env_sizes(arcoll_context_t ctx, const size_t *sizes, size_t nz)
 {
-    static const size_t sizes[] = {0, 1, 7, 4096, 1 << 20};
     arcoll_team_t world = arcoll_team_world(ctx);
     uint64_t call = 0;
     char what[160];
 
     for (int c = 0; c < 2; c++)
-        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
+        for (size_t z = 0; z < nz; z++)
             for (int rep = 0; rep < 3; rep++) {
                 snprintf(what, sizeof(what), "%s %s/%s %zu B", c ? "alltoall" : "allgather",
                          arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG"),
                          arcoll_config_get(ctx, "ARCOLL_PATH"), sizes[z]);
                 one(world, c, rep == 2, ++call, sizes[z], what);
             }
+}
+
+/* Whatever ARCOLL_* the environment sets (the run script varies it). */
+static void test_env(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {0, 1, 7, 4096, 1 << 20};
+
+    env_sizes(ctx, sizes, sizeof(sizes) / sizeof(sizes[0]));
+}
+
+/* The algorithms under test at 0 and 1 B .. 64 KiB per block, around the
+ * 16 KiB bounce slot (schedules fragment there). */
+static void test_sizes(arcoll_context_t ctx)
+{
+    static const size_t sizes[] = {0, 1, 2, 7, 64, 1000, 4096, 16383, 16384, 16385, 65536};
+
+    for (int a = 0; a < nalgs; a++) {
+        set_alg(ctx, a);
+        env_sizes(ctx, sizes, sizeof(sizes) / sizeof(sizes[0]));
+    }
 }
 
 /* Zero-copy into buffers that are freed and allocated again, as an application
@@ -639,6 +663,7 @@ static double phase_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+#include "coll_heapmr.c"
 #include "coll_more.c"
 
 /* ---- phasefault: a rank lost outside the data path ---------------------- */
@@ -901,6 +926,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
                   argc > 4 ? argv[4] : "random");
     else if (strcmp(mode, "env") == 0)
         test_env(ctx);
+    else if (strcmp(mode, "sizes") == 0)
+        test_sizes(ctx);
     else if (strcmp(mode, "realloc") == 0)
         test_realloc(ctx);
     else if (strcmp(mode, "bad") == 0)
@@ -919,6 +946,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
+    else if (strcmp(mode, "heapmr") == 0)
+        test_heapmr(ctx, argc > 2 ? argv[2] : "api", argc > 3 ? atol(argv[3]) : 40);
     else if (strcmp(mode, "heapcoll") == 0) {
         test_heapcoll(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
         arcoll_heap_free(heap_early);

@@ -141,6 +141,10 @@ COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 150 300 late
 # the same local index (node1's rank 0 with node2's rank 0, ...); leader through node masters.
 COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_matrix matrix
 COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_skew_late skew 150 300 late
+# MN-CO (seed 004 2.5) across the link: 4 ranks on 2 nodes, both collectives at 0 and 1 B .. 64 KiB
+# per block, then a skewed series (every rank, random delays), every byte checked.
+COLL_TEST_ALGS=mn_co ap pair_mnco_sizes sizes
+COLL_TEST_ALGS=mn_co ap pair_mnco_skew_random skew 20 200 random
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 # Connection handshakes across the link: bad input with every QP wired at init (eager), and
@@ -202,6 +206,10 @@ vskew_total() {
     fi
 }
 vskew_total
+# The heap MR across the link (docs/heap.md): zero-copy calls on heap buffers, reallocated
+# per call while the heap grows; registrations counted as in the single guest.
+ap pair_heapmr heapmr api 8
+grep -h '\] heapmr ' "$VMOUT/pair_heapmr.log" 2>/dev/null
 # A rank lost in each phase (issue 19), over verbs across the link; EXPECT is ranks 0,1,2
 # (docs/reliability.md). Init through tcp_launch's callbacks: BOOTSTRAP everywhere, at once for a
 # killed rank (its connection to the rendezvous closes), after --round-timeout for a stopped

@@ -126,6 +126,8 @@ NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
     "$T/coll_test" skew 150 300 late
+# MN-CO (seed 004 2.5) over verbs on one guest: 3 ranks (owners of unequal rectangles).
+av verbs_mnco_sizes_np3 3 ok env COLL_TEST_ALGS=mn_co "$T/coll_test" sizes
 # Connections on demand (docs/verbs.md): a process holds RC QPs only to the peers its
 # algorithm writes to. 4 ranks on pretend nodes of 2: pap_shm's masters (ranks 0, 2) talk to
 # each other only; flat pap needs every peer; eager wires every peer at init. A wrong count
@@ -204,6 +206,29 @@ ARCOLL_NODE_SIZE=2 av verbs_a2av_nodes2_np8 8 ok "$T/coll_test" a2av
 for alg in sloav sloavx; do
     VSKEW_ALG=$alg av verbs_vskew_${alg}_np4 4 ok "$T/coll_test" vskew 1000 200
 done
+# The heap registered once (docs/heap.md, "The heap registered on verbs"): zero-copy
+# alltoall/allgather on heap buffers allocated afresh for every call while the heap grows,
+# every byte checked; no registration for any heap buffer but the heap MR's doublings, mmap
+# buffers still per call and through the cache. Through the API and, unmodified malloc,
+# through the preload library. The per-rank counts go to guest.log.
+av verbs_heapmr_np3 3 ok "$T/coll_test" heapmr api 6
+av verbs_heapmr_preload_np2 2 ok env LD_PRELOAD="$B/lib/libarcoll_heap.so" "$T/coll_test" \
+    heapmr preload 4
+for n in verbs_heapmr_np3 verbs_heapmr_preload_np2; do
+    grep -h '\] heapmr ' "$VMOUT/$n.log" 2>/dev/null
+done
+# The heap MR's registration fails (fault build): one info line per rank, and the heap
+# buffers registered per call, data still checked.
+ARCOLL_FAULT=heapmr_fail ARCOLL_LOG=info av verbs_heapmr_fail_falls_back_np2 2 ok \
+    "$T/coll_test_fault" heapmr api 4
+if [[ -z ${VM_ONLY:-} || verbs_heapmr_fail_logged_once =~ $VM_ONLY ]]; then
+    n=$(grep -c 'registering the heap MR for .* failed' "$VMOUT/verbs_heapmr_fail_falls_back_np2.log")
+    if [ "$n" = 2 ]; then
+        verdict PASS verbs_heapmr_fail_logged_once "$n lines from 2 ranks"
+    else
+        verdict FAIL verbs_heapmr_fail_logged_once "($n lines from 2 ranks, want 2)"
+    fi
+fi
 # ==== end of arcoll tests ================================================================
 
 step "done"
