@@ -26,7 +26,7 @@ CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread -lm $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
-	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c) \
+	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c src/sim/*.c) \
 	$(wildcard bootstrap/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
@@ -38,7 +38,7 @@ FAULTLIB := $(BUILD)/lib/libarcoll_fault.a
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
+PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll-sim $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
 	$(BUILD)/bin/arcoll-pap-report $(BUILD)/tests/coll_test \
 	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch \
 	$(BUILD)/tests/heap_preload_test
@@ -199,6 +199,12 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libarcoll.so
 
 # Channel-level latency/bandwidth (internal API, hence the static library).
 $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+
+# The scale simulator (docs/scale.md): its driver and model channel are internal (src/sim).
+$(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)

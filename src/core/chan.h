@@ -94,6 +94,11 @@ struct chan_ops {
      * NIC now (optional: NULL on channels without a NIC). */
     void (*stats)(chan_t *c, int *qps, int *ready, size_t *reg);
     void (*destroy)(chan_t *c);
+    /* Optional, the simulator's (docs/scale.md): the context's clock, which
+     * the engine then reads instead of CLOCK_MONOTONIC; and one idle pass of
+     * a wait loop, instead of spinning or sched_yield. */
+    uint64_t (*now_ns)(chan_t *c);
+    void (*idle)(chan_t *c);
 };
 
 struct chan {
@@ -107,12 +112,17 @@ struct chan {
     /* Message size per peer from which zero-copy beats the copy path on this
      * channel (ARCOLL_ZCOPY_THRESHOLD=auto); measured, see docs/configuration.md. */
     size_t zcopy_threshold;
+    /* The process's other contexts are other ranks (the simulator): waiting
+     * progresses only this context's teams. */
+    int solo;
 };
 
 /* Channel constructors (collective over the bootstrap). */
 struct core_config;
 int smp_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **c);
 int verbs_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **c);
+/* ARCOLL_ERR_CONFIG unless the simulator's driver runs this rank (sim/sim.h). */
+int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **c);
 
 static inline uint64_t *chan_mem_u64(const chan_mem_t *m, uint64_t off)
 {

@@ -25,7 +25,7 @@ typedef struct cfg_var {
     const char *desc;
 } cfg_var_t;
 
-static const char *const cfg_channels[] = {"smp", "verbs", NULL};
+static const char *const cfg_channels[] = {"smp", "verbs", "sim", NULL};
 /* The names of core/algs.h's list (the index is the CORE_ALG_* value), then
  * auto; core_config_set refuses one that does not serve the variable's
  * collective. */
@@ -60,7 +60,8 @@ int core_alg_serves(int alg, int coll)
 
 static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
-     "transport: smp (shared memory, one node) or verbs (InfiniBand/RoCE)"},
+     "transport: smp (shared memory, one node), verbs (InfiniBand/RoCE) or sim (the model "
+     "channel of arcoll-sim, docs/scale.md; only inside the simulator)"},
     {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "pap", 0, 0, 1,
      "alltoall algorithm: direct (arrival-oblivious baseline), pap (PAP_Direct), shm_direct "
      "or pap_shm (node masters through shared memory, seed 002 4.4), sa or sa_direct "

@@ -9,7 +9,7 @@
 #include "core/algs.h"
 #include "core/tune.h"
 
-enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS };
+enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS, CORE_CHANNEL_SIM };
 /* Algorithms: the one list of core/algs.h, then auto (by size and job shape
  * from the tuning table). */
 enum { CORE_ALG_LIST(CORE_ALG_ENUM) CORE_ALG_AUTO, CORE_ALG_COUNT };

@@ -785,8 +785,12 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     if (rc != ARCOLL_OK)
         goto err_boot;
 
-    rc = ctx->cfg.channel == CORE_CHANNEL_SMP ? smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan)
-                                              : verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
+    if (ctx->cfg.channel == CORE_CHANNEL_SMP)
+        rc = smp_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
+    else if (ctx->cfg.channel == CORE_CHANNEL_SIM)
+        rc = sim_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
+    else
+        rc = verbs_chan_create(ctx->boot, &ctx->cfg, &ctx->chan);
     if (rc != ARCOLL_OK)
         goto err_heap;
 

@@ -70,6 +70,9 @@ static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
     ((type *)(void *)((r)->priv + 0 * sizeof(char[sizeof(type) <= COLL_PRIV_BYTES ? 1 : -1])))
 
 uint64_t core_time_ns(void);
+/* The context's clock: its channel's if it keeps one (the simulator's virtual
+ * time), else core_time_ns(). Timeouts and liveness checks read this. */
+uint64_t eng_time_ns(const struct arcoll_context *ctx);
 
 /* Start algorithm alg for a validated call on team t (the dispatcher, or a
  * family running a step on another team). Returns ARCOLL_OK (done),

@@ -314,7 +314,7 @@ static int shco_progress(coll_req_t *r)
         return rc != ARCOLL_OK ? coll_fail(r, rc) : coll_progress(r);
     }
     if ((++r->polls & 63) == 0) {
-        uint64_t now = core_time_ns();
+        uint64_t now = eng_time_ns(r->team->ctx);
         /* A peer that passed 0 bytes here never arrives: its note says so.
          * We copy no more and store our done word (the 0-byte rank's next
          * call, at our segment call number, reads our record, another call,

@@ -332,7 +332,7 @@ static int nl_progress(coll_req_t *r)
     if (NC(r)->phase == NL_PH_OUT && NC(r)->left == 0)
         return r->deferred ? nl_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
-        uint64_t now = core_time_ns();
+        uint64_t now = eng_time_ns(r->team->ctx);
         /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback
          * (it writes our team region), or one made this a 0-byte call. */
         rc = coll_flat_check(r);

@@ -351,7 +351,7 @@ static int shm_progress(coll_req_t *r)
     if (SC(r)->left == 0 && SC(r)->phase == SHM_PH_DONE)
         return r->deferred ? shm_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
-        uint64_t now = core_time_ns();
+        uint64_t now = eng_time_ns(r->team->ctx);
         /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback:
          * it writes our team region, never the node segment. */
         rc = coll_flat_check(r);

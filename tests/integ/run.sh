@@ -95,7 +95,7 @@ fi
 # Dependencies point one way (docs/architecture.md): no algorithm, protocol, channel or engine
 # file includes the dispatcher's header.
 run layering-one-way "text:^layering ok$" bash -c "cd '$(dirname "$0")/../..' && \
-    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/sloav src/zcopy src/smp src/verbs \
+    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/sloav src/zcopy src/smp src/verbs src/sim \
     src/core/engine.c src/core/sched_run.c src/core/engine.h src/core/req.h && echo 'layering ok'"
 run singleton-matrix ok "$T/coll_test" matrix
 for n in 1 2 3 4 8; do
@@ -519,6 +519,58 @@ if [ -x "$B/bin/arcoll-bench-mpi" ]; then
     run bench-mpi-4-all-collectives ok $MPIYIELD -np 4 "$B/bin/arcoll-bench-mpi" $QUICK \
         -t all -a pap,direct,mpi -M 0,16
 fi
+
+# The scale simulator (docs/scale.md): the library's algorithms at n virtual ranks in one process
+# over the model channel, every received byte checked; a channel that reorders or corrupts must
+# be caught; the model channel outside the simulator is a configuration error.
+SIM="$B/bin/arcoll-sim --iters 3 --warmup 1"
+SIMOK="text:, 0 corrupted calls$"
+for n in 2 3 5 8; do
+    for alg in pap direct; do
+        run "sim-$n-alltoall-$alg" "$SIMOK" $SIM -n $n --coll alltoall --alg $alg --size 0,8,1000,20000
+    done
+done
+for alg in pap direct ring rdd rdh mn_co; do
+    run "sim-5-allgather-$alg" "$SIMOK" $SIM -n 5 --coll allgather --alg $alg --size 8,1000,20000
+done
+for alg in pap direct sloav; do
+    run "sim-6-alltoallv-$alg" "$SIMOK" $SIM -n 6 --coll alltoallv --alg $alg --size 8,300
+done
+for alg in ring rdd rdh; do
+    run "sim-6-allreduce-$alg" "$SIMOK" $SIM -n 6 --coll allreduce --alg $alg --size 8,4000
+done
+# Pretend nodes of 4: the node algorithms, with their node segments, in one process.
+for alg in pap_shm shm_direct sa sa_direct rd leader mn_co; do
+    run "sim-8x4-alltoall-$alg" "$SIMOK" $SIM -n 8 --ppn 4 --coll alltoall --alg $alg --size 8,1000
+done
+for alg in pap_shm shm_direct; do
+    run "sim-8x4-allgather-$alg" "$SIMOK" $SIM -n 8 --ppn 4 --coll allgather --alg $alg --size 8,1000
+done
+run sim-8x4-alltoallv-sloavx "$SIMOK" $SIM -n 8 --ppn 4 --coll alltoallv --alg sloavx --size 8,300
+run sim-8-skew-random-json "$SIMOK" $SIM -n 8 --coll alltoall --alg pap --size 8 --skew 32 --json
+run sim-8-skew-late-csv "text:^alltoall,direct,8,1,8,ib-edr,8,32,0.25,.*,0$" $SIM -n 8 --coll alltoall \
+    --alg direct --size 8 --skew 32 --late 0.25 --params ib-edr --csv
+# Node algorithms under skew: ranks that wait on node memory while a late peer computes.
+run sim-16x4-alltoall-pap_shm-skew "$SIMOK" $SIM -n 16 --ppn 4 --coll alltoall --alg pap_shm \
+    --size 8 --skew 512 --params ib-edr
+run sim-16x4-allgather-pap_shm-late "$SIMOK" $SIM -n 16 --ppn 4 --coll allgather --alg pap_shm \
+    --size 8 --skew 64 --late 0.25
+run sim-256x16-alltoall-pap "$SIMOK" $SIM -n 256 --ppn 16 --coll alltoall --alg pap --size 8 \
+    --params ib-edr
+run sim-256x16-allgather-rdh "$SIMOK" $SIM -n 256 --ppn 16 --coll allgather --alg rdh --size 8 \
+    --params ib-edr
+run sim-fault-reorder-caught "fails:check: 16 calls checked byte for byte, 16 corrupted calls" \
+    $SIM -n 4 --coll alltoall --size 1000 --fault reorder
+run sim-fault-corrupt-caught "fails:corrupted calls" $SIM -n 4 --coll alltoall --size 1000 \
+    --fault corrupt
+# A rank that leaves (rank 1 skips its calls): a deadlock reported, never a hang, also where
+# ranks wake to look at node memory (ppn 4).
+run sim-8-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --coll alltoall \
+    --size 8 --fault quit
+run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --ppn 4 \
+    --coll alltoall --alg pap_shm --size 8 --fault quit
+run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
+    "$T/coll_test" matrix
 
 echo "integ: $pass passed, $fail failed"
 [ $fail -eq 0 ] || { echo "failed: ${failed_names[*]}"; exit 1; }

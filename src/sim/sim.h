@@ -1,0 +1,68 @@
+/* The scale simulator (docs/scale.md): N virtual ranks as coroutines of one
+ * process run the unchanged library (init, teams, algorithms, engine) over
+ * the model channel of sim_chan.c, in virtual time. A put is delivered into
+ * the target's real memory at a virtual arrival time given by a LogGP cost
+ * model; the target sees it only once its own clock has passed that time.
+ * One simulation per process at a time; not thread-safe. */
+#ifndef ARCOLL_SIM_SIM_H
+#define ARCOLL_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arcoll.h"
+
+/* LogGP parameters (ns, ns per byte), one set within a node and one between
+ * nodes; a node's ranks share one NIC (inter-node puts serialize on it). */
+typedef struct sim_params {
+    char name[64];
+    double intra_o, intra_L, intra_G;          /* a put to a rank of the node: CPU copy */
+    double inter_o, inter_L, inter_G, inter_g; /* a put through the node's NIC */
+    double copy_G;                             /* local memcpy: charged when a put is read out */
+    double poll;                               /* a rank waiting on node memory looks again after */
+} sim_params_t;
+
+/* A built-in set (host-shm, ib-edr) or a file of "key value" lines
+ * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
+int sim_params_load(const char *name, sim_params_t *p);
+
+/* Test-only faults: the channel breaks ordering or corrupts payload; QUIT is
+ * the tool's (rank 1 skips its calls: the driver must report a deadlock). */
+enum { SIM_FAULT_NONE, SIM_FAULT_REORDER, SIM_FAULT_CORRUPT, SIM_FAULT_QUIT };
+
+typedef struct sim_opts {
+    int n;
+    size_t stack_bytes;
+    sim_params_t params;
+    int fault; /* SIM_FAULT_*: tests that the tool's validation catches a broken channel */
+} sim_opts_t;
+
+typedef struct sim_stats {
+    uint64_t switches; /* coroutine switches */
+    uint64_t events;   /* puts delivered */
+    uint64_t vtime_ns; /* latest virtual clock at the end */
+} sim_stats_t;
+
+/* Run fn(rank, arg) as n virtual ranks to completion. ARCOLL_OK if every
+ * rank returned 0; ARCOLL_ERR_STATE on a deadlock (every rank waits and no
+ * put is in flight; the ranks and what they wait for are logged); else the
+ * first non-zero return. */
+int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_stats_t *st);
+
+/* Inside a rank of sim_run. */
+uint64_t sim_now(void);          /* this rank's virtual clock */
+void sim_compute(uint64_t ns);   /* computation between calls: the clock moves on */
+int sim_barrier(void);           /* all ranks, clocks set to the latest (free in time) */
+void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks */
+
+/* For the model channel (sim_chan.c). */
+int sim_active_rank(void); /* the rank running now, -1 outside a simulation */
+int sim_size(void);
+void sim_rank_place(int rank, int node, int local_size);
+uint64_t sim_clock(int rank);
+int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last);
+void sim_progress(int rank);
+void sim_idle(int rank);
+void sim_purge(int rank, const void *addr, size_t len);
+
+#endif

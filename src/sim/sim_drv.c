@@ -1,0 +1,731 @@
+/* The simulator's driver: coroutines, a conservative discrete-event
+ * scheduler, per-rank event queues and the out-of-band bootstrap across the
+ * virtual ranks (docs/scale.md, "How it runs").
+ *
+ * The scheduler always resumes the rank with the smallest key (its clock if
+ * it can run, else the arrival time of its next put). A running rank may run
+ * ahead of that minimum by less than the smallest latency L of the model
+ * (the lookahead): every put it makes then arrives after every other rank's
+ * clock, so no rank ever misses a put due before its own time. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "sim/sim.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* AddressSanitizer must be told about every stack switch (it keeps a fake
+ * stack per real one): the __sanitizer_*_switch_fiber pairs below. */
+#include <sanitizer/common_interface_defs.h>
+#define SIM_ASAN 1
+#endif
+
+#define SIM_NEVER UINT64_MAX
+
+typedef struct sim_ev {
+    uint64_t t, seq;
+    void *dst;
+    uint32_t len;
+    uint32_t flag;
+    unsigned char data[];
+} sim_ev_t;
+
+enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
+
+typedef struct sim_rank {
+    ucontext_t uc;
+    void *stack;
+    uint64_t clock;
+    uint64_t key; /* in the run queue: when it can go on */
+    int hidx;     /* index in the run queue, -1 if not in it */
+    int state;
+    int changed;   /* a put made or applied since the last idle pass */
+    int unchanged; /* idle passes in a row with nothing changed */
+    int quiet;     /* progress calls in a row with nothing applied */
+    int node, local_size;
+    int oob_round;
+    int rc;
+    void *asan_fake; /* ASan's fake stack of this coroutine while it is switched out */
+    sim_ev_t **evq;  /* min-heap by (t, seq) */
+    int nev, cap;
+} sim_rank_t;
+
+static struct {
+    int n, cur, fault;
+    sim_params_t p;
+    uint64_t lookahead, seq, switches, events;
+    uint64_t inflight;  /* puts queued, all ranks */
+    uint64_t quiet;     /* switches since anything happened (a put, a delivery, a barrier) */
+    uint64_t active_ns; /* the virtual time it last did */
+    int nready;         /* ranks queued to run on (not waiting for a put or node memory) */
+    size_t stack_bytes;
+    sim_rank_t *r;
+    int *rq, nrq; /* run queue: min-heap of ranks by (key, rank) */
+    uint64_t *nic_free;
+    ucontext_t main;
+    const void *main_bottom; /* the scheduler's stack, for ASan */
+    size_t main_size;
+    void *main_fake;
+    int (*fn)(int, void *);
+    void *arg;
+    unsigned char *oob_buf[2];
+    size_t oob_cap[2];
+    int oob_arrived[2];
+    uint64_t oob_tmax[2];
+} W = {.cur = -1};
+
+/* A put made or delivered, a barrier step, a computation or a rank's end:
+ * the run is not stuck (sim_stuck). */
+static void sim_activity(const sim_rank_t *r)
+{
+    W.quiet = 0;
+    W.active_ns = r->clock;
+}
+
+/* ---- parameter sets --------------------------------------------------- */
+
+/* host-shm: shared memory of one host, an estimate until a calibration run
+ * measures it (docs/scale.md); inter-node values are the same (no NIC).
+ * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md. */
+static const sim_params_t sim_builtin[] = {
+    {"host-shm", 50, 150, 0.1, 50, 150, 0.1, 0, 0.1, 100},
+    {"ib-edr", 50, 150, 0.1, 200, 1000, 0.08, 5, 0.1, 100},
+};
+
+static int sim_params_set(sim_params_t *p, const char *key, double v)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } keys[] = {
+        {"intra_o", offsetof(sim_params_t, intra_o)}, {"intra_L", offsetof(sim_params_t, intra_L)},
+        {"intra_G", offsetof(sim_params_t, intra_G)}, {"inter_o", offsetof(sim_params_t, inter_o)},
+        {"inter_L", offsetof(sim_params_t, inter_L)}, {"inter_G", offsetof(sim_params_t, inter_G)},
+        {"inter_g", offsetof(sim_params_t, inter_g)}, {"copy_G", offsetof(sim_params_t, copy_G)},
+        {"poll", offsetof(sim_params_t, poll)},
+    };
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (strcmp(key, keys[i].key) == 0) {
+            *(double *)(void *)((char *)p + keys[i].off) = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int sim_params_load(const char *name, sim_params_t *p)
+{
+    char line[256], key[64];
+    double v;
+    int lineno = 0, rc = ARCOLL_OK;
+    FILE *f;
+
+    for (size_t i = 0; i < sizeof(sim_builtin) / sizeof(sim_builtin[0]); i++) {
+        if (strcmp(name, sim_builtin[i].name) == 0) {
+            *p = sim_builtin[i];
+            return ARCOLL_OK;
+        }
+    }
+    f = fopen(name, "r");
+    if (f == NULL) {
+        log_err("sim: parameter set \"%s\" is neither built in (host-shm, ib-edr) nor a "
+                "readable file: %s",
+                name, strerror(errno));
+        return ARCOLL_ERR_CONFIG;
+    }
+    *p = sim_builtin[0]; /* a file names what differs from host-shm */
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    while (rc == ARCOLL_OK && fgets(line, sizeof(line), f) != NULL) {
+        char *h = strchr(line, '#');
+        lineno++;
+        if (h != NULL)
+            *h = '\0';
+        if (sscanf(line, " %63s", key) != 1)
+            continue; /* blank or comment */
+        if (strcmp(key, "name") == 0) {
+            if (sscanf(line, " name %63s", p->name) != 1)
+                rc = ARCOLL_ERR_CONFIG;
+        } else if (sscanf(line, " %63s %lf", key, &v) != 2 || v < 0 ||
+                   sim_params_set(p, key, v) != 0) {
+            rc = ARCOLL_ERR_CONFIG;
+        }
+        if (rc != ARCOLL_OK)
+            log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
+                    "intra_G inter_o inter_L inter_G inter_g copy_G poll name, VALUE >= 0",
+                    name, lineno);
+    }
+    fclose(f);
+    if (rc == ARCOLL_OK && (p->intra_L < 1 || p->inter_L < 1)) {
+        log_err("sim: %s: latencies below 1 ns leave the scheduler no lookahead", name);
+        rc = ARCOLL_ERR_CONFIG;
+    }
+    return rc;
+}
+
+/* ---- run queue -------------------------------------------------------- */
+
+static int rq_less(int a, int b)
+{
+    return W.r[a].key < W.r[b].key || (W.r[a].key == W.r[b].key && a < b);
+}
+
+static void rq_swap(int i, int j)
+{
+    int t = W.rq[i];
+
+    W.rq[i] = W.rq[j];
+    W.rq[j] = t;
+    W.r[W.rq[i]].hidx = i;
+    W.r[W.rq[j]].hidx = j;
+}
+
+static void rq_sift(int i)
+{
+    while (i > 0 && rq_less(W.rq[i], W.rq[(i - 1) / 2])) {
+        rq_swap(i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < W.nrq && rq_less(W.rq[l], W.rq[m]))
+            m = l;
+        if (l + 1 < W.nrq && rq_less(W.rq[l + 1], W.rq[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        rq_swap(i, m);
+        i = m;
+    }
+}
+
+/* Queue rank id with key, or move it there if queued. */
+static void rq_set(int id, uint64_t key)
+{
+    sim_rank_t *r = &W.r[id];
+
+    r->key = key;
+    if (r->hidx < 0) {
+        r->hidx = W.nrq;
+        W.rq[W.nrq++] = id;
+    }
+    rq_sift(r->hidx);
+}
+
+static int rq_pop(void)
+{
+    int id = W.rq[0];
+
+    rq_swap(0, --W.nrq);
+    W.r[id].hidx = -1;
+    W.nready -= W.r[id].state == SIM_READY;
+    if (W.nrq > 0)
+        rq_sift(0);
+    return id;
+}
+
+/* ---- event queue of a rank ------------------------------------------- */
+
+static int ev_less(const sim_ev_t *a, const sim_ev_t *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static void ev_sift(sim_rank_t *r, int i)
+{
+    sim_ev_t **q = r->evq;
+
+    while (i > 0 && ev_less(q[i], q[(i - 1) / 2])) {
+        sim_ev_t *t = q[i];
+        q[i] = q[(i - 1) / 2];
+        q[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int l = 2 * i + 1, m = i;
+        if (l < r->nev && ev_less(q[l], q[m]))
+            m = l;
+        if (l + 1 < r->nev && ev_less(q[l + 1], q[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        sim_ev_t *t = q[i];
+        q[i] = q[m];
+        q[m] = t;
+        i = m;
+    }
+}
+
+static uint64_t ev_next(const sim_rank_t *r)
+{
+    return r->nev > 0 ? r->evq[0]->t : SIM_NEVER;
+}
+
+/* ---- switching -------------------------------------------------------- */
+
+static void sim_to_scheduler(sim_rank_t *r)
+{
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(r->state == SIM_DONE ? NULL : &r->asan_fake, W.main_bottom,
+                                   W.main_size);
+#endif
+    if (swapcontext(&r->uc, &W.main) != 0)
+        abort(); /* cannot happen with a valid context; nothing to unwind to */
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(r->asan_fake, &W.main_bottom, &W.main_size);
+#endif
+}
+
+static void sim_to_rank(sim_rank_t *r)
+{
+#ifdef SIM_ASAN
+    __sanitizer_start_switch_fiber(&W.main_fake, r->uc.uc_stack.ss_sp, r->uc.uc_stack.ss_size);
+#endif
+    if (swapcontext(&W.main, &r->uc) != 0)
+        abort();
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(W.main_fake, NULL, NULL);
+#endif
+}
+
+/* The rank may go on unless it is a lookahead ahead of the next one. */
+static void sim_maybe_yield(sim_rank_t *r)
+{
+    if (W.nrq == 0 || r->clock < W.r[W.rq[0]].key + W.lookahead)
+        return;
+    r->state = SIM_READY;
+    W.nready++;
+    rq_set((int)(r - W.r), r->clock);
+    sim_to_scheduler(r);
+}
+
+/* Nothing to do until a put arrives (or, sharing a node, until the next look
+ * at node memory, which peers write without the channel). */
+static void sim_block(sim_rank_t *r)
+{
+    uint64_t key = ev_next(r);
+
+    if (r->local_size > 1 && r->clock + (uint64_t)W.p.poll < key)
+        key = r->clock + (uint64_t)W.p.poll + 1;
+    r->state = SIM_WAIT_PUT;
+    if (key != SIM_NEVER)
+        rq_set((int)(r - W.r), key);
+    sim_to_scheduler(r);
+}
+
+static void sim_entry(void)
+{
+    int id = W.cur;
+    sim_rank_t *r = &W.r[id];
+
+#ifdef SIM_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &W.main_bottom, &W.main_size);
+#endif
+    r->rc = W.fn(id, W.arg);
+    r->state = SIM_DONE;
+    sim_to_scheduler(r);
+}
+
+/* ---- the channel's side ----------------------------------------------- */
+
+int sim_active_rank(void)
+{
+    return W.cur;
+}
+
+int sim_size(void)
+{
+    return W.n;
+}
+
+void sim_rank_place(int rank, int node, int local_size)
+{
+    W.r[rank].node = node;
+    W.r[rank].local_size = local_size;
+}
+
+uint64_t sim_clock(int rank)
+{
+    return W.r[rank].clock;
+}
+
+int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last)
+{
+    sim_rank_t *s = &W.r[src], *d = &W.r[dst];
+    const sim_params_t *p = &W.p;
+    sim_ev_t *e;
+    uint64_t arr;
+    int payload;
+
+    e = malloc(sizeof(*e) + len);
+    if (e == NULL || (d->nev == d->cap && d->cap > INT32_MAX / 2)) {
+        free(e);
+        log_err("sim: out of memory queueing a put");
+        return ARCOLL_ERR_NOMEM;
+    }
+    if (d->nev == d->cap) {
+        int cap = d->cap ? 2 * d->cap : 64;
+        sim_ev_t **q = realloc(d->evq, sizeof(*q) * (size_t)cap);
+        if (q == NULL) {
+            free(e);
+            log_err("sim: out of memory queueing a put");
+            return ARCOLL_ERR_NOMEM;
+        }
+        d->evq = q;
+        d->cap = cap;
+    }
+    if (s->node == d->node) {
+        s->clock += (uint64_t)(p->intra_o + (double)len * p->intra_G);
+        arr = s->clock + (uint64_t)p->intra_L;
+    } else {
+        uint64_t *nic = &W.nic_free[s->node];
+        double wire = (double)len * p->inter_G;
+        s->clock += (uint64_t)p->inter_o;
+        if (*nic < s->clock)
+            *nic = s->clock;
+        *nic += (uint64_t)(wire > p->inter_g ? wire : p->inter_g);
+        arr = *nic + (uint64_t)p->inter_L;
+    }
+    /* Faults hit payload only (puts above CHAN_PUT_COPY bytes; control words
+     * are smaller), so that the tool's byte check is what must catch them. */
+    payload = !flag && len > 64;
+    if (W.fault == SIM_FAULT_REORDER && payload) {
+        arr += 20000; /* data after its flag: the ordering rule broken on purpose */
+    } else {
+        if (arr < *last)
+            arr = *last; /* one pair's puts land in order (RC) */
+        *last = arr;
+    }
+    e->t = arr;
+    e->seq = W.seq++;
+    e->dst = to;
+    e->len = (uint32_t)len;
+    e->flag = (uint32_t)flag;
+    memcpy(e->data, from, len);
+    if (W.fault == SIM_FAULT_CORRUPT && payload && e->seq % 7 == 0)
+        e->data[len / 2] ^= 0x5a;
+    d->evq[d->nev++] = e;
+    ev_sift(d, d->nev - 1);
+    W.inflight++;
+    sim_activity(s);
+    if (d->state == SIM_WAIT_PUT && (d->hidx < 0 || arr < d->key))
+        rq_set(dst, arr > d->clock ? arr : d->clock);
+    s->changed = 1;
+    s->quiet = 0;
+    sim_maybe_yield(s);
+    return ARCOLL_OK;
+}
+
+/* Apply the puts due by the rank's clock; 1 if there were any. */
+static int sim_deliver(sim_rank_t *r)
+{
+    int applied = 0;
+
+    while (r->nev > 0 && r->evq[0]->t <= r->clock) {
+        sim_ev_t *e = r->evq[0];
+        r->evq[0] = r->evq[--r->nev];
+        if (r->nev > 0)
+            ev_sift(r, 0);
+        if (e->flag) {
+            uint64_t v;
+            memcpy(&v, e->data, sizeof(v));
+            __atomic_store_n((uint64_t *)e->dst, v, __ATOMIC_RELEASE);
+        } else {
+            memcpy(e->dst, e->data, e->len);
+            r->clock += (uint64_t)((double)e->len * W.p.copy_G);
+        }
+        free(e);
+        W.events++;
+        W.inflight--;
+        sim_activity(r);
+        applied = 1;
+    }
+    if (applied) {
+        r->changed = 1;
+        r->quiet = 0;
+    }
+    return applied;
+}
+
+void sim_progress(int rank)
+{
+    sim_rank_t *r = &W.r[rank];
+
+    if (!sim_deliver(r) && ++r->quiet >= 1024) {
+        /* A wait loop that never calls the idle hook: treat it as one. */
+        r->quiet = 0;
+        sim_idle(rank);
+    }
+}
+
+void sim_idle(int rank)
+{
+    sim_rank_t *r = &W.r[rank];
+
+    /* A phase that polls node memory only (pap_shm's local step) does not
+     * call progress(): what is due lands here, or the rank would wait for
+     * puts it already has. */
+    sim_deliver(r);
+    if (r->changed) {
+        r->changed = 0;
+        r->unchanged = 0;
+        sim_maybe_yield(r);
+        return;
+    }
+    /* Two passes in a row saw nothing new: only a put (or node memory) can
+     * change that. */
+    if (++r->unchanged < 2) {
+        sim_maybe_yield(r);
+        return;
+    }
+    sim_block(r);
+}
+
+void sim_purge(int rank, const void *addr, size_t len)
+{
+    sim_rank_t *r = &W.r[rank];
+    const char *lo = addr, *hi = lo + len;
+    int k = 0;
+
+    for (int i = 0; i < r->nev; i++) {
+        sim_ev_t *e = r->evq[i];
+        if ((const char *)e->dst >= lo && (const char *)e->dst < hi) {
+            free(e);
+            W.inflight--;
+        } else {
+            r->evq[k++] = e;
+        }
+    }
+    r->nev = k;
+    for (int i = k / 2; i >= 0 && k > 0; i--)
+        ev_sift(r, i);
+}
+
+/* ---- rank side -------------------------------------------------------- */
+
+uint64_t sim_now(void)
+{
+    return W.r[W.cur].clock;
+}
+
+void sim_compute(uint64_t ns)
+{
+    sim_rank_t *r = &W.r[W.cur];
+
+    r->clock += ns;
+    sim_activity(r);
+    sim_maybe_yield(r);
+}
+
+static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
+{
+    int id = W.cur, p;
+    sim_rank_t *r = &W.r[id];
+
+    (void)user;
+    p = r->oob_round++ & 1; /* a round's buffer is reused two rounds later, when all have read */
+    if (W.oob_arrived[p] == 0) {
+        size_t need = (size_t)W.n * (len ? len : 1);
+        if (W.oob_cap[p] < need) {
+            unsigned char *b = realloc(W.oob_buf[p], need);
+            if (b == NULL)
+                return -1;
+            W.oob_buf[p] = b;
+            W.oob_cap[p] = need;
+        }
+        W.oob_tmax[p] = 0;
+    }
+    if (len > 0) /* a barrier passes no buffers */
+        memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
+    if (W.oob_tmax[p] < r->clock)
+        W.oob_tmax[p] = r->clock;
+    sim_activity(r);
+    if (++W.oob_arrived[p] == W.n) {
+        W.oob_arrived[p] = 0;
+        for (int i = 0; i < W.n; i++) {
+            if (W.r[i].state == SIM_WAIT_OOB) {
+                W.r[i].state = SIM_READY;
+                W.nready++;
+                rq_set(i, W.oob_tmax[p]);
+            }
+        }
+        r->clock = W.oob_tmax[p];
+        sim_maybe_yield(r);
+    } else {
+        r->state = SIM_WAIT_OOB;
+        sim_to_scheduler(r);
+    }
+    if (len > 0)
+        memcpy(rbuf, W.oob_buf[p], (size_t)W.n * len);
+    return 0;
+}
+
+static int sim_oob_barrier(void *user)
+{
+    return sim_oob_allgather(NULL, NULL, 0, user);
+}
+
+int sim_barrier(void)
+{
+    return sim_oob_barrier(NULL) == 0 ? ARCOLL_OK : ARCOLL_ERR_BOOTSTRAP;
+}
+
+void sim_oob(arcoll_oob_t *oob)
+{
+    memset(oob, 0, sizeof(*oob));
+    oob->allgather = sim_oob_allgather;
+    oob->barrier = sim_oob_barrier;
+    oob->rank = W.cur;
+    oob->size = W.n;
+}
+
+/* ---- sim_run ---------------------------------------------------------- */
+
+static void sim_free(void)
+{
+    for (int i = 0; W.r != NULL && i < W.n; i++) {
+        sim_rank_t *r = &W.r[i];
+        for (int k = 0; k < r->nev; k++)
+            free(r->evq[k]);
+        free(r->evq);
+        if (r->stack != NULL)
+            munmap(r->stack, W.stack_bytes);
+    }
+    free(W.r);
+    free(W.rq);
+    free(W.nic_free);
+    free(W.oob_buf[0]);
+    free(W.oob_buf[1]);
+    memset(&W, 0, sizeof(W));
+    W.cur = -1;
+}
+
+/* Ranks sharing a node wake to look at node memory even with no put due, so
+ * a deadlock among them never empties the run queue. It is one too when no
+ * rank is queued to run on (all only look at node memory) and nothing
+ * happened (sim_activity) for SIM_STUCK_NS of virtual time. (A late rank
+ * still computing is queued to run on: the others' looks until its clock
+ * are no deadlock. Node-memory phases without a put last microseconds.) */
+#define SIM_STUCK_NS 10000000ULL
+static int sim_stuck(void)
+{
+    return W.nready == 0 && W.quiet > 64 * (uint64_t)W.n + 1024 && W.nrq > 0 &&
+           W.r[W.rq[0]].key > W.active_ns + SIM_STUCK_NS;
+}
+
+static void sim_report_deadlock(void)
+{
+    static const char *const states[] = {"ready", "running", "waiting for a put",
+                                         "in the bootstrap", "done"};
+    int shown = 0;
+
+    for (int i = 0; i < W.n; i++) {
+        if (W.r[i].state == SIM_DONE)
+            continue;
+        if (shown++ < 8)
+            log_err("sim: deadlock: rank %d %s at %.3f us, %d puts queued", i, states[W.r[i].state],
+                    (double)W.r[i].clock / 1e3, W.r[i].nev);
+    }
+    if (W.nrq == 0)
+        log_err("sim: deadlock: %d of %d ranks wait and no put is in flight", shown, W.n);
+    else
+        log_err("sim: deadlock: %d of %d ranks wait, %llu puts undelivered, none made or "
+                "delivered in %.1f ms of virtual time",
+                shown, W.n, (unsigned long long)W.inflight, (double)SIM_STUCK_NS / 1e6);
+}
+
+static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    W.n = o->n;
+    W.p = o->params;
+    W.fault = o->fault;
+    W.fn = fn;
+    W.arg = arg;
+    W.stack_bytes = (o->stack_bytes + page - 1) / page * page + page; /* + guard page */
+    W.lookahead = (uint64_t)(W.p.intra_L < W.p.inter_L ? W.p.intra_L : W.p.inter_L);
+    W.r = calloc((size_t)W.n, sizeof(*W.r));
+    W.rq = calloc((size_t)W.n, sizeof(*W.rq));
+    W.nic_free = calloc((size_t)W.n, sizeof(*W.nic_free));
+    if (W.r == NULL || W.rq == NULL || W.nic_free == NULL) {
+        log_err("sim: out of memory for %d ranks", W.n);
+        return ARCOLL_ERR_NOMEM;
+    }
+    for (int i = 0; i < W.n; i++) {
+        sim_rank_t *r = &W.r[i];
+        r->hidx = -1;
+        r->local_size = 1;
+        r->stack = mmap(NULL, W.stack_bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (r->stack == MAP_FAILED) {
+            r->stack = NULL;
+            log_err("sim: cannot map a %zu-byte stack for rank %d: %s", W.stack_bytes, i,
+                    strerror(errno));
+            return ARCOLL_ERR_NOMEM;
+        }
+        if (mprotect(r->stack, page, PROT_NONE) != 0 || getcontext(&r->uc) != 0) {
+            log_err("sim: cannot set up rank %d's coroutine: %s", i, strerror(errno));
+            return ARCOLL_ERR_NOMEM;
+        }
+        r->uc.uc_stack.ss_sp = (char *)r->stack + page;
+        r->uc.uc_stack.ss_size = W.stack_bytes - page;
+        r->uc.uc_link = NULL;
+        makecontext(&r->uc, sim_entry, 0);
+        r->state = SIM_READY;
+        W.nready++;
+        rq_set(i, 0);
+    }
+    return ARCOLL_OK;
+}
+
+int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_stats_t *st)
+{
+    int rc, first = 0, done = 0;
+
+    if (W.n != 0 || o->n <= 0) {
+        log_err("sim: %s", W.n != 0 ? "a simulation is already running" : "no ranks to run");
+        return ARCOLL_ERR_STATE;
+    }
+    rc = sim_setup(o, fn, arg);
+    while (rc == ARCOLL_OK && W.nrq > 0 && !sim_stuck()) {
+        int id = rq_pop();
+        sim_rank_t *r = &W.r[id];
+        if (r->clock < r->key)
+            r->clock = r->key;
+        r->state = SIM_RUNNING;
+        W.cur = id;
+        core_log_rank = id; /* log lines name the virtual rank */
+        W.switches++;
+        W.quiet++;
+        sim_to_rank(r);
+        W.cur = -1;
+        if (r->state == SIM_DONE) {
+            sim_activity(r);
+            done++;
+            if (r->rc != 0 && first == 0)
+                first = r->rc; /* the others still run to their end */
+        }
+    }
+    if (rc == ARCOLL_OK && done < W.n) {
+        sim_report_deadlock();
+        rc = ARCOLL_ERR_STATE;
+    }
+    if (rc == ARCOLL_OK)
+        rc = first;
+    if (st != NULL) {
+        st->switches = W.switches;
+        st->events = W.events;
+        st->vtime_ns = 0;
+        for (int i = 0; W.r != NULL && i < W.n; i++)
+            if (st->vtime_ns < W.r[i].clock)
+                st->vtime_ns = W.r[i].clock;
+    }
+    sim_free();
+    return rc;
+}

@@ -1,0 +1,463 @@
+/*
+ * arcoll-sim: the library's own algorithms at N virtual ranks in one process,
+ * in virtual time (docs/scale.md).
+ *
+ *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
+ *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE]
+ *              [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
+ *
+ * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
+ * iters calls of one collective, each after a barrier and the bench's skew
+ * (random: U[0,1) x MIF x T per rank; late: round(FRAC x n) ranks drawn afresh
+ * wait MIF x T), T being the model's time of one message of the size. Rows are
+ * OSU-style: size, then the virtual latency (own entry to own exit) averaged
+ * over ranks and iterations, and the lowest and highest per-rank mean. Every
+ * received byte is checked; a wrong one makes the run fail ("corrupted
+ * calls"). A progress line goes to stderr. --bounce sets ARCOLL_BOUNCE_SIZE: the
+ * team regions (2 slots per peer) are most of the memory at large n.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "arcoll.h"
+#include "sim/sim.h"
+
+#define MAX_SIZES 16
+
+enum { C_A2A, C_AG, C_A2AV, C_AGV, C_AR, C_N };
+static const char *const coll_names[C_N] = {"alltoall", "allgather", "alltoallv", "allgatherv",
+                                            "allreduce"};
+static const char *const coll_vars[C_N] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG",
+                                           "ARCOLL_ALLTOALLV_ALG", "ARCOLL_ALLGATHERV_ALG",
+                                           "ARCOLL_ALLREDUCE_ALG"};
+
+typedef struct job {
+    int n, ppn, coll, iters, warmup, csv, json, fault;
+    const char *alg;
+    const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
+    size_t sizes[MAX_SIZES];
+    int nsizes;
+    double mif, late; /* late < 0: random skew */
+    uint64_t seed;
+    sim_opts_t so;
+    double *lat;  /* [nsizes][n]: sum of a rank's latencies (ns) */
+    long checked; /* calls checked (warm-up included), over ranks */
+    long corrupt; /* calls with a wrong byte, over ranks */
+    long failed;  /* calls that returned an error */
+    double wall0;
+} job_t;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Byte k of the block src sends to dst in iteration it. */
+static unsigned char pat(int src, int dst, size_t k, int it)
+{
+    return (unsigned char)mix64(((uint64_t)(unsigned)src << 44) ^ ((uint64_t)(unsigned)dst << 24) ^
+                                (uint64_t)k ^ ((uint64_t)(unsigned)it << 58));
+}
+
+/* The model's time of one message of bytes (the bench's T). */
+static double msg_ns(const job_t *j, size_t bytes)
+{
+    const sim_params_t *p = &j->so.params;
+
+    if (j->ppn >= j->n)
+        return p->intra_o + p->intra_L + (double)bytes * p->intra_G;
+    return p->inter_o + p->inter_L + (double)bytes * p->inter_G;
+}
+
+/* This rank's wait before call it: the bench's skew model. */
+static uint64_t skew_ns(const job_t *j, int rank, int it, size_t bytes)
+{
+    double w = j->mif * msg_ns(j, bytes);
+    uint64_t h = mix64(j->seed ^ ((uint64_t)(unsigned)it << 32));
+
+    if (j->mif <= 0)
+        return 0;
+    if (j->late < 0)
+        return (uint64_t)(w * (double)(mix64(h ^ (uint64_t)(unsigned)rank) >> 11) * 0x1p-53);
+    /* Late mode: the first k of a permutation drawn from the iteration's seed
+     * (partial Fisher-Yates, the same on every rank). */
+    int k = (int)lround(j->late * j->n), late = 0;
+    int *perm = malloc(sizeof(int) * (size_t)j->n);
+    if (perm == NULL)
+        return 0;
+    for (int i = 0; i < j->n; i++)
+        perm[i] = i;
+    for (int i = 0; i < k && i < j->n; i++) {
+        int r = i + (int)(mix64(h + (uint64_t)i) % (uint64_t)(j->n - i));
+        int t = perm[i];
+        perm[i] = perm[r];
+        perm[r] = t;
+        late |= perm[i] == rank;
+    }
+    free(perm);
+    return late ? (uint64_t)w : 0;
+}
+
+static void fill(const job_t *j, int rank, int it, size_t bytes, unsigned char *s)
+{
+    int n = j->n;
+
+    if (j->coll == C_AR) {
+        int64_t *v = (int64_t *)(void *)s;
+        for (size_t i = 0; i < bytes / 8; i++)
+            v[i] = (int64_t)(rank + 1) * (int64_t)(i + 1) + it;
+        return;
+    }
+    if (j->coll == C_AG || j->coll == C_AGV) {
+        for (size_t k = 0; k < bytes; k++)
+            s[k] = pat(rank, 0, k, it);
+        return;
+    }
+    for (int d = 0; d < n; d++)
+        for (size_t k = 0; k < bytes; k++)
+            s[(size_t)d * bytes + k] = pat(rank, d, k, it);
+}
+
+/* 1 if every received byte is right. */
+static int check(const job_t *j, int rank, int it, size_t bytes, const unsigned char *r)
+{
+    int n = j->n;
+
+    if (j->coll == C_AR) {
+        const int64_t *v = (const int64_t *)(const void *)r;
+        for (size_t i = 0; i < bytes / 8; i++)
+            if (v[i] != (int64_t)(i + 1) * n * (n + 1) / 2 + (int64_t)n * it)
+                return 0;
+        return 1;
+    }
+    for (int s = 0; s < n; s++)
+        for (size_t k = 0; k < bytes; k++)
+            if (r[(size_t)s * bytes + k] !=
+                pat(s, j->coll == C_AG || j->coll == C_AGV ? 0 : rank, k, it))
+                return 0;
+    return 1;
+}
+
+static int call(const job_t *j, arcoll_team_t t, const void *s, void *r, size_t bytes,
+                const size_t *counts, const size_t *displs)
+{
+    switch (j->coll) {
+    case C_A2A: return arcoll_alltoall(t, s, r, bytes);
+    case C_AG: return arcoll_allgather(t, s, r, bytes);
+    case C_A2AV: return arcoll_alltoallv(t, s, counts, displs, r, counts, displs);
+    case C_AGV: return arcoll_allgatherv(t, s, bytes, r, counts, displs);
+    default: return arcoll_allreduce(t, s, r, bytes / 8, ARCOLL_INT64, ARCOLL_SUM);
+    }
+}
+
+static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
+{
+    size_t bytes = j->sizes[si], n = (size_t)j->n;
+    size_t sb = j->coll == C_AR ? bytes : j->coll == C_AG || j->coll == C_AGV ? bytes : n * bytes;
+    size_t rb = j->coll == C_AR ? bytes : n * bytes;
+    unsigned char *s = malloc(sb ? sb : 1), *r = malloc(rb ? rb : 1);
+    size_t *counts = malloc(sizeof(size_t) * n), *displs = malloc(sizeof(size_t) * n);
+    int rc = ARCOLL_OK;
+
+    if (s == NULL || r == NULL || counts == NULL || displs == NULL) {
+        fprintf(stderr, "arcoll-sim: rank %d: out of memory\n", rank);
+        rc = ARCOLL_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        counts[i] = bytes;
+        displs[i] = i * bytes;
+    }
+    if (j->fault == SIM_FAULT_QUIT && rank == 1) {
+        fprintf(stderr, "arcoll-sim: rank 1 skips its calls (--fault quit)\n");
+        rc = ARCOLL_ERR_STATE;
+        goto out;
+    }
+    for (int it = -j->warmup; it < j->iters; it++) {
+        uint64_t t0, t1;
+        int crc;
+        fill(j, rank, it, bytes, s);
+        memset(r, 0xee, rb);
+        rc = sim_barrier();
+        if (rc != ARCOLL_OK)
+            goto out;
+        sim_compute(skew_ns(j, rank, it, bytes));
+        t0 = sim_now();
+        crc = call(j, team, s, r, bytes, counts, displs);
+        t1 = sim_now();
+        if (crc != ARCOLL_OK) {
+            fprintf(stderr, "arcoll-sim: rank %d: %s of %zu bytes failed: %s (%s)\n", rank,
+                    coll_names[j->coll], bytes, arcoll_strerror(crc), arcoll_last_error(NULL));
+            j->failed++;
+            rc = crc;
+            goto out;
+        }
+        j->checked++;
+        if (!check(j, rank, it, bytes, r))
+            j->corrupt++;
+        if (it >= 0)
+            j->lat[(size_t)si * n + (size_t)rank] += (double)(t1 - t0);
+        if (rank == 0 && isatty(2))
+            fprintf(stderr, "\rarcoll-sim: %zu B: call %d/%d, %.1f s   ", bytes, it + 1, j->iters,
+                    wall_now() - j->wall0);
+    }
+out:
+    free(displs);
+    free(counts);
+    free(r);
+    free(s);
+    return rc;
+}
+
+static int rank_main(int rank, void *arg)
+{
+    job_t *j = arg;
+    const char *cfg[] = {"ARCOLL_CHANNEL",
+                         "sim",
+                         coll_vars[j->coll],
+                         j->alg,
+                         j->bounce != NULL ? "ARCOLL_BOUNCE_SIZE" : NULL,
+                         j->bounce,
+                         NULL};
+    arcoll_context_t ctx;
+    arcoll_oob_t oob;
+    int rc, frc;
+
+    sim_oob(&oob);
+    rc = arcoll_init_config(&oob, cfg, &ctx);
+    if (rc != ARCOLL_OK) {
+        if (rank == 0)
+            fprintf(stderr, "arcoll-sim: arcoll_init_config: %s (%s)\n", arcoll_strerror(rc),
+                    arcoll_last_error(NULL));
+        return rc;
+    }
+    for (int si = 0; rc == ARCOLL_OK && si < j->nsizes; si++)
+        rc = rank_size(j, rank, arcoll_team_world(ctx), si);
+    frc = arcoll_finalize(ctx);
+    return rc != ARCOLL_OK ? rc : frc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
+               "allreduce]\n"
+               "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
+               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE] [--csv|--json]\n"
+               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n");
+}
+
+static int parse_sizes(job_t *j, char *s)
+{
+    for (char *tok = strtok(s, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        char *end;
+        unsigned long long v;
+        errno = 0;
+        v = strtoull(tok, &end, 10);
+        if (errno || *end || end == tok || j->nsizes == MAX_SIZES || v > (1ULL << 30))
+            return -1;
+        j->sizes[j->nsizes++] = (size_t)v;
+    }
+    return j->nsizes > 0 ? 0 : -1;
+}
+
+static int parse(job_t *j, int argc, char **argv)
+{
+    const char *params = "host-shm";
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1;
+        if (strcmp(a, "--csv") == 0) {
+            j->csv = 1;
+            used = 0;
+        } else if (strcmp(a, "--json") == 0) {
+            j->json = 1;
+            used = 0;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (v == NULL) {
+            fprintf(stderr, "arcoll-sim: %s needs a value\n", a);
+            return -1;
+        } else if (strcmp(a, "-n") == 0) {
+            j->n = atoi(v);
+        } else if (strcmp(a, "--ppn") == 0) {
+            j->ppn = atoi(v);
+        } else if (strcmp(a, "--coll") == 0) {
+            j->coll = -1;
+            for (int c = 0; c < C_N; c++)
+                if (strcmp(v, coll_names[c]) == 0)
+                    j->coll = c;
+            if (j->coll < 0) {
+                fprintf(stderr, "arcoll-sim: unknown --coll %s\n", v);
+                return -1;
+            }
+        } else if (strcmp(a, "--alg") == 0) {
+            j->alg = v;
+        } else if (strcmp(a, "--size") == 0) {
+            char buf[256];
+            snprintf(buf, sizeof(buf), "%s", v);
+            if (parse_sizes(j, buf) != 0) {
+                fprintf(stderr, "arcoll-sim: --size wants up to %d sizes B[,B...]\n", MAX_SIZES);
+                return -1;
+            }
+        } else if (strcmp(a, "--iters") == 0) {
+            j->iters = atoi(v);
+        } else if (strcmp(a, "--warmup") == 0) {
+            j->warmup = atoi(v);
+        } else if (strcmp(a, "--skew") == 0) {
+            j->mif = atof(v);
+        } else if (strcmp(a, "--late") == 0) {
+            j->late = atof(v);
+        } else if (strcmp(a, "--bounce") == 0) {
+            j->bounce = v;
+        } else if (strcmp(a, "--params") == 0) {
+            params = v;
+        } else if (strcmp(a, "--seed") == 0) {
+            j->seed = strtoull(v, NULL, 0);
+        } else if (strcmp(a, "--stack") == 0) {
+            j->so.stack_bytes = (size_t)atol(v) * 1024;
+        } else if (strcmp(a, "--fault") == 0) {
+            j->fault = strcmp(v, "reorder") == 0   ? SIM_FAULT_REORDER
+                       : strcmp(v, "corrupt") == 0 ? SIM_FAULT_CORRUPT
+                       : strcmp(v, "quit") == 0    ? SIM_FAULT_QUIT
+                                                   : -1;
+        } else {
+            fprintf(stderr, "arcoll-sim: unknown option %s\n", a);
+            return -1;
+        }
+        i += used;
+    }
+    if (j->n < 1 || j->ppn < 1 || j->iters < 1 || j->warmup < 0 || j->mif < 0 || j->late > 1 ||
+        j->fault < 0 || j->so.stack_bytes < 65536 || j->nsizes == 0) {
+        fprintf(stderr, "arcoll-sim: need -n >= 1, --ppn >= 1, --iters >= 1, --warmup >= 0, "
+                        "--skew >= 0, --late <= 1, --stack >= 64, a --size\n");
+        return -1;
+    }
+    if (j->coll == C_AR)
+        for (int i = 0; i < j->nsizes; i++)
+            if (j->sizes[i] % 8) {
+                fprintf(stderr, "arcoll-sim: allreduce sizes are of int64 vectors: multiples "
+                                "of 8\n");
+                return -1;
+            }
+    return sim_params_load(params, &j->so.params) == ARCOLL_OK ? 0 : -1;
+}
+
+static void report(const job_t *j, double wall, const sim_stats_t *st)
+{
+    struct rusage ru;
+    const sim_params_t *p = &j->so.params;
+    int nodes = (j->n + j->ppn - 1) / j->ppn;
+
+    getrusage(RUSAGE_SELF, &ru);
+    if (j->csv)
+        printf("coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt\n");
+    else if (j->json)
+        printf("[");
+    else
+        printf("# arcoll-sim: %s %s, %d ranks = %d nodes x %d, params %s (intra o %g L %g G %g; "
+               "inter o %g L %g G %g g %g; ns), %d calls after %d, skew %s %g%s\n"
+               "# virtual latency, own entry to own exit: mean over ranks and calls; min/max: "
+               "lowest/highest per-rank mean\n"
+               "# %-10s %12s %12s %12s\n",
+               coll_names[j->coll], j->alg, j->n, nodes, j->ppn, p->name, p->intra_o, p->intra_L,
+               p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, j->iters, j->warmup,
+               j->late >= 0 ? "late" : "random", j->mif, j->late >= 0 ? " of MIF" : "", "Size",
+               "Avg(us)", "Min(us)", "Max(us)");
+    for (int si = 0; si < j->nsizes; si++) {
+        double sum = 0, lo = INFINITY, hi = 0;
+        for (int r = 0; r < j->n; r++) {
+            double m = j->lat[(size_t)si * (size_t)j->n + (size_t)r] / j->iters / 1e3;
+            sum += m;
+            lo = m < lo ? m : lo;
+            hi = m > hi ? m : hi;
+        }
+        if (j->csv)
+            printf("%s,%s,%d,%d,%d,%s,%zu,%g,%g,%.3f,%.3f,%.3f,%d,%ld\n", coll_names[j->coll],
+                   j->alg, j->n, j->ppn, nodes, p->name, j->sizes[si], j->mif, j->late, sum / j->n,
+                   lo, hi, j->iters, j->corrupt);
+        else if (j->json)
+            printf("%s\n  {\"coll\": \"%s\", \"alg\": \"%s\", \"n\": %d, \"ppn\": %d, \"nodes\": "
+                   "%d, \"params\": \"%s\", \"size\": %zu, \"mif\": %g, \"late\": %g, \"avg_us\": "
+                   "%.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"iters\": %d, \"corrupt\": %ld}",
+                   si ? "," : "", coll_names[j->coll], j->alg, j->n, j->ppn, nodes, p->name,
+                   j->sizes[si], j->mif, j->late, sum / j->n, lo, hi, j->iters, j->corrupt);
+        else
+            printf("  %-10zu %12.3f %12.3f %12.3f\n", j->sizes[si], sum / j->n, lo, hi);
+    }
+    if (j->json)
+        printf("\n]\n");
+    else if (!j->csv)
+        printf("# check: %ld calls checked byte for byte, %ld corrupted calls\n", j->checked,
+               j->corrupt);
+    fprintf(stderr,
+            "%sarcoll-sim: %d ranks, wall %.2f s, max RSS %.1f MiB, %llu switches, %llu puts, "
+            "virtual %.3f ms, %ld corrupted calls\n",
+            isatty(2) ? "\r" : "", j->n, wall, (double)ru.ru_maxrss / 1024.0,
+            (unsigned long long)st->switches, (unsigned long long)st->events,
+            (double)st->vtime_ns / 1e6, j->corrupt);
+}
+
+int main(int argc, char **argv)
+{
+    job_t j;
+    sim_stats_t st;
+    char ppn[32];
+    int rc;
+
+    memset(&j, 0, sizeof(j));
+    j.ppn = 1;
+    j.iters = 10;
+    j.warmup = 1;
+    j.alg = "pap";
+    j.late = -1;
+    j.seed = 1;
+    j.so.stack_bytes = 256 * 1024;
+    if (parse(&j, argc, argv) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    /* Pretend nodes of ppn ranks (bootstrap/boot_common.c); ppn 1 makes every
+     * rank a node of its own, so that the inter-node parameters apply. */
+    snprintf(ppn, sizeof(ppn), "%d", j.ppn);
+    setenv("ARCOLL_NODE_SIZE", ppn, 1);
+    j.so.n = j.n;
+    j.so.fault = j.fault;
+    j.lat = calloc((size_t)j.nsizes * (size_t)j.n, sizeof(double));
+    if (j.lat == NULL) {
+        fprintf(stderr, "arcoll-sim: out of memory\n");
+        return 1;
+    }
+    j.wall0 = wall_now();
+    rc = sim_run(&j.so, rank_main, &j, &st);
+    if (rc != ARCOLL_OK) {
+        fprintf(stderr,
+                "arcoll-sim: the simulation failed: %s (%ld corrupted calls, %ld failed "
+                "calls)\n",
+                arcoll_strerror(rc), j.corrupt, j.failed);
+        free(j.lat);
+        return 1;
+    }
+    report(&j, wall_now() - j.wall0, &st);
+    free(j.lat);
+    return j.corrupt || j.failed ? 1 : 0;
+}
