@@ -30,13 +30,17 @@ nbin=0
 jobs=${UNIT_JOBS:-$(nproc 2>/dev/null || echo 1)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/timing.sh"
+timing_init "$build/unit-times.txt"
 
-# run_one BIN: its output into $tmp/NAME.out, its exit status into $tmp/NAME.rc
+# run_one BIN: its output into $tmp/NAME.out, its exit status into $tmp/NAME.rc, its wall
+# time into $tmp/NAME.s
 run_one() {
-    local bin=$1 name
+    local bin=$1 name start=$SECONDS
     name=$(basename "$bin")
     CMOCKA_MESSAGE_OUTPUT=stdout timeout "$timeout_s" "${wrap[@]}" "$bin" >"$tmp/$name.out" 2>&1
     echo $? >"$tmp/$name.rc"
+    echo $((SECONDS - start)) >"$tmp/$name.s"
 }
 
 shopt -s nullglob
@@ -63,6 +67,7 @@ for bin in "${bins[@]}"; do
     nbin=$((nbin + 1))
     out=$(cat "$tmp/$name.out")
     rc=$(cat "$tmp/$name.rc")
+    timing_add "$name" "$(cat "$tmp/$name.s")"
 
     # cmocka's summary, once per group: "[  PASSED  ] N test(s)." and
     # "[  FAILED  ] N test(s), listed below:" (only when some failed).
@@ -98,9 +103,9 @@ for bin in "${bins[@]}"; do
     total_pass=$((total_pass + pass))
     total_fail=$((total_fail + fail))
     if [ "$fail" -eq 0 ]; then
-        echo "PASS $name: $pass passed"
+        echo "PASS $name: $pass passed ($(cat "$tmp/$name.s") s)"
     else
-        echo "FAIL $name: $pass passed, $fail failed$note"
+        echo "FAIL $name: $pass passed, $fail failed$note ($(cat "$tmp/$name.s") s)"
         printf '%s\n' "$out" | sed 's/^/    /'
     fi
 done
@@ -110,5 +115,6 @@ if [ "$nbin" -eq 0 ]; then
     echo "unit: $total_pass passed, $total_fail failed"
     exit 1
 fi
+timing_top unit 5
 echo "unit: $total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

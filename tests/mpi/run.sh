@@ -11,6 +11,8 @@ B=${1:-build}
 FILTER=${2:-}
 LOG=$B/mpi-logs
 mkdir -p "$LOG"
+. "$(dirname "$0")/../timing.sh"
+timing_init "$LOG/times.txt"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export ARCOLL_TIMEOUT_MS=${ARCOLL_TIMEOUT_MS:-20000}
@@ -29,6 +31,7 @@ t() {
     [ -z "$FILTER" ] || [[ $name == *$FILTER* ]] || return 0
     timeout 300 "$@" >"$LOG/$name.log" 2>&1
     rc=$?
+    timing_add "$name" $((SECONDS - start))
     case $expect in
     ok) [ $rc -eq 0 ] && good=1 ;;
     ok:*) [ $rc -eq 0 ] && grep -qF -- "${expect#ok:}" "$LOG/$name.log" && good=1 ;;
@@ -148,12 +151,14 @@ else
     # arcoll and PMPI: MPI_THREAD_MULTIPLE there and SINGLE elsewhere (agreed at MPI_Init: every
     # call to PMPI on every rank), or its MPI_Comm_set_attr failing every other time (each call
     # alike on all ranks, data against PMPI). The code before the agreement hung in both (timeout
-    # 120 makes a hang a failure).
+    # 120 makes a hang a failure). 20 split/free cycles, not 200: under setattr_fail every other
+    # one makes a context of its own (0.2 s each; 200 took 45-62 s, 121 s under ASan).
     for n in 2 4; do
         t "shim-$n-thread-mixed" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
             ARCOLL_TIMEOUT_MS=5000 "$ST" mixed
         t "shim-split-$n-setattr-fail" ok:" 0 failed" timeout 240 $MPIRUN -np $n env \
-            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=setattr_fail "$B/tests/shim_split_test" attr
+            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=setattr_fail SHIM_SPLIT_CYCLES=20 \
+            "$B/tests/shim_split_test" attr
     done
     # The fallbacks say why at ARCOLL_LOG=debug.
     t shim-3-debug ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" ARCOLL_LOG=debug "$ST" shim
@@ -345,6 +350,7 @@ else
         diff "$LOG/shim-a2av-3-plain.digest" "$LOG/shim-a2av-3-corrupt.digest"
 fi
 
+timing_top mpi
 echo "mpi: $pass passed, $fail failed"
 [ $fail -eq 0 ] || {
     echo "failed: ${failed[*]}"

@@ -24,6 +24,8 @@ B=$(cd "$B" && pwd)
 LOG=$B/slurm-logs
 rm -rf "$LOG"
 mkdir -p "$LOG"
+. "$HERE/../timing.sh"
+timing_init "$LOG/times.txt"
 W=$(mktemp -d /tmp/arcoll-slurm.XXXXXX)
 export SLURM_CONF=$W/slurm.conf
 pass=0
@@ -115,6 +117,7 @@ s() {
     [ -z "$FILTER" ] || [[ $name == *$FILTER* ]] || return 0
     timeout 180 srun --mpi=pmix -n "$n" -O "$@" >"$LOG/$name.log" 2>&1
     rc=$?
+    timing_add "$name" $((SECONDS - start))
     if [ $rc -eq 0 ] && grep -q " 0 failed" "$LOG/$name.log"; then
         verdict PASS "$name" "$(($SECONDS - start)) s  $(grep -m1 'passed, [0-9]* failed' "$LOG/$name.log")"
     else
@@ -142,5 +145,7 @@ if [ -z "$left" ]; then
 else
     verdict FAIL slurm-stop "still running:$left"
 fi
+timing_add slurm-start+stop $((SECONDS - t0 - $(awk '{ s += $1 } END { print s + 0 }' "$TIMING_FILE")))
+timing_top slurm
 echo "slurm: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -120,7 +120,8 @@ ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok $FLAT "$T/coll_test" skew 300 
 SHMA="env COLL_TEST_ALGS=shm_direct,pap_shm"
 ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_matrix_np4 4 ok $SHMA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_skew_late_np4 4 ok $SHMA "$T/coll_test" skew 200 500 late
-ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 300 200 random
+# 100 random-skew calls on the unequal nodes: 300 took 200 s of guest time at host load 15.
+ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 100 200 random
 # Non-leader alltoall (seed 001) on pretend nodes over verbs: cross teams of one rank per node.
 NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
@@ -138,7 +139,9 @@ ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm ARCOLL_VERBS_CONNECT=eager \
     av verbs_qps_eager_np4 4 ok "$T/coll_test" qps 3
 ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm av verbs_qps_wrong_count_fails_np4 4 \
     'error:RC QPs after alltoall' "$T/coll_test" qps 3
-ARCOLL_VERBS_CONNECT=eager av verbs_eager_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
+# Eager wiring with every collective once (env; the matrix's data paths do not depend on when
+# a QP was connected, and took 43 s at host load 15).
+ARCOLL_VERBS_CONNECT=eager av verbs_eager_env_np3 3 ok "$T/coll_test" env
 # The non-leader algorithms talk only to their cross team: nodes - 1 QPs per process at 8
 # ranks (pap would need 7); leader only between masters.
 ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=sa av verbs_qps_sa_4x2_np8 8 ok "$T/coll_test" qps 3
@@ -147,10 +150,14 @@ ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=leader av verbs_qps_leader_4x2_np8 8 ok "
     qps 3,0,3,0,3,0,3,0
 av verbs_bad_input_np3 3 ok "$T/coll_test" bad
 av verbs_realloc_np2 2 ok "$T/coll_test" realloc
-ARCOLL_FAULT=reg_fail av verbs_reg_fail_falls_back_np3 3 ok $FLAT "$T/coll_test_fault" matrix
-# Connection handshakes that lose HELLOs: every other one lost still connects (retransmission);
-# all lost must end in a timeout that names the silent peer, not a hang.
-ARCOLL_FAULT=hello_drop av verbs_hello_drop_np3 3 ok $FLAT "$T/coll_test_fault" matrix
+# Every size through the zero-copy path (env: 0 B to 1 MiB, in place too), each registration
+# failing: the bounce slots serve. (The matrix took 58 s at host load 15; the fallback is below the
+# algorithms, and tests/integ runs the matrix on smp.)
+ARCOLL_FAULT=reg_fail ARCOLL_PATH=zcopy av verbs_reg_fail_falls_back_np3 3 ok "$T/coll_test_fault" env
+# Connection handshakes that lose HELLOs: every other one lost still connects (retransmission;
+# env connects every pair of the 3 ranks); all lost must end in a timeout that names the silent
+# peer, not a hang.
+ARCOLL_FAULT=hello_drop av verbs_hello_drop_np3 3 ok "$T/coll_test_fault" env
 ARCOLL_FAULT=hello_drop_all AV_TIMEOUT_MS=3000 av verbs_hello_drop_all_times_out_np2 2 \
     'error:hellos sent, no answer' "$T/coll_test_fault" env
 # A wrong rkey must give the documented error (a remote access error), not a hang.
@@ -183,9 +190,9 @@ fi
 # flight; team_split (node algorithms on split teams of pretend nodes); 1000 random calls
 # under random skew. v runs every algorithm, size, in place and nonblocking, but only every
 # 8th dtype x op pair of the reductions per cell, rotating (all pairs on every algorithm).
+# A power of two and not (2, 5; 3 repeated 5's uneven rounds; the pair runs 2 and 4).
 VOPS="env COLL_V_OPS_EVERY=8"
 av verbs_v_np2 2 ok $VOPS "$T/coll_test" v
-av verbs_v_np3 3 ok $VOPS "$T/coll_test" v
 av verbs_v_np5 5 ok $VOPS "$T/coll_test" v
 av verbs_vbad_np3 3 ok "$T/coll_test" vbad
 av verbs_inflight_np3 3 ok "$T/coll_test" inflight
@@ -196,10 +203,11 @@ av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
 # distributions x sizes x in place x nonblocking x routing limits (ARCOLL_SLOAV_MAX 2k, 0,
 # 64k), and blocks of 0, 1 and 1 MiB mixed in one call; sloavx on pretend nodes of 2; 1000
 # back-to-back skewed calls of each (vbad above covers their cross-rank mismatches). All of
-# it at 2 ranks and on the pretend nodes; the others rotate the limits from cell to cell
-# (COLL_A2AV_QUICK: every limit still meets every distribution and size).
+# it at 2 ranks and on the pretend nodes (8 ranks); the others rotate the limits from cell to
+# cell (COLL_A2AV_QUICK: every limit still meets every distribution and size), at 5 (not a power
+# of two: a partial last round) and 16 (four rounds). 3 and 8 repeated 5 and the nodes' 8.
 av verbs_a2av_np2 2 ok "$T/coll_test" a2av
-for np in 3 5 8 16; do
+for np in 5 16; do
     av verbs_a2av_quick_np$np $np ok env COLL_A2AV_QUICK=1 "$T/coll_test" a2av
 done
 ARCOLL_NODE_SIZE=2 av verbs_a2av_nodes2_np8 8 ok "$T/coll_test" a2av

@@ -59,6 +59,9 @@ done < <(env | grep -E '^ARCOLL_[A-Z0-9_]*=.' | grep -v '^VMBED_')
 LOGS=$B/vm
 pass=0
 fail=0
+mkdir -p "$LOGS"
+. "$HERE/../timing.sh"
+timing_init "$LOGS/times.txt"
 
 # stage OUT SCRIPT: fresh output dir holding the guest scripts (the guest runs them from its
 # /tmp/vmout, so a clone anywhere, even under /tmp, works)
@@ -87,6 +90,19 @@ report() {
             bad=1
         fi
     done < <(grep -E '^VMTEST (PASS|FAIL) ' "$d/guest.log" 2>/dev/null)
+    # Each test's guest time from its verdict's [T0s..T1s] (once for the pair: node1's view),
+    # and the boot and set-up before the first of them.
+    if [ "$g" != node2 ]; then
+        local secs test
+        while read -r secs test; do timing_add "$test" "$secs"; done < <(awk -v g="vm/$g" '
+            /^VMTEST (PASS|FAIL) / && match($0, /\[[0-9.]+s\.\.[0-9.]+s\]$/) {
+                split(substr($0, RSTART + 1, RLENGTH - 3), t, /s\.\./)
+                printf "%.0f %s/%s\n", t[2] - t[1], g, $3
+                if (first == "" || t[1] < first) first = t[1]
+            }
+            END { if (first != "") printf "%.0f %s/(boot,setup,perftest)\n", first, g }' \
+            "$d/guest.log" 2>/dev/null)
+    fi
     local rc
     rc=$(cat "$d/rc" 2>/dev/null)
     if [ -z "$rc" ] || { [ "$rc" != 0 ] && [ $bad = 0 ]; } || [ $n = 0 ]; then
@@ -188,7 +204,6 @@ run_bench() {
     cat "$LOGS/bench/bench.out" 2>/dev/null
 }
 
-mkdir -p "$LOGS"
 case $MODE in
 bench) run_bench ;;
 single) run_single ;;
@@ -198,5 +213,6 @@ all)
     run_pair_retry
     ;;
 esac
+timing_top vm 15
 echo "vm: $pass passed, $fail failed"
 [ $fail -eq 0 ]
