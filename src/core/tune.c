@@ -29,7 +29,7 @@
  * the node heap (core_tune_fits); measured with bench/heap-sweep.sh
  * (docs/measurements/sh-co.md).
  */
-static const char tune_default[] = "alltoall:2k-1m:nodes=1:over=no:@sh_co#"
+static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                    "allgather:2k-inf:nodes=1:over=no:@sh_co#"
                                    "alltoall:16k-inf:nodes=1:over=yes:@sh_co#"
                                    "allgather:16k-inf:nodes=1:over=yes:@sh_co#"

@@ -418,14 +418,11 @@ static void test_default_sh_co(void **state)
     for (int over = 0; over <= 1; over++) {
         size_t lo = over ? 16384 : 2048;
         for (int coll = A2A; coll <= AG; coll++) {
-            size_t hi = coll == A2A && !over ? (size_t)1 << 20 : SIZE_MAX;
             assert_int_equal(pick_heap(&tab, coll, lo - 1, 1, 2, over, 1), CORE_ALG_PAP);
             assert_int_equal(pick_heap(&tab, coll, lo, 1, 2, over, 1), CORE_ALG_SH_CO);
             assert_int_equal(pick_heap(&tab, coll, lo, 1, 8, over, 1), CORE_ALG_SH_CO);
             assert_int_equal(pick_heap(&tab, coll, (size_t)1 << 19, 1, 4, over, 1), CORE_ALG_SH_CO);
-            assert_int_equal(pick_heap(&tab, coll, hi - 1, 1, 2, over, 1), CORE_ALG_SH_CO);
-            if (hi != SIZE_MAX)
-                assert_int_equal(pick_heap(&tab, coll, hi, 1, 2, over, 1), CORE_ALG_PAP);
+            assert_int_equal(pick_heap(&tab, coll, SIZE_MAX - 1, 1, 2, over, 1), CORE_ALG_SH_CO);
             /* No shared heap, or more than one node: never. */
             assert_int_equal(pick_heap(&tab, coll, lo, 1, 2, over, 0), CORE_ALG_PAP);
             assert_int_equal(pick_heap(&tab, coll, lo, 2, 2, over, 1), CORE_ALG_PAP);
