@@ -192,7 +192,7 @@ else
     # dup): the ranks agree, later calls go to MPI with the right data, warned once each.
     for n in 2 4; do
         t "shim-coll-$n-fail" ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" \
-            ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=coll_fail "$CT" fail
+            ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=coll_fail "$CT" fail
         t "shim-coll-$n-fail-warned-once" ok bash -c 'for c in MPI_COMM_WORLD dup_of_world; do
             [ "$(grep -c "arcoll team of communicator $c (.*its collectives go to MPI" "$1")" = 1 ] ||
                 exit 1; done' _ "$LOG/shim-coll-$n-fail.log"
@@ -200,12 +200,12 @@ else
         # shim does not see: the failure is raised through the communicator's error handler at
         # the wait and agreed there (agreed only at the next call, the barrier hung).
         t "shim-coll-$n-ifail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
-            ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
+            ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
         # World rank 1 reaches the call after its failing one ARCOLL_TIMEOUT_MS + 1 s late, and
         # an MPI_Barrier follows every call: the others' call times out before rank 1's word
         # comes, so the agreement is by words sent without waiting (an allreduce hung here).
         t "shim-coll-$n-latefail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env \
-            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=5000 ARCOLL_MPI_FAULT=coll_fail "$CT" latefail
+            LD_PRELOAD="$PRE" ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=coll_fail "$CT" latefail
     done
     # New communicators (MPI_Comm_split, _split_type, _create, _dup) get a team that
     # arcoll_team_split makes from their parent's and share its context: ranks, data against
