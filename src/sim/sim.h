@@ -20,6 +20,7 @@ typedef struct sim_params {
     double inter_o, inter_L, inter_G, inter_g; /* a put through the node's NIC */
     double copy_G;                             /* local memcpy: charged when a put is read out */
     double poll;                               /* a rank waiting on node memory looks again after */
+    int nic; /* 1: nodes joined by a NIC (the tuning table's chan=verbs), 0: one host's memory */
 } sim_params_t;
 
 /* A built-in set (host-shm, ib-edr) or a file of "key value" lines
@@ -58,6 +59,7 @@ void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks
 /* For the model channel (sim_chan.c). */
 int sim_active_rank(void); /* the rank running now, -1 outside a simulation */
 int sim_size(void);
+int sim_nic(void); /* the parameter set's nic */
 void sim_rank_place(int rank, int node, int local_size);
 uint64_t sim_clock(int rank);
 int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last);

@@ -93,8 +93,8 @@ static void sim_activity(const sim_rank_t *r)
  * measures it (docs/scale.md); inter-node values are the same (no NIC).
  * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md. */
 static const sim_params_t sim_builtin[] = {
-    {"host-shm", 50, 150, 0.1, 50, 150, 0.1, 0, 0.1, 100},
-    {"ib-edr", 50, 150, 0.1, 200, 1000, 0.08, 5, 0.1, 100},
+    {"host-shm", 50, 150, 0.1, 50, 150, 0.1, 0, 0.1, 100, 0},
+    {"ib-edr", 50, 150, 0.1, 200, 1000, 0.08, 5, 0.1, 100, 1},
 };
 
 static int sim_params_set(sim_params_t *p, const char *key, double v)
@@ -110,6 +110,10 @@ static int sim_params_set(sim_params_t *p, const char *key, double v)
         {"poll", offsetof(sim_params_t, poll)},
     };
 
+    if (strcmp(key, "nic") == 0) {
+        p->nic = v != 0;
+        return v == 0 || v == 1 ? 0 : -1;
+    }
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (strcmp(key, keys[i].key) == 0) {
             *(double *)(void *)((char *)p + keys[i].off) = v;
@@ -156,9 +160,10 @@ int sim_params_load(const char *name, sim_params_t *p)
             rc = ARCOLL_ERR_CONFIG;
         }
         if (rc != ARCOLL_OK)
-            log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
-                    "intra_G inter_o inter_L inter_G inter_g copy_G poll name, VALUE >= 0",
-                    name, lineno);
+            log_err(
+                "sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
+                "intra_G inter_o inter_L inter_G inter_g copy_G poll nic (0 or 1) name, VALUE >= 0",
+                name, lineno);
     }
     fclose(f);
     if (rc == ARCOLL_OK && (p->intra_L < 1 || p->inter_L < 1)) {
@@ -341,6 +346,11 @@ int sim_active_rank(void)
 int sim_size(void)
 {
     return W.n;
+}
+
+int sim_nic(void)
+{
+    return W.p.nic;
 }
 
 void sim_rank_place(int rank, int node, int local_size)
