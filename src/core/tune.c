@@ -39,12 +39,13 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                     * scale"; NxP: N nodes of P ranks, x: pap/winner). */
                                    /* alltoall 2x2 sa 1.25 at 8-512 B; 2x4 rd 1.94, sa
                                     * 1.68 at 512; 2x8 rd 3.6, sa 1.75 at 512; 4x4 rd
-                                    * 2.8, sa 2.5 at 512; 8x8 sa 6.6 at 8 B, 1.89 at 512;
-                                    * sa and rd within 4% of each other below 1 KiB; pap
-                                    * (or a tie) from 4 KiB on every shape. 16x16 sa 14
-                                    * at 8 B, 6.4 at 64, only 1.09 at 512: pap there. */
-                                   "alltoall:0-1k:ppn=2-inf:nodes=2-8:over=no:chan=verbs:@sa#"
-                                   "alltoall:0-512:ppn=2-inf:nodes=9-inf:over=no:chan=verbs:@sa#"
+                                    * 2.8, pap_shm 3.1 (sa 2.5) at 512; 8x8 sa 6.6 at 8 B,
+                                    * 1.89 at 512; sa and rd within 4% of each other below
+                                    * 1 KiB; pap (or a tie) from 4 KiB on every shape. */
+                                   "alltoall:0-1k:ppn=2-8:nodes=2-8:over=no:chan=verbs:@sa#"
+                                   /* 4x16 sa 10.6 at 8 B, 1.13 at 512; 16x16 sa 14 at 8 B,
+                                    * 6.4 at 64, 1.09 at 512: pap from 512 B. */
+                                   "alltoall:0-512:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@sa#"
                                    /* allgather 2x2 1.25, 2x4 1.9-2.0, 2x8 3.6, 4x4 2.8-2.9
                                     * at 8-512 B (4 KiB too, but there the free copies
                                     * decide). */

@@ -416,12 +416,15 @@ static void test_default_nodes(void **state)
 
     (void)state;
     set_ok(&tab, "default");
-    /* Nodes of 2+ ranks: sa below 1 KiB on up to 8 nodes, below 512 B on more; pap_shm
+    /* Nodes of 2+ ranks: sa below 1 KiB up to 8 nodes of 8, below 512 B beyond; pap_shm
      * below 1 KiB; pap above. */
     assert_int_equal(pick_net(&tab, A2A, 8, 2, 2, 1, 0, V), CORE_ALG_SA);
     assert_int_equal(pick_net(&tab, A2A, 1023, 8, 8, 1, 0, V), CORE_ALG_SA);
     assert_int_equal(pick_net(&tab, A2A, 1024, 2, 8, 1, 0, V), CORE_ALG_PAP);
-    assert_int_equal(pick_net(&tab, A2A, 511, 9, 16, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 511, 9, 8, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 512, 9, 8, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 511, 4, 16, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 512, 4, 16, 1, 0, V), CORE_ALG_PAP);
     assert_int_equal(pick_net(&tab, A2A, 512, 16, 16, 1, 0, V), CORE_ALG_PAP);
     assert_int_equal(pick_net(&tab, AG, 0, 2, 2, 1, 0, V), CORE_ALG_PAP_SHM);
     assert_int_equal(pick_net(&tab, AG, 1023, 16, 16, 0, 0, V), CORE_ALG_PAP_SHM);
