@@ -89,11 +89,13 @@ static void sim_activity(const sim_rank_t *r)
 
 /* ---- parameter sets --------------------------------------------------- */
 
-/* host-shm: shared memory of one host, an estimate until a calibration run
- * measures it (docs/scale.md); inter-node values are the same (no NIC).
- * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md. */
+/* host-shm: shared memory of this host (2-core AMD EPYC KVM guest), measured
+ * by bench/sim-calibrate.sh on 2026-11-26 at load ~9.7 (docs/scale.md,
+ * "Calibration"); inter-node values are the same (no NIC).
+ * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md; its
+ * intra-node values are the estimate host-shm had before the calibration. */
 static const sim_params_t sim_builtin[] = {
-    {"host-shm", 50, 150, 0.1, 50, 150, 0.1, 0, 0.1, 100},
+    {"host-shm", 4.6, 172, 0.53, 4.6, 172, 0.53, 0, 0.058, 176},
     {"ib-edr", 50, 150, 0.1, 200, 1000, 0.08, 5, 0.1, 100},
 };
 

@@ -578,6 +578,20 @@ run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8
     --coll alltoall --alg pap_shm --size 8 --fault quit
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
+# Calibration (docs/scale.md, "Calibration"): arcoll-chanperf --sim on 2 real ranks writes a
+# parameter file; with it, the bench (data validated) and the simulator run the same alltoall at
+# N = 2 and the table must have both rows and every column (the error's size is not checked).
+# A side that fails must fail the comparison.
+BENCHDIR="$(dirname "$0")/../../bench"
+run sim-calibrate-compare-2 "text:^intra_G [0-9.]+$|^N +coll +alg +size +measured_us +predicted_us +error_% +note$|^2 +alltoall +pap +1024 +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ *$|^2 +alltoall +direct +1024 +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ *$" \
+    sh -c "CAL_REPS=1 CAL_ITERS=200 '$BENCHDIR/sim-calibrate.sh' '$B' '$LOG/calib.params' &&
+        cat '$LOG/calib.params' && CMP_NS=2 CMP_SIZES=1024 CMP_CASES=alltoall:pap,direct CMP_REPS=1 \
+        CMP_ITERS=50 CMP_WARMUP=5 '$BENCHDIR/sim-compare.sh' '$B' '$LOG/calib.params'"
+run sim-compare-sim-fails "fails:sim-compare: arcoll-sim failed: N 2 alltoall pap" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:pap CMP_REPS=1 CMP_ITERS=5 CMP_WARMUP=1 \
+    "$BENCHDIR/sim-compare.sh" "$B" /nonexistent.params
+run sim-compare-bench-fails "fails:sim-compare: arcoll-bench failed: N 2 alltoall nosuch" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:nosuch CMP_REPS=1 "$BENCHDIR/sim-compare.sh" "$B" host-shm
 
 timing_top integ
 echo "integ: $pass passed, $fail failed"
