@@ -578,15 +578,15 @@ run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8
     --coll alltoall --alg pap_shm --size 8 --fault quit
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
-# Calibration (docs/scale.md, "Calibration"): arcoll-chanperf --sim on 2 real ranks writes a
-# parameter file; with it, the bench (data validated) and the simulator run the same alltoall at
-# N = 2 and the table must have both rows and every column (the error's size is not checked).
-# A side that fails must fail the comparison.
+# Calibration (docs/scale.md, "Calibration"): sim-compare.sh measure calibrates host-shm with
+# arcoll-chanperf --sim on 2 real ranks before and after the bench runs (data validated), the
+# simulator predicts the same alltoall at N = 2 with it, and the table must have both rows and
+# every column (the error's size is not checked). A side that fails must fail the comparison.
 BENCHDIR="$(dirname "$0")/../../bench"
-run sim-calibrate-compare-2 "text:^intra_G [0-9.]+$|^N +coll +alg +size +measured_us +predicted_us +error_% +note$|^2 +alltoall +pap +1024 +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ *$|^2 +alltoall +direct +1024 +[0-9.]+ +[0-9.]+ +[-+][0-9.]+ *$" \
-    sh -c "CAL_REPS=1 CAL_ITERS=200 '$BENCHDIR/sim-calibrate.sh' '$B' '$LOG/calib.params' &&
-        cat '$LOG/calib.params' && CMP_NS=2 CMP_SIZES=1024 CMP_CASES=alltoall:pap,direct CMP_REPS=1 \
-        CMP_ITERS=50 CMP_WARMUP=5 '$BENCHDIR/sim-compare.sh' '$B' '$LOG/calib.params'"
+CMPROW="+[0-9.]+ +[0-9.]+ +[-+][0-9.]+ +[0-9.]+ *(moved)?$"
+run sim-calibrate-compare-2 "text:^sim-calibrate: wrote .*: o [0-9.]+ L [0-9.]+ G [0-9.]+ copy_G [0-9.]+ poll [0-9.]+ |^N +coll +alg +size +measured_us +predicted_us +error_% +cal_L_ns +note$|^2 +alltoall +pap +1024 $CMPROW|^2 +alltoall +direct +1024 $CMPROW" \
+    env CAL_ITERS=200 CMP_NS=2 CMP_SIZES=1024 CMP_CASES=alltoall:pap,direct CMP_REPS=1 \
+    CMP_ITERS=50 CMP_WARMUP=5 "$BENCHDIR/sim-compare.sh" "$B" measure
 run sim-compare-sim-fails "fails:sim-compare: arcoll-sim failed: N 2 alltoall pap" \
     env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:pap CMP_REPS=1 CMP_ITERS=5 CMP_WARMUP=1 \
     "$BENCHDIR/sim-compare.sh" "$B" /nonexistent.params
