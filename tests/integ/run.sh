@@ -603,6 +603,20 @@ run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg di
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
+# Calibration (docs/scale.md, "Calibration"): sim-compare.sh measure calibrates host-shm with
+# arcoll-chanperf --sim on 2 real ranks before and after the bench runs (data validated), the
+# simulator predicts the same alltoall at N = 2 with it, and the table must have both rows and
+# every column (the error's size is not checked). A side that fails must fail the comparison.
+BENCHDIR="$(dirname "$0")/../../bench"
+CMPROW="+[0-9.]+ +[0-9.]+ +[-+][0-9.]+ +[0-9.]+ *(moved)?$"
+run sim-calibrate-compare-2 "text:^sim-calibrate: wrote .*: o [0-9.]+ L [0-9.]+ G [0-9.]+ copy_G [0-9.]+ poll [0-9.]+ |^N +coll +alg +size +measured_us +predicted_us +error_% +cal_L_ns +note$|^2 +alltoall +pap +1024 $CMPROW|^2 +alltoall +direct +1024 $CMPROW" \
+    env CAL_ITERS=200 CMP_NS=2 CMP_SIZES=1024 CMP_CASES=alltoall:pap,direct CMP_REPS=1 \
+    CMP_ITERS=50 CMP_WARMUP=5 "$BENCHDIR/sim-compare.sh" "$B" measure
+run sim-compare-sim-fails "fails:sim-compare: arcoll-sim failed: N 2 alltoall pap" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:pap CMP_REPS=1 CMP_ITERS=5 CMP_WARMUP=1 \
+    "$BENCHDIR/sim-compare.sh" "$B" /nonexistent.params
+run sim-compare-bench-fails "fails:sim-compare: arcoll-bench failed: N 2 alltoall nosuch" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:nosuch CMP_REPS=1 "$BENCHDIR/sim-compare.sh" "$B" host-shm
 
 timing_top integ
 echo "integ: $pass passed, $fail failed"
