@@ -451,12 +451,15 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     }
     if (src != dst && !s->qp[dst]) {
         /* verbs' first write to a peer: our QP and a HELLO over UD; the peer
-         * creates and connects its own and answers; the put waits for that. */
+         * creates and connects its own and answers; the put waits for that.
+         * A set without QP cost (host-shm: no QPs) has no handshake either. */
         s->qp[dst] = d->qp[src] = 1;
         s->nqps++;
         d->nqps++;
         s->clock += (uint64_t)p->qp_ns;
-        handshake = (uint64_t)(p->qp_ns + 2 * (s->node == d->node ? p->intra_L : p->inter_L));
+        if (p->qp_ns > 0)
+            handshake =
+                (uint64_t)(p->qp_ns + 2 * (s->node == d->node ? p->intra_L : p->inter_L));
     }
     if (s->node == d->node) {
         s->clock += (uint64_t)(p->intra_o + (double)len * p->intra_G);
