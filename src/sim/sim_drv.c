@@ -458,8 +458,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         d->nqps++;
         s->clock += (uint64_t)p->qp_ns;
         if (p->qp_ns > 0)
-            handshake =
-                (uint64_t)(p->qp_ns + 2 * (s->node == d->node ? p->intra_L : p->inter_L));
+            handshake = (uint64_t)(p->qp_ns + 2 * (s->node == d->node ? p->intra_L : p->inter_L));
     }
     if (s->node == d->node) {
         s->clock += (uint64_t)(p->intra_o + (double)len * p->intra_G);
