@@ -120,7 +120,11 @@ static const sim_params_t sim_builtin[] = {
      .inter_L = 172,
      .inter_G = 0.53},
     {.name = "ib-edr", SIM_HOST_EST, SIM_IB_EDR, SIM_IB_START},
-    {.name = "ib-edr-2to1", SIM_HOST_EST, SIM_IB_EDR, SIM_IB_START, .leaf_nodes = 24,
+    {.name = "ib-edr-2to1",
+     SIM_HOST_EST,
+     SIM_IB_EDR,
+     SIM_IB_START,
+     .leaf_nodes = 24,
      .up_G = 0.08 / 12},
 };
 
