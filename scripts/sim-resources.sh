@@ -18,7 +18,8 @@ PPN=${PPN:-16}
 VERBS_FIXED=$(((4 << 20) + 80 * 128))
 PARAMS=$(mktemp)
 trap 'rm -f "$PARAMS"' EXIT
-printf '%s\n' "name ib-edr-poll10us" "inter_o 200" "inter_L 1000" "inter_G 0.08" "inter_g 5" \
+printf '%s\n' "name ib-edr-poll10us" "intra_o 50" "intra_L 150" "intra_G 0.1" "copy_G 0.1" \
+    "reduce_G 0.2" "inter_o 200" "inter_L 1000" "inter_G 0.08" "inter_g 5" \
     "rx_nic 1" "oob_a 20000" "oob_b 5000" "oob_c 1" "qp_ns 100000" "poll 10000" >"$PARAMS"
 FAMILIES=${FAMILIES:-"alltoall:pap alltoall:direct alltoall:pap_shm alltoall:sa alltoall:leader
 alltoallv:sloavx allgather:rdh allgather:ring alltoall:mn_co"}
