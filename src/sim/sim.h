@@ -27,6 +27,12 @@ typedef struct sim_params {
      * between leaves crosses the source leaf's uplink and the target leaf's
      * downlink, each one queue of up_G ns per byte (all its cables as one). */
     double leaf_nodes, up_G;
+    /* Start-up (docs/scale.md, "Resources per rank"): one bootstrap allgather
+     * or barrier of the library costs oob_a + oob_b x log2(N) + oob_c x the
+     * bytes gathered (N x len), once every rank is in it; creating one RC QP
+     * and taking it to RTS costs qp_ns on each side of the connection. */
+    double oob_a, oob_b, oob_c;
+    double qp_ns;
 } sim_params_t;
 
 /* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
@@ -60,7 +66,7 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
 uint64_t sim_now(void);          /* this rank's virtual clock */
 void sim_compute(uint64_t ns);   /* computation between calls: the clock moves on */
 int sim_barrier(void);           /* all ranks, clocks set to the latest (free in time) */
-void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks */
+void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks (cost: oob_*) */
 
 /* For the model channel (sim_chan.c). */
 int sim_active_rank(void); /* the rank running now, -1 outside a simulation */
@@ -72,5 +78,12 @@ void sim_progress(int rank);
 void sim_idle(int rank);
 void sim_purge(int rank, const void *addr, size_t len);
 void sim_cost(int rank, int kind, size_t bytes); /* kind: CHAN_COST_* (core/chan.h) */
+/* The verbs channel's connection policy, counted: the RC QPs rank holds (one
+ * per peer it wrote to or that wrote to it, as verbs wires them on first
+ * write); connect_all: every peer now (ARCOLL_VERBS_CONNECT=eager). */
+int sim_qps(int rank);
+/* A bootstrap allgather of len bytes per rank, in time only (its cost, no data). */
+int sim_oob_model(size_t len);
+void sim_connect_all(int rank);
 
 #endif

@@ -51,6 +51,8 @@ typedef struct sim_rank {
     double cost_frac; /* charged local work below 1 ns, carried to the next charge */
     int node, local_size;
     int oob_round;
+    int nqps;    /* RC QPs verbs would hold (sim_qps) */
+    uint8_t *qp; /* [n]: 1 if it holds one to that peer */
     int rc;
     void *asan_fake; /* ASan's fake stack of this coroutine while it is switched out */
     sim_ev_t **evq;  /* min-heap by (t, seq) */
@@ -102,6 +104,10 @@ static void sim_activity(const sim_rank_t *r)
 #define SIM_HOST_EST \
     .intra_o = 50, .intra_L = 150, .intra_G = 0.1, .copy_G = 0.1, .reduce_G = 0.2, .poll = 100
 #define SIM_IB_EDR .inter_o = 200, .inter_L = 1000, .inter_G = 0.08, .inter_g = 5, .rx_nic = 1
+/* The IB sets' start-up costs, all assumed (docs/scale.md, "Resources per
+ * rank"): a bootstrap fence of 20 us + 5 us per doubling + 1 ns per gathered
+ * byte; an RC QP created and taken to RTS in 100 us. host-shm: none. */
+#define SIM_IB_START .oob_a = 20000, .oob_b = 5000, .oob_c = 1, .qp_ns = 100000
 static const sim_params_t sim_builtin[] = {
     {.name = "host-shm",
      .intra_o = 4.6,
@@ -113,8 +119,13 @@ static const sim_params_t sim_builtin[] = {
      .inter_o = 4.6,
      .inter_L = 172,
      .inter_G = 0.53},
-    {.name = "ib-edr", SIM_HOST_EST, SIM_IB_EDR},
-    {.name = "ib-edr-2to1", SIM_HOST_EST, SIM_IB_EDR, .leaf_nodes = 24, .up_G = 0.08 / 12},
+    {.name = "ib-edr", SIM_HOST_EST, SIM_IB_EDR, SIM_IB_START},
+    {.name = "ib-edr-2to1",
+     SIM_HOST_EST,
+     SIM_IB_EDR,
+     SIM_IB_START,
+     .leaf_nodes = 24,
+     .up_G = 0.08 / 12},
 };
 
 /* clang-format off */
@@ -129,7 +140,8 @@ static int sim_params_set(sim_params_t *p, const char *key, double v)
         SIM_KEY(intra_o), SIM_KEY(intra_L),  SIM_KEY(intra_G), SIM_KEY(inter_o),
         SIM_KEY(inter_L), SIM_KEY(inter_G),  SIM_KEY(inter_g), SIM_KEY(copy_G),
         SIM_KEY(poll),    SIM_KEY(reduce_G), SIM_KEY(rx_nic),  SIM_KEY(leaf_nodes),
-        SIM_KEY(up_G),
+        SIM_KEY(up_G),    SIM_KEY(oob_a),    SIM_KEY(oob_b),   SIM_KEY(oob_c),
+        SIM_KEY(qp_ns),
     };
 
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -181,7 +193,7 @@ int sim_params_load(const char *name, sim_params_t *p)
         if (rc != ARCOLL_OK)
             log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
                     "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
-                    "leaf_nodes up_G name, VALUE >= 0",
+                    "leaf_nodes up_G oob_a oob_b oob_c qp_ns name, VALUE >= 0",
                     name, lineno);
     }
     fclose(f);
@@ -421,7 +433,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     sim_rank_t *s = &W.r[src], *d = &W.r[dst];
     const sim_params_t *p = &W.p;
     sim_ev_t *e;
-    uint64_t arr;
+    uint64_t arr, handshake = 0;
     int payload;
 
     e = malloc(sizeof(*e) + len);
@@ -441,12 +453,24 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         d->evq = q;
         d->cap = cap;
     }
+    if (src != dst && !s->qp[dst]) {
+        /* verbs' first write to a peer: our QP and a HELLO over UD; the peer
+         * creates and connects its own and answers; the put waits for that.
+         * A set without QP cost (host-shm: no QPs) has no handshake either. */
+        s->qp[dst] = d->qp[src] = 1;
+        s->nqps++;
+        d->nqps++;
+        s->clock += (uint64_t)p->qp_ns;
+        if (p->qp_ns > 0)
+            handshake = (uint64_t)(p->qp_ns + 2 * (s->node == d->node ? p->intra_L : p->inter_L));
+    }
     if (s->node == d->node) {
         s->clock += (uint64_t)(p->intra_o + (double)len * p->intra_G);
         arr = s->clock + (uint64_t)p->intra_L;
     } else {
         arr = sim_net(s, d, len);
     }
+    arr += handshake;
     /* Faults hit payload only (puts above CHAN_PUT_COPY bytes; control words
      * are smaller), so that the tool's byte check is what must catch them. */
     payload = !flag && len > 64;
@@ -542,6 +566,29 @@ void sim_idle(int rank)
     sim_block(r);
 }
 
+int sim_qps(int rank)
+{
+    return W.r[rank].nqps;
+}
+
+void sim_connect_all(int rank)
+{
+    sim_rank_t *r = &W.r[rank];
+
+    /* verbs_connect_all creates a QP per peer, then runs the handshakes: the
+     * creates are serial on this rank. */
+    for (int i = 0; i < W.n; i++) {
+        if (i == rank || r->qp[i])
+            continue;
+        r->qp[i] = W.r[i].qp[rank] = 1;
+        r->nqps++;
+        W.r[i].nqps++;
+        r->clock += (uint64_t)W.p.qp_ns;
+    }
+    sim_activity(r);
+    sim_maybe_yield(r);
+}
+
 void sim_purge(int rank, const void *addr, size_t len)
 {
     sim_rank_t *r = &W.r[rank];
@@ -598,15 +645,19 @@ void sim_compute(uint64_t ns)
     sim_maybe_yield(r);
 }
 
-static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
+/* The library's bootstrap collectives cost oob_*; the tool's barrier
+ * (sim_barrier) is free: it only lines the ranks up between calls. */
+static int sim_oob_gather(const void *sbuf, void *rbuf, size_t len, int charge)
 {
     int id = W.cur, p;
     sim_rank_t *r = &W.r[id];
+    size_t len_data = len;
 
-    (void)user;
     p = r->oob_round++ & 1; /* a round's buffer is reused two rounds later, when all have read */
+    if (sbuf == NULL)
+        len_data = 0; /* a barrier, or an allgather modelled in time only */
     if (W.oob_arrived[p] == 0) {
-        size_t need = (size_t)W.n * (len ? len : 1);
+        size_t need = (size_t)W.n * (len_data ? len_data : 1);
         if (W.oob_cap[p] < need) {
             unsigned char *b = realloc(W.oob_buf[p], need);
             if (b == NULL)
@@ -616,13 +667,20 @@ static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
         }
         W.oob_tmax[p] = 0;
     }
-    if (len > 0) /* a barrier passes no buffers */
+    if (len_data > 0)
         memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
     if (W.oob_tmax[p] < r->clock)
         W.oob_tmax[p] = r->clock;
     sim_activity(r);
     if (++W.oob_arrived[p] == W.n) {
         W.oob_arrived[p] = 0;
+        if (charge) {
+            int lg = 0;
+            while ((1 << lg) < W.n)
+                lg++;
+            W.oob_tmax[p] +=
+                (uint64_t)(W.p.oob_a + W.p.oob_b * lg + W.p.oob_c * (double)W.n * (double)len);
+        }
         for (int i = 0; i < W.n; i++) {
             if (W.r[i].state == SIM_WAIT_OOB) {
                 W.r[i].state = SIM_READY;
@@ -636,19 +694,31 @@ static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
         r->state = SIM_WAIT_OOB;
         sim_to_scheduler(r);
     }
-    if (len > 0)
+    if (len_data > 0)
         memcpy(rbuf, W.oob_buf[p], (size_t)W.n * len);
     return 0;
 }
 
+static int sim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
+{
+    (void)user;
+    return sim_oob_gather(sbuf, rbuf, len, 1);
+}
+
 static int sim_oob_barrier(void *user)
 {
-    return sim_oob_allgather(NULL, NULL, 0, user);
+    (void)user;
+    return sim_oob_gather(NULL, NULL, 0, 1);
+}
+
+int sim_oob_model(size_t len)
+{
+    return sim_oob_gather(NULL, NULL, len, 1) == 0 ? ARCOLL_OK : ARCOLL_ERR_BOOTSTRAP;
 }
 
 int sim_barrier(void)
 {
-    return sim_oob_barrier(NULL) == 0 ? ARCOLL_OK : ARCOLL_ERR_BOOTSTRAP;
+    return sim_oob_gather(NULL, NULL, 0, 0) == 0 ? ARCOLL_OK : ARCOLL_ERR_BOOTSTRAP;
 }
 
 void sim_oob(arcoll_oob_t *oob)
@@ -669,6 +739,7 @@ static void sim_free(void)
         for (int k = 0; k < r->nev; k++)
             free(r->evq[k]);
         free(r->evq);
+        free(r->qp);
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
     }
@@ -744,6 +815,11 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
         sim_rank_t *r = &W.r[i];
         r->hidx = -1;
         r->local_size = 1;
+        r->qp = calloc((size_t)W.n, 1);
+        if (r->qp == NULL) {
+            log_err("sim: out of memory for rank %d's connection table", i);
+            return ARCOLL_ERR_NOMEM;
+        }
         r->stack = mmap(NULL, W.stack_bytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (r->stack == MAP_FAILED) {

@@ -617,6 +617,9 @@ run sim-compare-sim-fails "fails:sim-compare: arcoll-sim failed: N 2 alltoall pa
     "$BENCHDIR/sim-compare.sh" "$B" /nonexistent.params
 run sim-compare-bench-fails "fails:sim-compare: arcoll-bench failed: N 2 alltoall nosuch" \
     env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:nosuch CMP_REPS=1 "$BENCHDIR/sim-compare.sh" "$B" host-shm
+# --resources: the model's bytes equal the real smp counters, its QPs the verbs counts the
+# Soft-RoCE guest asserts, eager QPs add their cost to init (docs/scale.md, "Resources per rank").
+run sim-resources-vs-real ok "$(dirname "$0")/sim_resources.sh" "$B"
 
 timing_top integ
 echo "integ: $pass passed, $fail failed"
