@@ -7,8 +7,7 @@
 # measured: median over CMP_REPS runs of the bench's --stat median (the median over iterations
 # of the mean over ranks); predicted: the simulator's mean over ranks and calls (deterministic);
 # error = (predicted - measured) / measured, signed; cal_L_ns: the L of the parameters the
-# prediction used. note: "node-lb" for the node-segment algorithms (their intra-node copies are
-# free in the model: lower bounds), "over" when N exceeds the cores (no CPU sharing in the model),
+# prediction used. note: "over" when N exceeds the cores (no CPU sharing in the model),
 # "moved" when the calibration after the bench runs found L more than 2x off the one before.
 # The simulator runs CMP_SIM_ITERS calls (10, after 2): without skew every call of a virtual run
 # costs the same, so more would only cost time.
@@ -30,7 +29,6 @@ CASES=${CMP_CASES:-alltoall:pap,direct,pap_shm,shm_direct,sa,rd,leader;allgather
 ITERS=${CMP_ITERS:-200}
 WARMUP=${CMP_WARMUP:-20}
 REPS=${CMP_REPS:-3}
-NODE_ALGS=" pap_shm shm_direct sa sa_direct rd leader sloavx "
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 read -ra LAUNCH <<<"${CMP_LAUNCH:-mpirun --oversubscribe --bind-to none}"
 CORES=$(nproc)
@@ -132,7 +130,6 @@ for n in $NS; do
                     missing=$((missing + 1))
                     continue
                 fi
-                [[ $NODE_ALGS == *" $alg "* ]] && note=${note:+$note,}node-lb
                 [ "$n" -gt "$CORES" ] && note=${note:+$note,}over
                 awk -v n="$n" -v c="$coll" -v a="$alg" -v s="$size" -v m="$m" -v p="$p" -v l="$l" \
                     -v note="$note" 'BEGIN { printf "%-3s %-10s %-10s %7s %12.3f %12.3f %+8.1f %8s %s\n",
