@@ -3,8 +3,9 @@
  * in virtual time (docs/scale.md).
  *
  *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
- *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE]
+ *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE]
  *              [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
+ *              [--resources] [--connect lazy|eager]
  *
  * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
  * iters calls of one collective, each after a barrier and the bench's skew
@@ -15,6 +16,11 @@
  * received byte is checked; a wrong one makes the run fail ("corrupted
  * calls"). A progress line goes to stderr. --bounce sets ARCOLL_BOUNCE_SIZE: the
  * team regions (2 slots per peer) are most of the memory at large n.
+ * --resources: after the calls each rank reads arcoll_context_resources (the
+ * model channel counts the RC QPs the verbs channel would hold, and its
+ * regions as registered bytes) and its init time (virtual time spent in
+ * arcoll_init_config); min/avg/max over ranks are printed per field.
+ * --connect eager: ARCOLL_VERBS_CONNECT=eager, every QP made at init.
  */
 #include <errno.h>
 #include <limits.h>
@@ -41,8 +47,17 @@ static const char *const coll_vars[C_N] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGAT
                                            "ARCOLL_ALLTOALLV_ALG", "ARCOLL_ALLGATHERV_ALG",
                                            "ARCOLL_ALLREDUCE_ALG"};
 
+/* One rank's resources after its calls (--resources). */
+typedef struct res {
+    double qps, reg, shared, init_us;
+} res_t;
+enum { RES_FIELDS = 4 };
+static const char *const res_names[RES_FIELDS] = {"qps", "registered_bytes", "shared_bytes",
+                                                  "init_us"};
+
 typedef struct job {
-    int n, ppn, coll, iters, warmup, csv, json, fault;
+    int n, ppn, coll, iters, warmup, csv, json, fault, resources;
+    const char *connect; /* ARCOLL_VERBS_CONNECT, NULL: the library's default (lazy) */
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
     size_t sizes[MAX_SIZES];
@@ -55,6 +70,7 @@ typedef struct job {
     long checked; /* calls checked (warm-up included), over ranks */
     long corrupt; /* calls with a wrong byte, over ranks */
     long failed;  /* calls that returned an error */
+    res_t *res;   /* [n], --resources */
     double wall0;
 } job_t;
 
@@ -234,19 +250,25 @@ out:
 static int rank_main(int rank, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[] = {"ARCOLL_CHANNEL",
-                         "sim",
-                         coll_vars[j->coll],
-                         j->alg,
-                         j->bounce != NULL ? "ARCOLL_BOUNCE_SIZE" : NULL,
-                         j->bounce,
-                         NULL};
+    const char *cfg[9] = {"ARCOLL_CHANNEL", "sim", coll_vars[j->coll], j->alg};
     arcoll_context_t ctx;
     arcoll_oob_t oob;
-    int rc, frc;
+    arcoll_resources_t ar;
+    uint64_t t0;
+    int rc, frc, k = 4;
 
+    if (j->bounce != NULL) {
+        cfg[k++] = "ARCOLL_BOUNCE_SIZE";
+        cfg[k++] = j->bounce;
+    }
+    if (j->connect != NULL) {
+        cfg[k++] = "ARCOLL_VERBS_CONNECT";
+        cfg[k++] = j->connect;
+    }
     sim_oob(&oob);
+    t0 = sim_now();
     rc = arcoll_init_config(&oob, cfg, &ctx);
+    j->res[rank].init_us = (double)(sim_now() - t0) / 1e3;
     if (rc != ARCOLL_OK) {
         if (rank == 0)
             fprintf(stderr, "arcoll-sim: arcoll_init_config: %s (%s)\n", arcoll_strerror(rc),
@@ -265,6 +287,16 @@ static int rank_main(int rank, void *arg)
     }
     for (int si = 0; rc == ARCOLL_OK && si < j->nsizes; si++)
         rc = rank_size(j, rank, arcoll_team_world(ctx), si);
+    /* Between two barriers: a peer already in arcoll_finalize (which
+     * exchanges with every rank) would otherwise add connections to us. */
+    if (rc == ARCOLL_OK && j->resources && (rc = sim_barrier()) == ARCOLL_OK) {
+        rc = arcoll_context_resources(ctx, &ar);
+        j->res[rank].qps = ar.qps;
+        j->res[rank].reg = (double)ar.registered_bytes;
+        j->res[rank].shared = (double)ar.shared_bytes;
+        if (sim_barrier() != ARCOLL_OK && rc == ARCOLL_OK)
+            rc = ARCOLL_ERR_BOOTSTRAP;
+    }
     frc = arcoll_finalize(ctx);
     return rc != ARCOLL_OK ? rc : frc;
 }
@@ -274,8 +306,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
                "allreduce]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
-               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE] [--csv|--json]\n"
-               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n");
+               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
+               "[--csv|--json]\n"
+               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n"
+               "       [--resources] [--connect lazy|eager]\n");
 }
 
 static int parse_sizes(job_t *j, char *s)
@@ -304,6 +338,9 @@ static int parse(job_t *j, int argc, char **argv)
             used = 0;
         } else if (strcmp(a, "--json") == 0) {
             j->json = 1;
+            used = 0;
+        } else if (strcmp(a, "--resources") == 0) {
+            j->resources = 1;
             used = 0;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
@@ -341,6 +378,8 @@ static int parse(job_t *j, int argc, char **argv)
             j->mif = atof(v);
         } else if (strcmp(a, "--late") == 0) {
             j->late = atof(v);
+        } else if (strcmp(a, "--connect") == 0) {
+            j->connect = v;
         } else if (strcmp(a, "--bounce") == 0) {
             j->bounce = v;
         } else if (strcmp(a, "--params") == 0) {
@@ -376,6 +415,43 @@ static int parse(job_t *j, int argc, char **argv)
     return sim_params_load(params, &j->so.params) == ARCOLL_OK ? 0 : -1;
 }
 
+static double res_field(const res_t *r, int f)
+{
+    return f == 0 ? r->qps : f == 1 ? r->reg : f == 2 ? r->shared : r->init_us;
+}
+
+/* min, avg, max over ranks of resource field f. */
+static void res_stat(const job_t *j, int f, double m[3])
+{
+    m[0] = INFINITY;
+    m[1] = 0;
+    m[2] = -INFINITY;
+    for (int r = 0; r < j->n; r++) {
+        double v = res_field(&j->res[r], f);
+        m[0] = v < m[0] ? v : m[0];
+        m[1] += v / j->n;
+        m[2] = v > m[2] ? v : m[2];
+    }
+}
+
+/* The resources after a row: CSV columns, a JSON member or comment lines. */
+static void res_print(const job_t *j)
+{
+    for (int f = 0; j->resources && f < RES_FIELDS; f++) {
+        double m[3];
+        res_stat(j, f, m);
+        if (j->csv)
+            printf(",%.0f,%.2f,%.0f", m[0], m[1], m[2]);
+        else if (j->json)
+            printf("%s\"%s\": {\"min\": %.3f, \"avg\": %.3f, \"max\": %.3f}%s",
+                   f ? ", " : ", \"resources\": {", res_names[f], m[0], m[1], m[2],
+                   f == RES_FIELDS - 1 ? "}" : "");
+        else
+            printf("# resources: %-16s min %.0f avg %.2f max %.0f\n", res_names[f], m[0], m[1],
+                   m[2]);
+    }
+}
+
 static void report(const job_t *j, double wall, const sim_stats_t *st)
 {
     struct rusage ru;
@@ -383,19 +459,23 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
     int nodes = (j->n + j->ppn - 1) / j->ppn;
 
     getrusage(RUSAGE_SELF, &ru);
-    if (j->csv)
-        printf("coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt,"
-               "ran\n");
-    else if (j->json)
+    if (j->csv) {
+        printf("coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt");
+        for (int f = 0; j->resources && f < RES_FIELDS; f++)
+            printf(",%s_min,%s_avg,%s_max", res_names[f], res_names[f], res_names[f]);
+        printf(",ran\n");
+    } else if (j->json)
         printf("[");
     else
         printf("# arcoll-sim: %s %s, %d ranks = %d nodes x %d, params %s (intra o %g L %g G %g; "
-               "inter o %g L %g G %g g %g; ns), %d calls after %d, skew %s %g%s\n"
+               "inter o %g L %g G %g g %g; copy_G %g reduce_G %g; rx_nic %g; leaf_nodes %g "
+               "up_G %g; ns), %d calls after %d, skew %s %g%s\n"
                "# virtual latency, own entry to own exit: mean over ranks and calls; min/max: "
                "lowest/highest per-rank mean\n"
                "# %-10s %12s %12s %12s  %s\n",
                coll_names[j->coll], j->alg, j->n, nodes, j->ppn, p->name, p->intra_o, p->intra_L,
-               p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, j->iters, j->warmup,
+               p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, p->copy_G, p->reduce_G,
+               p->rx_nic, p->leaf_nodes, p->up_G, j->iters, j->warmup,
                j->late >= 0 ? "late" : "random", j->mif, j->late >= 0 ? " of MIF" : "", "Size",
                "Avg(us)", "Min(us)", "Max(us)", "Ran");
     for (int si = 0; si < j->nsizes; si++) {
@@ -406,27 +486,31 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
             lo = m < lo ? m : lo;
             hi = m > hi ? m : hi;
         }
-        if (j->csv)
-            printf("%s,%s,%d,%d,%d,%s,%zu,%g,%g,%.3f,%.3f,%.3f,%d,%ld,%s\n", coll_names[j->coll],
-                   j->alg, j->n, j->ppn, nodes, p->name, j->sizes[si], j->mif, j->late, sum / j->n,
-                   lo, hi, j->iters, j->corrupt, core_alg_name(j->ran[si]));
-        else if (j->json)
+        if (j->csv) {
+            printf("%s,%s,%d,%d,%d,%s,%zu,%g,%g,%.3f,%.3f,%.3f,%d,%ld", coll_names[j->coll], j->alg,
+                   j->n, j->ppn, nodes, p->name, j->sizes[si], j->mif, j->late, sum / j->n, lo, hi,
+                   j->iters, j->corrupt);
+            res_print(j);
+            printf(",%s\n", core_alg_name(j->ran[si]));
+        } else if (j->json) {
             printf("%s\n  {\"coll\": \"%s\", \"alg\": \"%s\", \"n\": %d, \"ppn\": %d, \"nodes\": "
                    "%d, \"params\": \"%s\", \"size\": %zu, \"mif\": %g, \"late\": %g, \"avg_us\": "
-                   "%.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"iters\": %d, \"corrupt\": %ld, "
-                   "\"ran\": \"%s\"}",
+                   "%.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"iters\": %d, \"corrupt\": %ld",
                    si ? "," : "", coll_names[j->coll], j->alg, j->n, j->ppn, nodes, p->name,
-                   j->sizes[si], j->mif, j->late, sum / j->n, lo, hi, j->iters, j->corrupt,
-                   core_alg_name(j->ran[si]));
-        else
+                   j->sizes[si], j->mif, j->late, sum / j->n, lo, hi, j->iters, j->corrupt);
+            res_print(j);
+            printf(", \"ran\": \"%s\"}", core_alg_name(j->ran[si]));
+        } else
             printf("  %-10zu %12.3f %12.3f %12.3f  %s\n", j->sizes[si], sum / j->n, lo, hi,
                    core_alg_name(j->ran[si]));
     }
     if (j->json)
         printf("\n]\n");
-    else if (!j->csv)
+    else if (!j->csv) {
         printf("# check: %ld calls checked byte for byte, %ld corrupted calls\n", j->checked,
                j->corrupt);
+        res_print(j);
+    }
     fprintf(stderr,
             "%sarcoll-sim: %d ranks, wall %.2f s, max RSS %.1f MiB, %llu switches, %llu puts, "
             "virtual %.3f ms, %ld corrupted calls\n",
@@ -461,8 +545,11 @@ int main(int argc, char **argv)
     j.so.n = j.n;
     j.so.fault = j.fault;
     j.lat = calloc((size_t)j.nsizes * (size_t)j.n, sizeof(double));
-    if (j.lat == NULL) {
+    j.res = calloc((size_t)j.n, sizeof(*j.res));
+    if (j.lat == NULL || j.res == NULL) {
         fprintf(stderr, "arcoll-sim: out of memory\n");
+        free(j.res);
+        free(j.lat);
         return 1;
     }
     j.wall0 = wall_now();
@@ -472,10 +559,12 @@ int main(int argc, char **argv)
                 "arcoll-sim: the simulation failed: %s (%ld corrupted calls, %ld failed "
                 "calls)\n",
                 arcoll_strerror(rc), j.corrupt, j.failed);
+        free(j.res);
         free(j.lat);
         return 1;
     }
     report(&j, wall_now() - j.wall0, &st);
+    free(j.res);
     free(j.lat);
     return j.corrupt || j.failed ? 1 : 0;
 }

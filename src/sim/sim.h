@@ -13,17 +13,30 @@
 #include "arcoll.h"
 
 /* LogGP parameters (ns, ns per byte), one set within a node and one between
- * nodes; a node's ranks share one NIC (inter-node puts serialize on it). */
+ * nodes; a node's ranks share one NIC (inter-node puts serialize on it, and
+ * with rx_nic on the target's too); optional two-level switch topology. */
 typedef struct sim_params {
     char name[64];
     double intra_o, intra_L, intra_G;          /* a put to a rank of the node: CPU copy */
     double inter_o, inter_L, inter_G, inter_g; /* a put through the node's NIC */
-    double copy_G;                             /* local memcpy: charged when a put is read out */
-    double poll;                               /* a rank waiting on node memory looks again after */
+    double copy_G;   /* local memcpy: a put read out, a copy through node memory */
+    double reduce_G; /* applying a reduction operator, per byte of input */
+    double poll;     /* a rank waiting on node memory looks again after */
+    double rx_nic;   /* 1: an inter-node put also occupies the target node's NIC */
+    /* Leaf switches of leaf_nodes nodes (0: one non-blocking switch). A put
+     * between leaves crosses the source leaf's uplink and the target leaf's
+     * downlink, each one queue of up_G ns per byte (all its cables as one). */
+    double leaf_nodes, up_G;
+    /* Start-up (docs/scale.md, "Resources per rank"): one bootstrap allgather
+     * or barrier of the library costs oob_a + oob_b x log2(N) + oob_c x the
+     * bytes gathered (N x len), once every rank is in it; creating one RC QP
+     * and taking it to RTS costs qp_ns on each side of the connection. */
+    double oob_a, oob_b, oob_c;
+    double qp_ns;
     int nic; /* 1: nodes joined by a NIC (the tuning table's chan=verbs), 0: one host's memory */
 } sim_params_t;
 
-/* A built-in set (host-shm, ib-edr) or a file of "key value" lines
+/* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
  * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_load(const char *name, sim_params_t *p);
 
@@ -54,7 +67,7 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
 uint64_t sim_now(void);          /* this rank's virtual clock */
 void sim_compute(uint64_t ns);   /* computation between calls: the clock moves on */
 int sim_barrier(void);           /* all ranks, clocks set to the latest (free in time) */
-void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks */
+void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks (cost: oob_*) */
 
 /* For the model channel (sim_chan.c). */
 int sim_active_rank(void); /* the rank running now, -1 outside a simulation */
@@ -66,5 +79,13 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
 void sim_progress(int rank);
 void sim_idle(int rank);
 void sim_purge(int rank, const void *addr, size_t len);
+void sim_cost(int rank, int kind, size_t bytes); /* kind: CHAN_COST_* (core/chan.h) */
+/* The verbs channel's connection policy, counted: the RC QPs rank holds (one
+ * per peer it wrote to or that wrote to it, as verbs wires them on first
+ * write); connect_all: every peer now (ARCOLL_VERBS_CONNECT=eager). */
+int sim_qps(int rank);
+/* A bootstrap allgather of len bytes per rank, in time only (its cost, no data). */
+int sim_oob_model(size_t len);
+void sim_connect_all(int rank);
 
 #endif

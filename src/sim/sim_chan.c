@@ -4,12 +4,15 @@
  * driver (sim_drv.c) applies to the target's memory once the target's
  * virtual clock passes its arrival time, in order per pair of ranks, so a
  * flag word is seen only after the data put before it. Puts complete at
- * once (nothing outstanding); zero-copy is not modelled. */
+ * once (nothing outstanding); zero-copy is not modelled. stats() reports
+ * what the verbs channel would hold: the RC QPs of its connection policy
+ * (counted by the driver) and the regions allocated here as registered. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/chan.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "sim/sim.h"
 
@@ -19,6 +22,7 @@ typedef struct sim_chan {
     chan_t super;
     int rank;
     uint64_t *last; /* [size]: arrival time of our last put to each rank */
+    size_t reg;     /* bytes of the regions allocated now (verbs registers them) */
 } sim_chan_t;
 
 static int sim_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
@@ -36,11 +40,14 @@ static int sim_mem_alloc(chan_t *c, size_t len, chan_mem_t *mem)
     mem->rkey.len = len;
     mem->rkey.kind = SIM_KIND_MEM;
     mem->rkey.owner = (uint32_t)c->boot->rank;
+    ((sim_chan_t *)c)->reg += len;
     return ARCOLL_OK;
 }
 
 static void sim_mem_free(chan_t *c, chan_mem_t *mem)
 {
+    if (mem->addr != NULL)
+        ((sim_chan_t *)c)->reg -= mem->len;
     /* Puts still queued for it (late notes) must not land in freed memory. */
     sim_purge(((sim_chan_t *)c)->rank, mem->addr, mem->len);
     free(mem->addr);
@@ -131,6 +138,19 @@ static void sim_chan_idle(chan_t *c)
     sim_idle(((sim_chan_t *)c)->rank);
 }
 
+static void sim_chan_cost(chan_t *c, int kind, size_t bytes)
+{
+    sim_cost(((sim_chan_t *)c)->rank, kind, bytes);
+}
+
+static void sim_stats(chan_t *c, int *qps, int *ready, size_t *reg)
+{
+    sim_chan_t *s = (sim_chan_t *)c;
+
+    *qps = *ready = sim_qps(s->rank); /* a modelled QP is connected at once */
+    *reg = s->reg;
+}
+
 static void sim_destroy(chan_t *c)
 {
     sim_chan_t *s = (sim_chan_t *)c;
@@ -151,16 +171,18 @@ static const struct chan_ops sim_ops = {
     .put_u64 = sim_chan_put_u64,
     .progress = sim_chan_progress,
     .peer_check = sim_peer_check,
+    .stats = sim_stats,
     .destroy = sim_destroy,
     .now_ns = sim_now_ns,
     .idle = sim_chan_idle,
+    .cost = sim_chan_cost,
 };
 
 int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
 {
     sim_chan_t *s;
+    int rc;
 
-    (void)cfg;
     *out = NULL;
     if (sim_active_rank() != boot->rank || sim_size() != boot->size) {
         log_err("ARCOLL_CHANNEL=sim is the scale simulator's model channel: it runs only inside "
@@ -185,6 +207,15 @@ int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)
     s->super.models = sim_nic() ? CHAN_MODELS_NIC : CHAN_MODELS_SHM;
     s->rank = boot->rank;
     sim_rank_place(boot->rank, boot->node_of[boot->rank], boot->local_size);
+    /* verbs' init: the allgather of one address record per rank (verbs_addr_t:
+     * version, pid, host name, lid, mtu, gid, UD QPN), then eager QPs if asked. */
+    rc = sim_oob_model(4 + 4 + BOOT_HOSTNAME_MAX + 2 + 1 + 1 + 16 + 4);
+    if (rc != ARCOLL_OK) {
+        sim_destroy(&s->super);
+        return rc;
+    }
+    if (cfg->verbs_connect == CORE_CONNECT_EAGER)
+        sim_connect_all(boot->rank);
     *out = &s->super;
     return ARCOLL_OK;
 }

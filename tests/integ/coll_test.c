@@ -54,6 +54,7 @@
 #include "arcoll.h"
 
 static int rank, nranks, passed, failed;
+static double init_ms; /* arcoll_init's wall time here (qps prints it) */
 /* A launcher's own modes (fork_test: tests/integ/shco_test.c): 1 if it ran mode. */
 static int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, char **argv);
 
@@ -789,8 +790,9 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
         for (uint64_t call = 0; call < 3; call++)
             one(world, 1, (int)call & 1, 2 + 3 * i + call, sizes[i], "qps");
     CHECK(arcoll_context_resources(ctx, &after) == ARCOLL_OK, "arcoll_context_resources");
-    printf("[rank %d] qps: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes\n", rank,
-           after.qps, after.qps_ready, after.registered_bytes, after.shared_bytes);
+    printf("[rank %d] qps: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes, init "
+           "%.3f ms\n",
+           rank, after.qps, after.qps_ready, after.registered_bytes, after.shared_bytes, init_ms);
     fflush(stdout);
     CHECK(after.qps == want, "%d RC QPs after alltoall %s, expected %d", after.qps,
           arcoll_config_get(ctx, "ARCOLL_ALLTOALL_ALG"), want);
@@ -1172,7 +1174,9 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     /* heap, heapcoll: one buffer from before init (the heap made at first use;
      * arcoll_init shares it only if it exists then, docs/heap.md). */
     heap_early = strncmp(mode, "heap", 4) == 0 ? arcoll_heap_malloc(4096) : NULL;
+    init_ms = phase_now();
     rc = arcoll_init(oob, &ctx);
+    init_ms = (phase_now() - init_ms) * 1e3;
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
         return 1;
