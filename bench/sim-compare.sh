@@ -78,9 +78,9 @@ predict() {
         tail -n 15 "$out" >&2
         return 1
     fi
-    # CSV: coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt
+    # CSV: coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt,ran
     awk -F, -v l="${l:-?}" -v note="$note" \
-        '$1 != "coll" && NF == 14 && $14 == 0 { print $3, $1, $2, $7, $10, l, note }' "$out" >>"$PRED"
+        '$1 != "coll" && NF >= 14 && $14 == 0 { print $3, $1, $2, $7, $10, l, note }' "$out" >>"$PRED"
 }
 
 IFS=';' read -ra cases <<<"$CASES"

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "arcoll.h"
+#include "core/coll.h"
 #include "sim/sim.h"
 
 #define MAX_SIZES 16
@@ -40,6 +41,8 @@
 enum { C_A2A, C_AG, C_A2AV, C_AGV, C_AR, C_N };
 static const char *const coll_names[C_N] = {"alltoall", "allgather", "alltoallv", "allgatherv",
                                             "allreduce"};
+static const coll_type_t coll_types[C_N] = {COLL_ALLTOALL, COLL_ALLGATHER, COLL_ALLTOALLV,
+                                            COLL_ALLGATHERV, COLL_ALLREDUCE};
 static const char *const coll_vars[C_N] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG",
                                            "ARCOLL_ALLTOALLV_ALG", "ARCOLL_ALLGATHERV_ALG",
                                            "ARCOLL_ALLREDUCE_ALG"};
@@ -58,6 +61,7 @@ typedef struct job {
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
     size_t sizes[MAX_SIZES];
+    int ran[MAX_SIZES]; /* CORE_ALG_* that runs each size (auto resolved, fallbacks taken) */
     int nsizes;
     double mif, late; /* late < 0: random skew */
     uint64_t seed;
@@ -271,6 +275,16 @@ static int rank_main(int rank, void *arg)
                     arcoll_last_error(NULL));
         return rc;
     }
+    /* What the dispatcher runs (the table's pick for auto): the same on every rank. */
+    for (int si = 0; rank == 0 && si < j->nsizes; si++) {
+        int picked;
+        const char *why;
+        int *cfg_alg[C_N] = {&ctx->cfg.alltoall_alg, &ctx->cfg.allgather_alg,
+                             &ctx->cfg.alltoallv_alg, &ctx->cfg.allgatherv_alg,
+                             &ctx->cfg.allreduce_alg};
+        j->ran[si] = coll_alg_resolve(arcoll_team_world(ctx), coll_types[j->coll], j->sizes[si],
+                                      *cfg_alg[j->coll], &picked, &why);
+    }
     for (int si = 0; rc == ARCOLL_OK && si < j->nsizes; si++)
         rc = rank_size(j, rank, arcoll_team_world(ctx), si);
     /* Between two barriers: a peer already in arcoll_finalize (which
@@ -449,7 +463,7 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
         printf("coll,alg,n,ppn,nodes,params,size,mif,late,avg_us,min_us,max_us,iters,corrupt");
         for (int f = 0; j->resources && f < RES_FIELDS; f++)
             printf(",%s_min,%s_avg,%s_max", res_names[f], res_names[f], res_names[f]);
-        printf("\n");
+        printf(",ran\n");
     } else if (j->json)
         printf("[");
     else
@@ -458,12 +472,12 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
                "up_G %g; ns), %d calls after %d, skew %s %g%s\n"
                "# virtual latency, own entry to own exit: mean over ranks and calls; min/max: "
                "lowest/highest per-rank mean\n"
-               "# %-10s %12s %12s %12s\n",
+               "# %-10s %12s %12s %12s  %s\n",
                coll_names[j->coll], j->alg, j->n, nodes, j->ppn, p->name, p->intra_o, p->intra_L,
                p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, p->copy_G, p->reduce_G,
                p->rx_nic, p->leaf_nodes, p->up_G, j->iters, j->warmup,
                j->late >= 0 ? "late" : "random", j->mif, j->late >= 0 ? " of MIF" : "", "Size",
-               "Avg(us)", "Min(us)", "Max(us)");
+               "Avg(us)", "Min(us)", "Max(us)", "Ran");
     for (int si = 0; si < j->nsizes; si++) {
         double sum = 0, lo = INFINITY, hi = 0;
         for (int r = 0; r < j->n; r++) {
@@ -477,7 +491,7 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
                    j->n, j->ppn, nodes, p->name, j->sizes[si], j->mif, j->late, sum / j->n, lo, hi,
                    j->iters, j->corrupt);
             res_print(j);
-            printf("\n");
+            printf(",%s\n", core_alg_name(j->ran[si]));
         } else if (j->json) {
             printf("%s\n  {\"coll\": \"%s\", \"alg\": \"%s\", \"n\": %d, \"ppn\": %d, \"nodes\": "
                    "%d, \"params\": \"%s\", \"size\": %zu, \"mif\": %g, \"late\": %g, \"avg_us\": "
@@ -485,9 +499,10 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
                    si ? "," : "", coll_names[j->coll], j->alg, j->n, j->ppn, nodes, p->name,
                    j->sizes[si], j->mif, j->late, sum / j->n, lo, hi, j->iters, j->corrupt);
             res_print(j);
-            printf("}");
+            printf(", \"ran\": \"%s\"}", core_alg_name(j->ran[si]));
         } else
-            printf("  %-10zu %12.3f %12.3f %12.3f\n", j->sizes[si], sum / j->n, lo, hi);
+            printf("  %-10zu %12.3f %12.3f %12.3f  %s\n", j->sizes[si], sum / j->n, lo, hi,
+                   core_alg_name(j->ran[si]));
     }
     if (j->json)
         printf("\n]\n");

@@ -53,6 +53,11 @@ typedef struct chan_rmem {
 
 typedef struct chan chan_t;
 
+/* chan.models: a real transport, or the simulator's model of one (shared
+ * memory only, or nodes joined by a NIC): the tuning table then sees the job
+ * the model describes (core_tune_shape_team). */
+enum { CHAN_MODELS_NONE, CHAN_MODELS_SHM, CHAN_MODELS_NIC };
+
 /* chan.heap_mr: no heap MR (mem_reg is cheap), a growing pinned prefix, or
  * one on-demand-paging MR over the slot (mem_reg_odp). */
 enum { CHAN_HEAP_MR_NONE, CHAN_HEAP_MR_PIN, CHAN_HEAP_MR_ODP };
@@ -122,6 +127,7 @@ struct chan {
     /* The process's other contexts are other ranks (the simulator): waiting
      * progresses only this context's teams. */
     int solo;
+    int models; /* CHAN_MODELS_* */
 };
 
 /* Channel constructors (collective over the bootstrap). */

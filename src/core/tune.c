@@ -23,8 +23,8 @@
  * 64 B-64 KiB, MIF 0 and 32: pap was fastest nearly everywhere; of the node
  * algorithms sa came closest (pap/sa 0.6-1.0), then rd, sa_direct, pap_shm,
  * leader. Pretend nodes share one memory, so the inter-node step costs what
- * the intra-node one does; on real nodes measure and put e.g.
- * alltoall:0-1k:ppn=2-inf:nodes=2-inf:@sa first (seed 001's regime).
+ * the intra-node one does: the rules for 2+ nodes over a NIC (chan=verbs,
+ * over=no) come from the scale simulator instead (bench/sim-tune.sh).
  * The sh_co rules come first: they apply only where one node's ranks share
  * the node heap (core_tune_fits); measured with bench/heap-sweep.sh
  * (docs/measurements/sh-co.md).
@@ -33,6 +33,31 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                    "allgather:2k-inf:nodes=1:over=no:@sh_co#"
                                    "alltoall:16k-inf:nodes=1:over=yes:@sh_co#"
                                    "allgather:16k-inf:nodes=1:over=yes:@sh_co#"
+                                   /* 2+ nodes over a NIC, from the simulator:
+                                    * bench/sim-tune.sh build out, params ib-edr,
+                                    * intra-node copies free (docs/scale.md, "Tuning at
+                                    * scale"; NxP: N nodes of P ranks, x: pap/winner). */
+                                   /* alltoall 2x2 sa 1.25 at 8-512 B; 2x4 rd 1.94, sa
+                                    * 1.68 at 512; 2x8 rd 3.6, sa 1.75 at 512; 4x4 rd
+                                    * 2.8, pap_shm 3.1 (sa 2.5) at 512; 8x8 sa 6.6 at 8 B,
+                                    * 1.89 at 512; sa and rd within 4% of each other below
+                                    * 1 KiB; pap (or a tie) from 4 KiB on every shape. */
+                                   "alltoall:0-1k:ppn=2-8:nodes=2-8:over=no:chan=verbs:@sa#"
+                                   /* 4x16 sa 10.6 at 8 B, 1.13 at 512; 16x16 sa 14 at 8 B,
+                                    * 6.4 at 64, 1.09 at 512: pap from 512 B. */
+                                   "alltoall:0-512:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@sa#"
+                                   /* allgather 2x2 1.25, 2x4 1.9-2.0, 2x8 3.6, 4x4 2.8-2.9
+                                    * at 8-512 B (4 KiB too, but there the free copies
+                                    * decide). */
+                                   "allgather:0-1k:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@"
+                                   "pap_shm#"
+                                   /* One rank per node: mn_co at 16x1 1.64 at 8 B, 1.25 at
+                                    * 1 KiB, even at 2 KiB; 64x1 3.7 at 8 B, 1.33 at 1 KiB,
+                                    * pap 1.32 faster at 2 KiB; 2x1 and 4x1: pap. */
+                                   "alltoall:0-1536:ppn=1:nodes=16-inf:over=no:chan=verbs:@mn_co#"
+                                   /* allgather 16x1 mn_co 1.64 at 8 B, 1.12 at 4 KiB; 64x1
+                                    * 3.7 at 8 B, 1.29 at 2 KiB, pap 1.15 faster at 4 KiB. */
+                                   "allgather:0-3k:ppn=1:nodes=16-inf:over=no:chan=verbs:@mn_co#"
                                    "alltoall:0-inf:@pap#"
                                    "allgather:0-inf:@pap#"
                                    /* Path rules: TUNE_BENCH=shim bench/arcoll-tune.sh
@@ -677,9 +702,17 @@ _Static_assert(CORE_CHANNEL_SMP == 0 && CORE_CHANNEL_VERBS == 1 && CORE_PATH_COP
 
 void core_tune_shape_team(const struct arcoll_team *t, core_tune_shape_t *out)
 {
+    const chan_t *c = t->ctx->chan;
+
     core_tune_shape(t->hier, t->size, out);
     out->over = t->ctx->job_oversubscribed;
     out->chan = t->ctx->cfg.channel;
+    /* A model channel's virtual ranks each have a core, and the rules are those
+     * of the transport it models. */
+    if (c->models != CHAN_MODELS_NONE) {
+        out->over = 0;
+        out->chan = c->models == CHAN_MODELS_NIC ? CORE_CHANNEL_VERBS : CORE_CHANNEL_SMP;
+    }
 }
 
 int core_tune_pick_team(const struct arcoll_team *t, int coll, size_t bytes)

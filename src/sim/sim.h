@@ -33,6 +33,7 @@ typedef struct sim_params {
      * and taking it to RTS costs qp_ns on each side of the connection. */
     double oob_a, oob_b, oob_c;
     double qp_ns;
+    int nic; /* 1: nodes joined by a NIC (the tuning table's chan=verbs), 0: one host's memory */
 } sim_params_t;
 
 /* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
@@ -71,6 +72,7 @@ void sim_oob(arcoll_oob_t *oob); /* bootstrap callbacks across the virtual ranks
 /* For the model channel (sim_chan.c). */
 int sim_active_rank(void); /* the rank running now, -1 outside a simulation */
 int sim_size(void);
+int sim_nic(void); /* the parameter set's nic */
 void sim_rank_place(int rank, int node, int local_size);
 uint64_t sim_clock(int rank);
 int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last);

@@ -103,7 +103,8 @@ static void sim_activity(const sim_rank_t *r)
  * (24 nodes and 12 uplinks per leaf: up_G = inter_G / 12). */
 #define SIM_HOST_EST \
     .intra_o = 50, .intra_L = 150, .intra_G = 0.1, .copy_G = 0.1, .reduce_G = 0.2, .poll = 100
-#define SIM_IB_EDR .inter_o = 200, .inter_L = 1000, .inter_G = 0.08, .inter_g = 5, .rx_nic = 1
+#define SIM_IB_EDR \
+    .inter_o = 200, .inter_L = 1000, .inter_G = 0.08, .inter_g = 5, .rx_nic = 1, .nic = 1
 /* The IB sets' start-up costs, all assumed (docs/scale.md, "Resources per
  * rank"): a bootstrap fence of 20 us + 5 us per doubling + 1 ns per gathered
  * byte; an RC QP created and taken to RTS in 100 us. host-shm: none. */
@@ -144,6 +145,10 @@ static int sim_params_set(sim_params_t *p, const char *key, double v)
         SIM_KEY(qp_ns),
     };
 
+    if (strcmp(key, "nic") == 0) {
+        p->nic = v != 0;
+        return v == 0 || v == 1 ? 0 : -1;
+    }
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         if (strcmp(key, keys[i].key) == 0) {
             *(double *)(void *)((char *)p + keys[i].off) = v;
@@ -193,7 +198,8 @@ int sim_params_load(const char *name, sim_params_t *p)
         if (rc != ARCOLL_OK)
             log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
                     "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
-                    "leaf_nodes up_G oob_a oob_b oob_c qp_ns name, VALUE >= 0",
+                    "leaf_nodes up_G oob_a oob_b oob_c qp_ns nic (0 or 1) name, "
+                    "VALUE >= 0",
                     name, lineno);
     }
     fclose(f);
@@ -377,6 +383,11 @@ int sim_active_rank(void)
 int sim_size(void)
 {
     return W.n;
+}
+
+int sim_nic(void)
+{
+    return W.p.nic;
 }
 
 void sim_rank_place(int rank, int node, int local_size)

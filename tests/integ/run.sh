@@ -555,8 +555,24 @@ for alg in pap_shm shm_direct; do
 done
 run sim-8x4-alltoallv-sloavx "$SIMOK" $SIM -n 8 --ppn 4 --coll alltoallv --alg sloavx --size 8,300
 run sim-8-skew-random-json "$SIMOK" $SIM -n 8 --coll alltoall --alg pap --size 8 --skew 32 --json
-run sim-8-skew-late-csv "text:^alltoall,direct,8,1,8,ib-edr,8,32,0.25,.*,0$" $SIM -n 8 --coll alltoall \
+run sim-8-skew-late-csv "text:^alltoall,direct,8,1,8,ib-edr,8,32,0.25,.*,0,direct$" $SIM -n 8 --coll alltoall \
     --alg direct --size 8 --skew 32 --late 0.25 --params ib-edr --csv
+# --alg auto sees the job the model describes (docs/scale.md, "Tuning at scale"): nodes and ppn
+# from the placement, over=no, and the rules of the channel modelled (ib-edr: verbs, host-shm:
+# smp); the "ran" column names what the table picked.
+SIMRULE="alltoall:0-inf:nodes=2:over=no:chan=verbs:@sa"
+run sim-2x4-auto-verbs-rule "text:^alltoall,auto,8,4,2,ib-edr,8,.*,0,sa$" env ARCOLL_TUNE=$SIMRULE \
+    $SIM -n 8 --ppn 4 --coll alltoall --alg auto --size 8 --params ib-edr --csv
+run sim-2x4-auto-smp-no-verbs-rule "text:^alltoall,auto,8,4,2,host-shm,8,.*,0,pap$" \
+    env ARCOLL_TUNE=$SIMRULE $SIM -n 8 --ppn 4 --coll alltoall --alg auto --size 8 --csv
+# The default table's rules for 2+ nodes (chan=verbs, over=no) as auto picks them in the model.
+run sim-2x4-auto-default "text:^alltoall,auto,8,4,2,ib-edr,8,.*,0,sa$|^alltoall,auto,8,4,2,ib-edr,4096,.*,0,pap$" \
+    $SIM -n 8 --ppn 4 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
+run sim-2x4-allgather-auto-default \
+    "text:^allgather,auto,8,4,2,ib-edr,8,.*,0,pap_shm$|^allgather,auto,8,4,2,ib-edr,4096,.*,0,pap$" \
+    $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096 --params ib-edr --csv
+run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
+    $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
 # Node algorithms under skew: ranks that wait on node memory while a late peer computes.
 run sim-16x4-alltoall-pap_shm-skew "$SIMOK" $SIM -n 16 --ppn 4 --coll alltoall --alg pap_shm \
     --size 8 --skew 512 --params ib-edr

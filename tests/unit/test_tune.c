@@ -400,6 +400,57 @@ static void test_default_table(void **state)
     assert_int_equal(pick(&tab, A2A, 100, 2, 3, 0), CORE_ALG_PAP);
 }
 
+/* The rules for 2+ nodes over a NIC (bench/sim-tune.sh, docs/scale.md "Tuning at scale"):
+ * chan=verbs, over=no only; one node and smp keep their picks. */
+static int pick_net(const core_tune_t *tab, int coll, size_t bytes, uint32_t nodes, uint32_t ppn,
+                    int equal, int over, int chan)
+{
+    core_tune_shape_t s = {nodes, ppn, equal, over, chan, 0};
+    return core_tune_pick(tab, coll, bytes, &s);
+}
+
+static void test_default_nodes(void **state)
+{
+    enum { V = CORE_CHANNEL_VERBS, S = CORE_CHANNEL_SMP };
+    core_tune_t tab;
+
+    (void)state;
+    set_ok(&tab, "default");
+    /* Nodes of 2+ ranks: sa below 1 KiB up to 8 nodes of 8, below 512 B beyond; pap_shm
+     * below 1 KiB; pap above. */
+    assert_int_equal(pick_net(&tab, A2A, 8, 2, 2, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 1023, 8, 8, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 1024, 2, 8, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 511, 9, 8, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 512, 9, 8, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 511, 4, 16, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 512, 4, 16, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 512, 16, 16, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 0, 2, 2, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 1023, 16, 16, 0, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 1024, 4, 4, 1, 0, V), CORE_ALG_PAP);
+    /* Unequal nodes: sa cannot run, nothing else matches: pap. */
+    assert_int_equal(pick_net(&tab, A2A, 8, 2, 3, 0, 0, V), CORE_ALG_PAP);
+    /* One rank per node: mn_co from 16 nodes, below 1536 B (alltoall) and 3 KiB (allgather). */
+    assert_int_equal(pick_net(&tab, A2A, 8, 4, 1, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 8, 15, 1, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, A2A, 8, 16, 1, 1, 0, V), CORE_ALG_MN_CO);
+    assert_int_equal(pick_net(&tab, A2A, 1535, 1024, 1, 1, 0, V), CORE_ALG_MN_CO);
+    assert_int_equal(pick_net(&tab, A2A, 1536, 64, 1, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 3071, 16, 1, 1, 0, V), CORE_ALG_MN_CO);
+    assert_int_equal(pick_net(&tab, AG, 3072, 16, 1, 1, 0, V), CORE_ALG_PAP);
+    /* Not for one node, smp, or an oversubscribed job. */
+    for (size_t b = 0; b < 4096; b += 64) {
+        for (int coll = A2A; coll <= AG; coll++) {
+            assert_int_equal(pick_net(&tab, coll, b, 1, 8, 1, 0, V), CORE_ALG_PAP);
+            assert_int_equal(pick_net(&tab, coll, b, 2, 8, 1, 0, S), CORE_ALG_PAP);
+            assert_int_equal(pick_net(&tab, coll, b, 64, 1, 1, 0, S), CORE_ALG_PAP);
+            assert_int_equal(pick_net(&tab, coll, b, 2, 8, 1, 1, V), CORE_ALG_PAP);
+            assert_int_equal(pick_net(&tab, coll, b, 64, 1, 1, 1, V), CORE_ALG_PAP);
+        }
+    }
+}
+
 /* sh_co where one node's ranks share the node heap (docs/measurements/sh-co.md): 2 KiB-1 MiB
  * alltoall and from 2 KiB allgather with ranks <= cores, from 16 KiB when oversubscribed. */
 static int pick_heap(const core_tune_t *tab, int coll, size_t bytes, uint32_t nodes, uint32_t ppn,
@@ -799,6 +850,7 @@ static void test_config_var(void **state)
 
 typedef struct fixture {
     struct arcoll_context ctx;
+    chan_t chan; /* a real transport (models: none) unless a test says otherwise */
     struct arcoll_team team;
     hier_t hier;
     uint32_t node_size[4];
@@ -811,6 +863,7 @@ static fixture_t *team_make(uint32_t size, uint32_t nodes, const uint32_t *node_
 
     assert_non_null(f);
     assert_int_equal(core_config_init(&f->ctx.cfg), ARCOLL_OK);
+    f->ctx.chan = &f->chan;
     f->team.ctx = &f->ctx;
     f->team.size = size;
     f->team.rank = 1; /* no fallback notice from rank 0 */
@@ -891,6 +944,49 @@ static void test_resolve(void **state)
     free(f);
 }
 
+/* The simulator's model channel: the table sees the job the model describes (every virtual
+ * rank has a core; the rules of the transport modelled), not the host running it. */
+static void test_model_shape(void **state)
+{
+    static const uint32_t two_two[] = {2, 2};
+    fixture_t *f;
+    core_tune_shape_t s;
+    const char *why;
+    int picked;
+
+    (void)state;
+    f = team_make(4, 2, two_two);
+    f->ctx.cfg.channel = CORE_CHANNEL_SIM;
+    f->ctx.job_oversubscribed = 1; /* 4 virtual ranks on a host of fewer cores */
+    assert_int_equal(core_config_set(&f->ctx.cfg, "ARCOLL_TUNE",
+                                     "alltoall:0-inf:nodes=2:over=no:chan=verbs:@sa#"
+                                     "alltoall:0-inf:over=no:chan=smp:@direct"),
+                     ARCOLL_OK);
+    /* No model: the host's view (oversubscribed, chan sim): neither rule. */
+    core_tune_shape_team(&f->team, &s);
+    assert_int_equal(s.over, 1);
+    assert_int_equal(s.chan, CORE_CHANNEL_SIM);
+    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
+                     CORE_ALG_PAP);
+    /* A parameter set with a NIC: verbs' rules, not oversubscribed. */
+    f->chan.models = CHAN_MODELS_NIC;
+    core_tune_shape_team(&f->team, &s);
+    assert_int_equal(s.nodes, 2);
+    assert_int_equal(s.ppn, 2);
+    assert_int_equal(s.over, 0);
+    assert_int_equal(s.chan, CORE_CHANNEL_VERBS);
+    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
+                     CORE_ALG_SA);
+    /* One host's shared memory: smp's rules. */
+    f->chan.models = CHAN_MODELS_SHM;
+    core_tune_shape_team(&f->team, &s);
+    assert_int_equal(s.over, 0);
+    assert_int_equal(s.chan, CORE_CHANNEL_SMP);
+    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
+                     CORE_ALG_DIRECT);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -899,6 +995,7 @@ int main(void)
         cmocka_unit_test_setup(test_file, setup),
         cmocka_unit_test_setup(test_file_limits, setup),
         cmocka_unit_test_setup(test_default_table, setup),
+        cmocka_unit_test_setup(test_default_nodes, setup),
         cmocka_unit_test_setup(test_default_sh_co, setup),
         cmocka_unit_test_setup(test_default_paths, setup),
         cmocka_unit_test_setup(test_path_rules, setup),
@@ -908,6 +1005,7 @@ int main(void)
         cmocka_unit_test_setup(test_shape, setup),
         cmocka_unit_test_setup(test_config_var, setup),
         cmocka_unit_test_setup(test_resolve, setup),
+        cmocka_unit_test_setup(test_model_shape, setup),
     };
 
     return cmocka_run_group_tests_name("tune", tests, NULL, NULL);

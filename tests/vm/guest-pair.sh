@@ -145,6 +145,12 @@ COLL_TEST_ALGS=sa,sa_direct,rd,leader ap pair_nl_skew_late skew 150 300 late
 # per block, then a skewed series (every rank, random delays), every byte checked.
 COLL_TEST_ALGS=mn_co ap pair_mnco_sizes sizes
 COLL_TEST_ALGS=mn_co ap pair_mnco_skew_random skew 20 200 random
+# auto across the link (docs/scale.md, "Tuning at scale"): the default table's rules for 2+
+# nodes over verbs (sa, pap_shm below 1 KiB, pap above) pick each size's algorithm, every byte
+# checked. They say over=no; 2 ranks on the default 1 vCPU are over=yes, so the same rules come
+# in ARCOLL_TUNE without it (with VMBED_SMP_PAIR=2 the default table alone picks alike).
+ARCOLL_TUNE='alltoall:0-1k:ppn=2-inf:nodes=2-8:chan=verbs:@sa#allgather:0-1k:ppn=2-inf:nodes=2-inf:chan=verbs:@pap_shm' \
+    COLL_TEST_ALGS=auto ap pair_auto_matrix matrix
 ARCOLL_NOTIFY=imm ap pair_imm_env env
 ARCOLL_WIREUP=rdmacm ap pair_rdmacm_realloc realloc
 # Connection handshakes across the link: bad input with every QP wired at init (eager), and
