@@ -576,6 +576,31 @@ run sim-8-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 -
     --size 8 --fault quit
 run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --ppn 4 \
     --coll alltoall --alg pap_shm --size 8 --fault quit
+# The cost model's terms (virtual times are deterministic model outputs): node-segment copies
+# cost time (one node, so nothing else grows with the size; with copy_G 0 they are free and the
+# times equal), reductions cost time (reduce_G 0 vs the default), a 2:1 oversubscribed fat tree slows recursive doubling across leaves but not
+# within one leaf (16 nodes of 18), and the receive-side NIC slows an alltoall's incast.
+SIMCMP="$(dirname "$0")/sim_cmp.sh $B/bin/arcoll-sim"
+SIMP="$(dirname "$0")/sim"
+for alg in pap_shm shm_direct leader sa rd; do
+    run "sim-model-copy-$alg" ok $SIMCMP lt -n 4 --ppn 4 --coll alltoall --alg $alg --size 8,8 \
+        --iters 2 --vs -n 4 --ppn 4 --coll alltoall --alg $alg --size 16384,65536 --iters 2
+done
+run sim-model-nocopy-pap_shm-flat ok $SIMCMP eq -n 4 --ppn 4 --coll alltoall --alg pap_shm \
+    --size 8 --iters 2 --params "$SIMP/host-shm-nocopy.params" --vs -n 4 --ppn 4 --coll alltoall \
+    --alg pap_shm --size 65536 --iters 2 --params "$SIMP/host-shm-nocopy.params"
+run sim-model-allreduce-reduce ok $SIMCMP lt -n 4 --coll allreduce --alg rdd --size 65536 \
+    --iters 2 --params "$SIMP/host-shm-noreduce.params" --vs -n 4 --coll allreduce --alg rdd \
+    --size 65536 --iters 2
+run sim-model-congested-rdd ok $SIMCMP lt -n 32 --coll allgather --alg rdd --size 16384 \
+    --iters 2 --params ib-edr --vs -n 32 --coll allgather --alg rdd --size 16384 --iters 2 \
+    --params ib-edr-2to1
+run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size 16384 \
+    --iters 2 --params ib-edr --vs -n 16 --coll allgather --alg rdd --size 16384 --iters 2 \
+    --params ib-edr-2to1
+run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
+    --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
+    --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
 # The trends script (bench/sim-trends.sh, docs/scale.md "Trends") at tiny sizes, so that it
