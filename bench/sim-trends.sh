@@ -7,9 +7,11 @@
 # Per trend: OUTDIR/TREND.csv (arcoll-sim's CSV with a leading "case" column), OUTDIR/TREND.png
 # if gnuplot is installed, and the ratio table (baseline avg / challenger avg, mean completion
 # time over ranks and calls) on stdout and in OUTDIR/ratios.txt; OUTDIR/commands.txt lists every
-# run. Runs are niced; virtual times do not depend on the machine's load, only the wall time.
+# run. Runs are niced (SIM_TRENDS_NICE, 10); virtual times do not depend on the machine's load, only the wall time.
 # SIM_TRENDS_SMOKE=1: every trend at a tiny size (a few seconds in all; the integ test), not for
-# numbers. SIM_TRENDS_PARAMS: the model (ib-edr); SIM_TRENDS_CONGESTED: the congested set for 003.
+# numbers. SIM_TRENDS_REPLOT=1: no runs, the table and plot from an existing OUTDIR/TREND.csv.
+# SIM_TRENDS_PARAMS: the model (ib-edr); SIM_TRENDS_CONGESTED: the congested set
+# for 003 (ib-edr-2to1). SIM_TRENDS_000_N: 000's rank counts (256 1024).
 set -euo pipefail
 B=${1:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
 OUT=${2:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
@@ -17,8 +19,9 @@ shift 2
 TRENDS=("$@")
 [ ${#TRENDS[@]} -gt 0 ] || TRENDS=(002 004 000 000x 001 003)
 SMOKE=${SIM_TRENDS_SMOKE:-0}
+REPLOT=${SIM_TRENDS_REPLOT:-0}
 PARAMS=${SIM_TRENDS_PARAMS:-ib-edr}
-CONGESTED=${SIM_TRENDS_CONGESTED:-$PARAMS}
+CONGESTED=${SIM_TRENDS_CONGESTED:-ib-edr-2to1}
 SIM=$B/bin/arcoll-sim
 [ -x "$SIM" ] || { echo "sim-trends: no $SIM (make first)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -29,8 +32,9 @@ mkdir -p "$OUT"
 run() {
     local trend=$1 cas=$2 csv
     shift 2
+    [ "$REPLOT" = 0 ] || return 0
     echo "arcoll-sim $* --params ${P:-$PARAMS} --csv" >>"$OUT/commands.txt"
-    csv=$(nice -n 19 "$SIM" "$@" --params "${P:-$PARAMS}" --csv 2>"$OUT/$trend.log.tmp") || {
+    csv=$(nice -n "${SIM_TRENDS_NICE:-10}" "$SIM" "$@" --params "${P:-$PARAMS}" --csv 2>"$OUT/$trend.log.tmp") || {
         echo "sim-trends: FAILED: arcoll-sim $*" >&2
         cat "$OUT/$trend.log.tmp" >&2
         return 1
@@ -71,23 +75,25 @@ ratios() {
         }' "$OUT/$trend.csv" | tee -a "$OUT/ratios.txt"
 }
 
-# plot TREND XCOL XLABEL TITLE: one panel per case, one line per algorithm, log-log.
+# plot TREND XCOL XLABEL TITLE [SCOL]: one panel per case, one line per algorithm (and value of
+# CSV column SCOL, e.g. 8 the size when x is the rank count), log-log.
 plot() {
-    local trend=$1 xcol=$2 xlabel=$3 title=$4 d
+    local trend=$1 xcol=$2 xlabel=$3 title=$4 scol=${5:-0} d
     d="$OUT/.plot-$trend"
     command -v gnuplot >/dev/null || return 0
     rm -rf "$d"
     mkdir -p "$d"
-    awk -F, -v x="$xcol" -v d="$d" 'NR > 1 {
-        print $x, $11 >> (d "/" $1 "@" $3 ".dat")
+    awk -F, -v x="$xcol" -v sc="$scol" -v d="$d" 'NR > 1 {
+        s = sc == 0 ? $3 : $3 (sc == 4 ? " n=" : " ") $sc (sc == 8 ? " B" : "")
+        print $x, $11 >> (d "/" $1 "@" s ".dat")
         if (!($1 in c)) { c[$1] = 1; print $1 >> (d "/cases") }
-        if (!(($1, $3) in a)) { a[$1, $3] = 1; print $3 >> (d "/algs-" $1) } }' "$OUT/$trend.csv"
+        if (!(($1, s) in a)) { a[$1, s] = 1; print s >> (d "/algs-" $1) } }' "$OUT/$trend.csv"
     local ncase cols rows gp="$d/plot.gp"
     ncase=$(wc -l <"$d/cases")
     cols=$((ncase > 1 ? 2 : 1))
     rows=$(((ncase + cols - 1) / cols))
     {
-        echo "set terminal pngcairo size $((cols * 520)),$((rows * 380 + 40)) font ',9'"
+        echo "set terminal pngcairo size $((cols * 520)),$((rows * 380 + 40)) font ',9' noenhanced"
         echo "set output '$OUT/$trend.png'"
         echo "set multiplot layout $rows,$cols title '$title'"
         echo "set logscale xy; set xlabel '$xlabel'; set ylabel 'virtual us (mean over ranks)'"
@@ -134,31 +140,38 @@ t002() {
 }
 
 t004() {
-    local sizes=8,64,256,512,1024,2048 n=(-n 256) it=(--iters 3 --warmup 1)
+    local sizes=8,64,256,512,1024 n=(-n 256) it=(--iters 3 --warmup 1)
     if [ "$SMOKE" = 1 ]; then sizes=8 n=(-n 4) it=(--iters 1 --warmup 0); fi
+    # 1 KiB slots: the default 16 KiB ones take 256 x 2 x 16 KiB per rank (such runs were killed
+    # for memory on the shared machine); mn_co's aggregated messages (16 blocks) fragment above 64 B.
     for a in mn_co direct pap; do
-        run 004 alltoall-ppn1 "${n[@]}" --ppn 1 --coll alltoall --alg $a --size $sizes "${it[@]}"
+        run 004 alltoall-ppn1 "${n[@]}" --ppn 1 --coll alltoall --alg $a --size $sizes --bounce 1024 \
+            "${it[@]}"
     done
     ratios 004 direct mn_co pap
     plot 004 8 'bytes per block' '004: MN-CO vs Direct, alltoall, 256 nodes x 1'
 }
 
 t000() {
-    local n=(-n 1024 --ppn 16) it=(--iters 1 --warmup 1)
-    if [ "$SMOKE" = 1 ]; then n=(-n 4 --ppn 2) it=(--iters 1 --warmup 0); fi
+    local ns=(${SIM_TRENDS_000_N:-256 1024}) it=(--iters 1 --warmup 1) k
+    if [ "$SMOKE" = 1 ]; then ns=(4) it=(--iters 1 --warmup 0); fi
     # Bounce slots: 64 B holds the linear algorithms' 1-8 B blocks and keeps their N^2 slots
     # small; sloav's packed step messages (up to N/2 elements with 12-byte entries) need 16 KiB,
     # else they fragment with a credit round trip per 64 B. It touches only its log2 N peers' slots.
-    run 000 alltoallv-ppn16 "${n[@]}" --coll alltoallv --alg sloav --size 1,8 --bounce 16384 "${it[@]}"
-    for a in direct pap; do
-        run 000 alltoallv-ppn16 "${n[@]}" --coll alltoallv --alg $a --size 1,8 --bounce 64 "${it[@]}"
+    for k in "${ns[@]}"; do
+        run 000 alltoallv-ppn16 -n "$k" --ppn 16 --coll alltoallv --alg sloav --size 1,8 \
+            --bounce 16384 "${it[@]}"
+        for a in direct pap; do
+            run 000 alltoallv-ppn16 -n "$k" --ppn 16 --coll alltoallv --alg $a --size 1,8 --bounce 64 \
+                "${it[@]}"
+        done
     done
     ratios 000 direct sloav pap
-    plot 000 8 'bytes per block' '000: SLOAV vs linear alltoallv, 1024 ranks = 64 nodes x 16'
+    plot 000 8 'bytes per block' '000: SLOAV vs linear alltoallv, 16 ranks per node' 4
 }
 
 t000x() {
-    local ns=(32 64 128 256 512) it=(--iters 3 --warmup 1) k
+    local ns=(32 64 128 256) it=(--iters 3 --warmup 1) k
     if [ "$SMOKE" = 1 ]; then ns=(8) it=(--iters 1 --warmup 0); fi
     for k in "${ns[@]}"; do
         for a in sloavx sloav; do
@@ -167,35 +180,38 @@ t000x() {
         done
     done
     ratios 000x sloav sloavx
-    plot 000x 4 'ranks (16 per node)' '000: SLOAVx vs SLOAV, alltoallv 16 B, 16 ranks per node'
+    plot 000x 4 'ranks (16 per node)' '000: SLOAVx vs SLOAV, alltoallv 16 B, 16 ranks per node' 8
 }
 
 t001() {
-    local sizes=64,256,512,1024,2048 n=(-n 512 --ppn 8) it=(--iters 3 --warmup 1)
+    local sizes=64,512,2048 n=(-n 512 --ppn 8) it=(--iters 2 --warmup 1)
     if [ "$SMOKE" = 1 ]; then sizes=512 n=(-n 8 --ppn 4) it=(--iters 1 --warmup 0); fi
-    # 16 KiB slots for the aggregating algorithms (few peers, messages of 8-64 blocks), 4 KiB for
-    # direct (one block per message, 512 peers: its slots are most of the memory).
-    for a in sa leader; do
-        run 001 alltoall-ppn8 "${n[@]}" --coll alltoall --alg $a --size $sizes --bounce 16384 "${it[@]}"
+    # 2 KiB slots: 512 ranks x 512 peers x 2 slots is most of the memory (16 KiB slots were killed
+    # for memory); the aggregated messages of sa (8 blocks) and leader (64) fragment.
+    for a in sa leader direct; do
+        run 001 alltoall-ppn8 "${n[@]}" --coll alltoall --alg $a --size $sizes --bounce 2048 "${it[@]}"
     done
-    run 001 alltoall-ppn8 "${n[@]}" --coll alltoall --alg direct --size $sizes --bounce 4096 "${it[@]}"
     ratios 001 leader sa direct
     plot 001 8 'bytes per block' '001: SA vs leader alltoall, 64 nodes x 8'
 }
 
 t003() {
-    local sizes=8,64,512,4096 n=(-n 1024 --ppn 1) it=(--iters 2 --warmup 1)
+    local sizes=8,64,512 n=(-n 1024 --ppn 1) it=(--iters 2 --warmup 1) set
     if [ "$SMOKE" = 1 ]; then sizes=64 n=(-n 8 --ppn 1) it=(--iters 1 --warmup 0); fi
-    for a in rdh rdd ring; do
-        P=$CONGESTED run 003 "allgather-$(basename "$CONGESTED")" "${n[@]}" --coll allgather \
-            --alg $a --size $sizes --bounce 16384 "${it[@]}"
+    # The congested set, and the plain one beside it (no leaf/spine stage) for contrast.
+    for set in "$CONGESTED" "$PARAMS"; do
+        for a in rdh rdd; do
+            P=$set run 003 "allgather-$(basename "$set")" "${n[@]}" --coll allgather --alg $a \
+                --size $sizes --bounce 4096 "${it[@]}"
+        done
+        [ "$set" != "$CONGESTED" ] || [ "$CONGESTED" != "$PARAMS" ] || break
     done
-    ratios 003 rdd rdh ring
-    plot 003 8 'bytes per rank' "003: distance-halving (rdh) vs recursive doubling (rdd), $(basename "$CONGESTED")"
+    ratios 003 rdd rdh
+    plot 003 8 'bytes per rank' '003: distance-halving (rdh) vs recursive doubling (rdd), 1024 nodes'
 }
 
 for t in "${TRENDS[@]}"; do
-    rm -f "$OUT/$t.csv" "$OUT/$t.log" "$OUT/$t.png"
+    [ "$REPLOT" = 1 ] || rm -f "$OUT/$t.csv" "$OUT/$t.log" "$OUT/$t.png"
     case $t in
     002 | 004 | 000 | 000x | 001 | 003) "t$t" ;;
     *) echo "sim-trends: unknown trend $t (002 004 000 000x 001 003)" >&2; exit 2 ;;
