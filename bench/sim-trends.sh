@@ -11,7 +11,8 @@
 # SIM_TRENDS_SMOKE=1: every trend at a tiny size (a few seconds in all; the integ test), not for
 # numbers. SIM_TRENDS_REPLOT=1: no runs, the table and plot from an existing OUTDIR/TREND.csv.
 # SIM_TRENDS_PARAMS: the model (ib-edr); SIM_TRENDS_CONGESTED: the congested set
-# for 003 (ib-edr-2to1). SIM_TRENDS_000_N: 000's rank counts (256 1024).
+# for 003 (ib-edr-2to1). SIM_TRENDS_000_N: 000's rank counts (256 1024); SIM_TRENDS_001_N,
+# SIM_TRENDS_003_N (512, 1024) and SIM_TRENDS_001_SIZES, SIM_TRENDS_003_SIZES: smaller runs.
 set -euo pipefail
 B=${1:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
 OUT=${2:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
@@ -184,7 +185,8 @@ t000x() {
 }
 
 t001() {
-    local sizes=64,512,2048 n=(-n 512 --ppn 8) it=(--iters 2 --warmup 1)
+    local sizes=${SIM_TRENDS_001_SIZES:-64,512,2048} n=(-n "${SIM_TRENDS_001_N:-512}" --ppn 8)
+    local it=(--iters 2 --warmup 1)
     if [ "$SMOKE" = 1 ]; then sizes=512 n=(-n 8 --ppn 4) it=(--iters 1 --warmup 0); fi
     # 2 KiB slots: 512 ranks x 512 peers x 2 slots is most of the memory (16 KiB slots were killed
     # for memory); the aggregated messages of sa (8 blocks) and leader (64) fragment.
@@ -192,11 +194,12 @@ t001() {
         run 001 alltoall-ppn8 "${n[@]}" --coll alltoall --alg $a --size $sizes --bounce 2048 "${it[@]}"
     done
     ratios 001 leader sa direct
-    plot 001 8 'bytes per block' '001: SA vs leader alltoall, 64 nodes x 8'
+    plot 001 8 'bytes per block' '001: SA vs leader alltoall, 8 ranks per node'
 }
 
 t003() {
-    local sizes=8,64,512 n=(-n 1024 --ppn 1) it=(--iters 2 --warmup 1) set
+    local sizes=${SIM_TRENDS_003_SIZES:-8,64,512} n=(-n "${SIM_TRENDS_003_N:-1024}" --ppn 1)
+    local it=(--iters 2 --warmup 1) set
     if [ "$SMOKE" = 1 ]; then sizes=64 n=(-n 8 --ppn 1) it=(--iters 1 --warmup 0); fi
     # The congested set, and the plain one beside it (no leaf/spine stage) for contrast.
     for set in "$CONGESTED" "$PARAMS"; do
@@ -207,7 +210,7 @@ t003() {
         [ "$set" != "$CONGESTED" ] || [ "$CONGESTED" != "$PARAMS" ] || break
     done
     ratios 003 rdd rdh
-    plot 003 8 'bytes per rank' '003: distance-halving (rdh) vs recursive doubling (rdd), 1024 nodes'
+    plot 003 8 'bytes per rank' '003: distance-halving (rdh) vs recursive doubling (rdd), 1 rank per node'
 }
 
 for t in "${TRENDS[@]}"; do
