@@ -95,15 +95,15 @@ static void sim_activity(const sim_rank_t *r)
 /* host-shm: shared memory of one host, an estimate until a calibration run
  * measures it (docs/scale.md); inter-node values are the same (no NIC).
  * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md, one
- * non-blocking switch; ib-edr-2to1: a 2:1 fat tree of 36-port switches (18
- * nodes and 9 uplinks per leaf: up_G = 2 x inter_G / 18). */
+ * non-blocking switch; ib-edr-2to1: a 2:1 fat tree of 36-port switches (24
+ * nodes and 12 uplinks per leaf: up_G = inter_G / 12). */
 #define SIM_HOST_SHM \
     .intra_o = 50, .intra_L = 150, .intra_G = 0.1, .copy_G = 0.1, .reduce_G = 0.2, .poll = 100
 #define SIM_IB_EDR .inter_o = 200, .inter_L = 1000, .inter_G = 0.08, .inter_g = 5, .rx_nic = 1
 static const sim_params_t sim_builtin[] = {
     {.name = "host-shm", SIM_HOST_SHM, .inter_o = 50, .inter_L = 150, .inter_G = 0.1},
     {.name = "ib-edr", SIM_HOST_SHM, SIM_IB_EDR},
-    {.name = "ib-edr-2to1", SIM_HOST_SHM, SIM_IB_EDR, .leaf_nodes = 18, .up_G = 2 * 0.08 / 18},
+    {.name = "ib-edr-2to1", SIM_HOST_SHM, SIM_IB_EDR, .leaf_nodes = 24, .up_G = 0.08 / 12},
 };
 
 /* clang-format off */

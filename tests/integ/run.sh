@@ -579,7 +579,7 @@ run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8
 # The cost model's terms (virtual times are deterministic model outputs): node-segment copies
 # cost time (one node, so nothing else grows with the size; with copy_G 0 they are free and the
 # times equal), reductions cost time (reduce_G 0 vs the default), a 2:1 oversubscribed fat tree slows recursive doubling across leaves but not
-# within one leaf (16 nodes of 18), and the receive-side NIC slows an alltoall's incast.
+# within one leaf (16 nodes of 24), and the receive-side NIC slows an alltoall's incast.
 SIMCMP="$(dirname "$0")/sim_cmp.sh $B/bin/arcoll-sim"
 SIMP="$(dirname "$0")/sim"
 for alg in pap_shm shm_direct leader sa rd; do
