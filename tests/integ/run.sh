@@ -636,6 +636,10 @@ run sim-compare-bench-fails "fails:sim-compare: arcoll-bench failed: N 2 alltoal
 # --resources: the model's bytes equal the real smp counters, its QPs the verbs counts the
 # Soft-RoCE guest asserts, eager QPs add their cost to init (docs/scale.md, "Resources per rank").
 run sim-resources-vs-real ok "$(dirname "$0")/sim_resources.sh" "$B"
+# The trends script (bench/sim-trends.sh, docs/scale.md "Trends") at tiny sizes, so that it
+# cannot rot: every trend's runs pass their byte checks and its ratio table is printed.
+run sim-trends-smoke "text:^002: direct over pap|^004: direct over mn_co pap|^000: direct over sloav pap|^000x: sloav over sloavx|^001: leader over sa direct|^003: rdd over rdh" \
+    env SIM_TRENDS_SMOKE=1 "$(dirname "$0")/../../bench/sim-trends.sh" "$B" "$LOG/sim-trends"
 
 timing_top integ
 echo "integ: $pass passed, $fail failed"
