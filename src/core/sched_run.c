@@ -40,11 +40,7 @@ typedef struct sched_exec {
     uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
     uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
     uint32_t *rx_total;          /* fragments of the whole stream from the peer */
-    /* The peers with a stream, in the order progress visits them: a pass costs
-     * what the schedule talks to (log2 N peers for rdh, sloav), not N. */
-    uint32_t *tx_list, *rx_list;
-    uint32_t ntx, nrx;
-    uint64_t *tx_off, *rx_off; /* bytes of the current message done */
+    uint64_t *tx_off, *rx_off;   /* bytes of the current message done */
     /* per message */
     uint32_t *next_send, *next_recv; /* next message of the same stream */
     /* per round (nrounds + 1 entries) */
@@ -106,7 +102,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 7 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 5 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -115,8 +111,6 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->tx_frag = x->rx_head + x->cap_n;
     x->rx_frag = x->tx_frag + x->cap_n;
     x->rx_total = x->rx_frag + x->cap_n;
-    x->tx_list = x->rx_total + x->cap_n;
-    x->rx_list = x->tx_list + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -210,17 +204,6 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         x->local_left[i]++;
     memset(x->tx_frag, 0, sizeof(uint32_t) * n);
     memset(x->rx_frag, 0, sizeof(uint32_t) * n);
-    /* Receives by team rank; sends from the nearest rank below us downward,
-     * so ranks do not all write to the same peer first. */
-    x->nrx = x->ntx = 0;
-    for (uint32_t p = 0; p < n; p++)
-        if (x->rx_head[p] != SX_NONE)
-            x->rx_list[x->nrx++] = p;
-    for (uint32_t i = 1; i < n; i++) {
-        uint32_t p = (t->rank + n - i) % n;
-        if (x->tx_head[p] != SX_NONE)
-            x->tx_list[x->ntx++] = p;
-    }
     x->sends = s->nsend;
     x->recvs = s->nrecv;
     x->locals = s->nlocal + (s->hook != NULL ? s->nrounds + 1 : 0);
@@ -568,6 +551,8 @@ static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
 
 static int sx_sends(coll_req_t *r, sched_exec_t *x)
 {
+    struct arcoll_team *t = r->team;
+    uint32_t n = t->size;
     int rc;
 
     if (x->in_order) {
@@ -589,8 +574,8 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
     }
     /* PAP: arrived peers first, then everyone (copy path: no readiness needed). */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
-        for (uint32_t i = 0; i < x->ntx; i++) {
-            uint32_t p = x->tx_list[i];
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t p = (t->rank + n - i) % n;
             if (x->tx_head[p] == SX_NONE || (pass == 0 && !sx_arrived(r, x, p)))
                 continue;
             rc = sx_tx(r, x, p);
@@ -660,9 +645,9 @@ int eng_sched_progress(coll_req_t *r)
         return coll_fail(r, outstanding);
     x->mem.pinned = outstanding != 0;
     rc = sx_locals(r, x, outstanding);
-    for (uint32_t i = 0; rc == ARCOLL_OK && x->recvs && i < x->nrx; i++)
-        if (x->rx_head[x->rx_list[i]] != SX_NONE)
-            rc = sx_rx(r, x, x->rx_list[i]);
+    for (uint32_t p = 0; rc == ARCOLL_OK && x->recvs && p < t->size; p++)
+        if (x->rx_head[p] != SX_NONE)
+            rc = sx_rx(r, x, p);
     if (rc == ARCOLL_OK) {
         sx_rounds(x);
         rc = sx_locals(r, x, outstanding);
