@@ -39,9 +39,13 @@ static const char *const coll_vars[C_N] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGAT
                                            "ARCOLL_ALLREDUCE_ALG"};
 
 typedef struct job {
-    int n, ppn, coll, iters, warmup, csv, json, fault;
+    int n, ppn, coll, iters, warmup, csv, json, fault, no_payload;
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
+    const char *window; /* ARCOLL_WINDOW, NULL: the library's default */
+    /* --no-payload: every rank uses these (zeros; results not checked) */
+    unsigned char *shared_s, *shared_r;
+    size_t *shared_counts, *shared_displs;
     size_t sizes[MAX_SIZES];
     int nsizes;
     double mif, late; /* late < 0: random skew */
@@ -173,16 +177,25 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
     size_t bytes = j->sizes[si], n = (size_t)j->n;
     size_t sb = j->coll == C_AR ? bytes : j->coll == C_AG || j->coll == C_AGV ? bytes : n * bytes;
     size_t rb = j->coll == C_AR ? bytes : n * bytes;
-    unsigned char *s = malloc(sb ? sb : 1), *r = malloc(rb ? rb : 1);
-    size_t *counts = malloc(sizeof(size_t) * n), *displs = malloc(sizeof(size_t) * n);
+    unsigned char *s, *r;
+    size_t *counts, *displs;
     int rc = ARCOLL_OK;
 
-    if (s == NULL || r == NULL || counts == NULL || displs == NULL) {
+    if (j->no_payload) {
+        s = r = NULL; /* the shared zeros below, never freed here */
+        counts = displs = NULL;
+    } else {
+        s = malloc(sb ? sb : 1);
+        r = malloc(rb ? rb : 1);
+        counts = malloc(sizeof(size_t) * n);
+        displs = malloc(sizeof(size_t) * n);
+    }
+    if (!j->no_payload && (s == NULL || r == NULL || counts == NULL || displs == NULL)) {
         fprintf(stderr, "arcoll-sim: rank %d: out of memory\n", rank);
         rc = ARCOLL_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; !j->no_payload && i < n; i++) {
         counts[i] = bytes;
         displs[i] = i * bytes;
     }
@@ -194,14 +207,20 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
     for (int it = -j->warmup; it < j->iters; it++) {
         uint64_t t0, t1;
         int crc;
-        fill(j, rank, it, bytes, s);
-        memset(r, 0xee, rb);
+        if (!j->no_payload) {
+            fill(j, rank, it, bytes, s);
+            memset(r, 0xee, rb);
+        }
         rc = sim_barrier();
         if (rc != ARCOLL_OK)
             goto out;
         sim_compute(skew_ns(j, rank, it, bytes));
         t0 = sim_now();
-        crc = call(j, team, s, r, bytes, counts, displs);
+        if (j->no_payload)
+            crc = call(j, team, j->shared_s, j->shared_r, bytes, j->shared_counts + si * n,
+                       j->shared_displs + si * n);
+        else
+            crc = call(j, team, s, r, bytes, counts, displs);
         t1 = sim_now();
         if (crc != ARCOLL_OK) {
             fprintf(stderr, "arcoll-sim: rank %d: %s of %zu bytes failed: %s (%s)\n", rank,
@@ -210,9 +229,11 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
             rc = crc;
             goto out;
         }
-        j->checked++;
-        if (!check(j, rank, it, bytes, r))
-            j->corrupt++;
+        if (!j->no_payload) {
+            j->checked++;
+            if (!check(j, rank, it, bytes, r))
+                j->corrupt++;
+        }
         if (it >= 0)
             j->lat[(size_t)si * n + (size_t)rank] += (double)(t1 - t0);
         if (rank == 0 && isatty(2))
@@ -230,17 +251,21 @@ out:
 static int rank_main(int rank, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[] = {"ARCOLL_CHANNEL",
-                         "sim",
-                         coll_vars[j->coll],
-                         j->alg,
-                         j->bounce != NULL ? "ARCOLL_BOUNCE_SIZE" : NULL,
-                         j->bounce,
-                         NULL};
+    const char *cfg[9] = {"ARCOLL_CHANNEL", "sim", coll_vars[j->coll], j->alg};
+    int k = 4;
     arcoll_context_t ctx;
     arcoll_oob_t oob;
     int rc, frc;
 
+    if (j->bounce != NULL) {
+        cfg[k++] = "ARCOLL_BOUNCE_SIZE";
+        cfg[k++] = j->bounce;
+    }
+    if (j->window != NULL) {
+        cfg[k++] = "ARCOLL_WINDOW";
+        cfg[k++] = j->window;
+    }
+    cfg[k] = NULL;
     sim_oob(&oob);
     rc = arcoll_init_config(&oob, cfg, &ctx);
     if (rc != ARCOLL_OK) {
@@ -255,13 +280,46 @@ static int rank_main(int rank, void *arg)
     return rc != ARCOLL_OK ? rc : frc;
 }
 
+/* --no-payload: one set of buffers, zeros, for every rank (the ranks run one
+ * at a time; what lands there is never read back). Receive side the
+ * largest of any collective; counts and displacements per size. */
+static int shared_alloc(job_t *j)
+{
+    size_t n = (size_t)j->n, big = 0;
+
+    for (int si = 0; si < j->nsizes; si++)
+        big = j->sizes[si] > big ? j->sizes[si] : big;
+    /* One block, so that the simulator is told one range (sim_opts_t.nodata) */
+    j->shared_s = calloc(2 * (n * big + 1), 1);
+    j->shared_r = j->shared_s != NULL ? j->shared_s + n * big + 1 : NULL;
+    j->shared_counts = malloc(sizeof(size_t) * n * (size_t)j->nsizes);
+    j->shared_displs = malloc(sizeof(size_t) * n * (size_t)j->nsizes);
+    if (j->shared_s == NULL || j->shared_r == NULL || j->shared_counts == NULL ||
+        j->shared_displs == NULL)
+        return -1;
+    for (int si = 0; si < j->nsizes; si++)
+        for (size_t i = 0; i < n; i++) {
+            j->shared_counts[(size_t)si * n + i] = j->sizes[si];
+            j->shared_displs[(size_t)si * n + i] = i * j->sizes[si];
+        }
+    return 0;
+}
+
+static void shared_free(job_t *j)
+{
+    free(j->shared_displs);
+    free(j->shared_counts);
+    free(j->shared_s);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
                "allreduce]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE] [--csv|--json]\n"
-               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n");
+               "       [--bounce B] [--window W] [--no-payload] [--seed S] [--stack KIB]\n"
+               "       [--fault reorder|corrupt|quit]\n");
 }
 
 static int parse_sizes(job_t *j, char *s)
@@ -290,6 +348,9 @@ static int parse(job_t *j, int argc, char **argv)
             used = 0;
         } else if (strcmp(a, "--json") == 0) {
             j->json = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-payload") == 0) {
+            j->no_payload = 1;
             used = 0;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
@@ -329,6 +390,8 @@ static int parse(job_t *j, int argc, char **argv)
             j->late = atof(v);
         } else if (strcmp(a, "--bounce") == 0) {
             j->bounce = v;
+        } else if (strcmp(a, "--window") == 0) {
+            j->window = v;
         } else if (strcmp(a, "--params") == 0) {
             params = v;
         } else if (strcmp(a, "--seed") == 0) {
@@ -406,15 +469,18 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
     }
     if (j->json)
         printf("\n]\n");
+    else if (!j->csv && j->no_payload)
+        printf("# check: none (--no-payload: bulk bytes not carried, results not checked)\n");
     else if (!j->csv)
         printf("# check: %ld calls checked byte for byte, %ld corrupted calls\n", j->checked,
                j->corrupt);
     fprintf(stderr,
             "%sarcoll-sim: %d ranks, wall %.2f s, max RSS %.1f MiB, %llu switches, %llu puts, "
-            "virtual %.3f ms, %ld corrupted calls\n",
+            "virtual %.3f ms, %ld corrupted calls%s\n",
             isatty(2) ? "\r" : "", j->n, wall, (double)ru.ru_maxrss / 1024.0,
             (unsigned long long)st->switches, (unsigned long long)st->events,
-            (double)st->vtime_ns / 1e6, j->corrupt);
+            (double)st->vtime_ns / 1e6, j->corrupt,
+            j->no_payload ? " (payload-free: not checked)" : "");
 }
 
 int main(int argc, char **argv)
@@ -442,6 +508,15 @@ int main(int argc, char **argv)
     setenv("ARCOLL_NODE_SIZE", ppn, 1);
     j.so.n = j.n;
     j.so.fault = j.fault;
+    if (j.no_payload) {
+        if (shared_alloc(&j) != 0) {
+            fprintf(stderr, "arcoll-sim: out of memory\n");
+            shared_free(&j);
+            return 1;
+        }
+        j.so.nodata = j.shared_s;
+        j.so.nodata_len = (size_t)(j.shared_r - j.shared_s) * 2;
+    }
     j.lat = calloc((size_t)j.nsizes * (size_t)j.n, sizeof(double));
     if (j.lat == NULL) {
         fprintf(stderr, "arcoll-sim: out of memory\n");
@@ -454,10 +529,12 @@ int main(int argc, char **argv)
                 "arcoll-sim: the simulation failed: %s (%ld corrupted calls, %ld failed "
                 "calls)\n",
                 arcoll_strerror(rc), j.corrupt, j.failed);
+        shared_free(&j);
         free(j.lat);
         return 1;
     }
     report(&j, wall_now() - j.wall0, &st);
+    shared_free(&j);
     free(j.lat);
     return j.corrupt || j.failed ? 1 : 0;
 }

@@ -155,14 +155,15 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
     t->size = (uint32_t)n;
     t->ranks = malloc(sizeof(int) * (size_t)n);
     t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
-    t->peer_mem = calloc((size_t)n * ARCOLL_MAX_INFLIGHT, sizeof(*t->peer_mem));
+    t->window = (unsigned)ctx->cfg.window;
+    t->peer_mem = calloc((size_t)n * t->window, sizeof(*t->peer_mem));
     if (t->ranks == NULL || t->peer_region == NULL || t->peer_mem == NULL) {
         log_err("arcoll_team_create: out of memory");
         rc = ARCOLL_ERR_NOMEM;
         goto err_team;
     }
     memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
+    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size, 2 * t->window) != 0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
                 n, ctx->cfg.bounce_size);
         rc = ARCOLL_ERR_INVALID;
