@@ -476,11 +476,14 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
                j->corrupt);
     fprintf(stderr,
             "%sarcoll-sim: %d ranks, wall %.2f s, max RSS %.1f MiB, %llu switches, %llu puts, "
-            "virtual %.3f ms, %ld corrupted calls%s\n",
+            "virtual %.3f ms, %ld corrupted calls",
             isatty(2) ? "\r" : "", j->n, wall, (double)ru.ru_maxrss / 1024.0,
             (unsigned long long)st->switches, (unsigned long long)st->events,
-            (double)st->vtime_ns / 1e6, j->corrupt,
-            j->no_payload ? " (payload-free: not checked)" : "");
+            (double)st->vtime_ns / 1e6, j->corrupt);
+    if (j->no_payload)
+        fprintf(stderr, " (payload-free: not checked, %llu of them payload-free)",
+                (unsigned long long)st->nodata);
+    fprintf(stderr, "\n");
 }
 
 int main(int argc, char **argv)

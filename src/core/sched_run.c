@@ -40,7 +40,11 @@ typedef struct sched_exec {
     uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
     uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
     uint32_t *rx_total;          /* fragments of the whole stream from the peer */
-    uint64_t *tx_off, *rx_off;   /* bytes of the current message done */
+    /* The peers with messages to send, in PAP's visiting order (rank - 1
+     * down, wrapping); sx_pap_tx drops the finished ones, so that a pass
+     * costs the peers left, not the team size (large teams, few peers). */
+    uint32_t *tx_peers, ntx_peers;
+    uint64_t *tx_off, *rx_off; /* bytes of the current message done */
     /* per message */
     uint32_t *next_send, *next_recv; /* next message of the same stream */
     /* per round (nrounds + 1 entries) */
@@ -102,7 +106,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 5 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 6 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -111,6 +115,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->tx_frag = x->rx_head + x->cap_n;
     x->rx_frag = x->tx_frag + x->cap_n;
     x->rx_total = x->rx_frag + x->cap_n;
+    x->tx_peers = x->rx_total + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -180,6 +185,12 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         last_s[p] = i;
         if (!s->send[i].unordered)
             x->send_left[s->send[i].round]++;
+    }
+    x->ntx_peers = 0;
+    for (uint32_t i = 1, p = t->rank; i < n; i++) {
+        p = p == 0 ? n - 1 : p - 1;
+        if (x->tx_head[p] != SX_NONE)
+            x->tx_peers[x->ntx_peers++] = p;
     }
     for (uint32_t i = 0; i < s->nrecv; i++) {
         uint32_t p = s->recv[i].peer;
@@ -543,8 +554,6 @@ static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
 
 static int sx_sends(coll_req_t *r, sched_exec_t *x)
 {
-    struct arcoll_team *t = r->team;
-    uint32_t n = t->size;
     int rc;
 
     if (x->in_order) {
@@ -566,14 +575,22 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
     }
     /* PAP: arrived peers first, then everyone (copy path: no readiness needed). */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
-        for (uint32_t i = 1; i < n; i++) {
-            uint32_t p = (t->rank + n - i) % n;
-            if (x->tx_head[p] == SX_NONE || (pass == 0 && !sx_arrived(r, x, p)))
-                continue;
-            rc = sx_tx(r, x, p);
-            if (rc < 0)
-                return rc;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < x->ntx_peers; i++) {
+            uint32_t p = x->tx_peers[i];
+            if (x->tx_head[p] != SX_NONE && (pass == 1 || sx_arrived(r, x, p))) {
+                rc = sx_tx(r, x, p);
+                if (rc < 0) {
+                    memmove(&x->tx_peers[k], &x->tx_peers[i],
+                            sizeof(uint32_t) * (x->ntx_peers - i));
+                    x->ntx_peers = k + x->ntx_peers - i;
+                    return rc;
+                }
+            }
+            if (x->tx_head[p] != SX_NONE)
+                x->tx_peers[k++] = p;
         }
+        x->ntx_peers = k;
     }
     return ARCOLL_OK;
 }

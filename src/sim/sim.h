@@ -48,6 +48,7 @@ typedef struct sim_opts {
 typedef struct sim_stats {
     uint64_t switches; /* coroutine switches */
     uint64_t events;   /* puts delivered */
+    uint64_t nodata;   /* of them, without their bytes (sim_opts_t.nodata) */
     uint64_t vtime_ns; /* latest virtual clock at the end */
 } sim_stats_t;
 

@@ -81,7 +81,8 @@ typedef struct sim_ev {
     unsigned char data[];
 } sim_ev_t;
 
-enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2 }; /* a u64 word; bytes not kept (--no-payload) */
+/* SIM_EV_POOL: a block of the free list (sim_ev_new) */
+enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4 };
 
 enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
 
@@ -110,7 +111,7 @@ static struct {
     const void *nodata; /* sim_opts_t.nodata */
     size_t nodata_len;
     sim_params_t p;
-    uint64_t lookahead, seq, switches, events;
+    uint64_t lookahead, seq, switches, events, dropped;
     uint64_t inflight;  /* puts queued, all ranks */
     uint64_t quiet;     /* switches since anything happened (a put, a delivery, a barrier) */
     uint64_t active_ns; /* the virtual time it last did */
@@ -119,6 +120,7 @@ static struct {
     sim_rank_t *r;
     int *rq, nrq; /* run queue: min-heap of ranks by (key, rank) */
     uint64_t *nic_free;
+    sim_ev_t *pool; /* free events of CHAN_PUT_COPY bytes, linked through dst */
     sim_ctx_t main;
     const void *main_bottom; /* the scheduler's stack, for ASan */
     size_t main_size;
@@ -313,6 +315,38 @@ static void ev_sift(sim_rank_t *r, int i)
     }
 }
 
+/* Most puts are small (words, headers, bytes of small messages): their
+ * events are recycled instead of a malloc and free per put. */
+static sim_ev_t *ev_new(size_t len)
+{
+    sim_ev_t *e = W.pool;
+
+    if (len > CHAN_PUT_COPY) {
+        e = malloc(sizeof(*e) + len);
+        if (e != NULL)
+            e->flag = 0;
+        return e;
+    }
+    if (e != NULL) {
+        W.pool = e->dst;
+        return e;
+    }
+    e = malloc(sizeof(*e) + CHAN_PUT_COPY);
+    if (e != NULL)
+        e->flag = SIM_EV_POOL;
+    return e;
+}
+
+static void ev_free(sim_ev_t *e)
+{
+    if (e->flag & SIM_EV_POOL) {
+        e->dst = W.pool;
+        W.pool = e;
+    } else {
+        free(e);
+    }
+}
+
 static uint64_t ev_next(const sim_rank_t *r)
 {
     return r->nev > 0 ? r->evq[0]->t : SIM_NEVER;
@@ -456,9 +490,10 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     int payload = !flag && len > CHAN_PUT_COPY;
     int nodata = !flag && (uintptr_t)from - (uintptr_t)W.nodata < W.nodata_len;
 
-    e = malloc(sizeof(*e) + (nodata ? 0 : len));
+    e = ev_new(nodata ? 0 : len);
     if (e == NULL || (d->nev == d->cap && d->cap > INT32_MAX / 2)) {
-        free(e);
+        if (e != NULL)
+            ev_free(e);
         log_err("sim: out of memory queueing a put");
         return ARCOLL_ERR_NOMEM;
     }
@@ -466,7 +501,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         int cap = d->cap ? 2 * d->cap : 64;
         sim_ev_t **q = realloc(d->evq, sizeof(*q) * (size_t)cap);
         if (q == NULL) {
-            free(e);
+            ev_free(e);
             log_err("sim: out of memory queueing a put");
             return ARCOLL_ERR_NOMEM;
         }
@@ -496,7 +531,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     e->seq = W.seq++;
     e->dst = to;
     e->len = (uint32_t)len;
-    e->flag = (flag ? SIM_EV_FLAG : 0) | (nodata ? SIM_EV_NODATA : 0);
+    e->flag = (e->flag & SIM_EV_POOL) | (flag ? SIM_EV_FLAG : 0) | (nodata ? SIM_EV_NODATA : 0);
     if (!nodata)
         memcpy(e->data, from, len);
     if (W.fault == SIM_FAULT_CORRUPT && payload && !nodata && e->seq % 7 == 0)
@@ -530,9 +565,11 @@ static int sim_deliver(sim_rank_t *r)
         } else {
             if (!(e->flag & SIM_EV_NODATA))
                 memcpy(e->dst, e->data, e->len);
+            else
+                W.dropped++;
             r->clock += (uint64_t)((double)e->len * W.p.copy_G);
         }
-        free(e);
+        ev_free(e);
         W.events++;
         W.inflight--;
         sim_activity(r);
@@ -588,7 +625,7 @@ void sim_purge(int rank, const void *addr, size_t len)
     for (int i = 0; i < r->nev; i++) {
         sim_ev_t *e = r->evq[i];
         if ((const char *)e->dst >= lo && (const char *)e->dst < hi) {
-            free(e);
+            ev_free(e);
             W.inflight--;
         } else {
             r->evq[k++] = e;
@@ -684,10 +721,15 @@ static void sim_free(void)
     for (int i = 0; W.r != NULL && i < W.n; i++) {
         sim_rank_t *r = &W.r[i];
         for (int k = 0; k < r->nev; k++)
-            free(r->evq[k]);
+            ev_free(r->evq[k]);
         free(r->evq);
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
+    }
+    while (W.pool != NULL) {
+        sim_ev_t *e = W.pool;
+        W.pool = e->dst;
+        free(e);
     }
     free(W.r);
     free(W.rq);
@@ -814,6 +856,7 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
     if (st != NULL) {
         st->switches = W.switches;
         st->events = W.events;
+        st->nodata = W.dropped;
         st->vtime_ns = 0;
         for (int i = 0; W.r != NULL && i < W.n; i++)
             if (st->vtime_ns < W.r[i].clock)
