@@ -198,10 +198,10 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/lib/libarcoll.so
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # Channel-level latency/bandwidth (internal API, hence the static library).
-$(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c $(STLIB)
+$(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c bench/bench_stats.c bench/bench_stats.h $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ $(STLIB) $(LDLIBS_ALL)
 
 # The scale simulator (docs/scale.md): its driver and model channel are internal (src/sim).
 $(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c $(STLIB)

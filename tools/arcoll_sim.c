@@ -3,7 +3,7 @@
  * in virtual time (docs/scale.md).
  *
  *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
- *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE]
+ *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE]
  *              [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
  *
  * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
@@ -317,7 +317,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
                "allreduce]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
-               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|FILE] [--csv|--json]\n"
+               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
+               "[--csv|--json]\n"
                "       [--bounce B] [--window W] [--no-payload] [--seed S] [--stack KIB]\n"
                "       [--fault reorder|corrupt|quit]\n");
 }
@@ -438,12 +439,14 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
         printf("[");
     else
         printf("# arcoll-sim: %s %s, %d ranks = %d nodes x %d, params %s (intra o %g L %g G %g; "
-               "inter o %g L %g G %g g %g; ns), %d calls after %d, skew %s %g%s\n"
+               "inter o %g L %g G %g g %g; copy_G %g reduce_G %g; rx_nic %g; leaf_nodes %g "
+               "up_G %g; ns), %d calls after %d, skew %s %g%s\n"
                "# virtual latency, own entry to own exit: mean over ranks and calls; min/max: "
                "lowest/highest per-rank mean\n"
                "# %-10s %12s %12s %12s\n",
                coll_names[j->coll], j->alg, j->n, nodes, j->ppn, p->name, p->intra_o, p->intra_L,
-               p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, j->iters, j->warmup,
+               p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, p->copy_G, p->reduce_G,
+               p->rx_nic, p->leaf_nodes, p->up_G, j->iters, j->warmup,
                j->late >= 0 ? "late" : "random", j->mif, j->late >= 0 ? " of MIF" : "", "Size",
                "Avg(us)", "Min(us)", "Max(us)");
     for (int si = 0; si < j->nsizes; si++) {

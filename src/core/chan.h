@@ -99,7 +99,14 @@ struct chan_ops {
      * a wait loop, instead of spinning or sched_yield. */
     uint64_t (*now_ns)(chan_t *c);
     void (*idle)(chan_t *c);
+    /* Optional, the simulator's: the caller is about to do local work on
+     * bytes of kind CHAN_COST_* that the channel does not see (a copy through
+     * node memory, a reduction); the channel's clock moves on first, so what
+     * the work writes appears no earlier than its cost allows. */
+    void (*cost)(chan_t *c, int kind, size_t bytes);
 };
+
+enum { CHAN_COST_COPY, CHAN_COST_REDUCE };
 
 struct chan {
     const struct chan_ops *ops;

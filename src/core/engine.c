@@ -778,8 +778,10 @@ static int eng_flat_begin(coll_req_t *r)
     uint32_t me = r->team->rank;
 
     /* Inner phases leave their own block where the outer call reads it. */
-    if (!(r->flags & COLL_F_NOSELF) && coll_rx_len(r, me) > 0)
+    if (!(r->flags & COLL_F_NOSELF) && coll_rx_len(r, me) > 0) {
+        eng_cost(r->team->ctx, CHAN_COST_COPY, coll_rx_len(r, me));
         memcpy(coll_dst(r, me), coll_src(r, me), coll_rx_len(r, me));
+    }
     r->peers[me].tx_state = COLL_TX_DONE;
     r->peers[me].rx_done = 1;
     return r->proto->start(r);

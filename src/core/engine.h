@@ -73,6 +73,16 @@ uint64_t core_time_ns(void);
 /* The context's clock: its channel's if it keeps one (the simulator's virtual
  * time), else core_time_ns(). Timeouts and liveness checks read this. */
 uint64_t eng_time_ns(const struct arcoll_context *ctx);
+/* About to copy (CHAN_COST_COPY) or reduce (CHAN_COST_REDUCE) bytes outside
+ * the channel: the simulator charges it in virtual time; real channels leave
+ * the op NULL and this is one test. Call it before the work (chan.h). */
+static inline void eng_cost(const struct arcoll_context *ctx, int kind, size_t bytes)
+{
+    chan_t *c = ctx->chan;
+
+    if (c->ops->cost != NULL)
+        c->ops->cost(c, kind, bytes);
+}
 
 /* Start algorithm alg for a validated call on team t (the dispatcher, or a
  * family running a step on another team). Returns ARCOLL_OK (done),

@@ -93,6 +93,9 @@ typedef struct sched_mem {
      * so sched_mem_tmp refuses to grow it (ARCOLL_INPROGRESS) and the hook
      * or on_size returns that, having changed nothing, to be called again. */
     int pinned;
+    /* Bytes a hook copied (it adds them): the executor charges them as local
+     * work (eng_cost) for the simulator. */
+    uint64_t copied;
 } sched_mem_t;
 
 typedef struct sched sched_t;

@@ -243,7 +243,7 @@ static void sx_rounds(sched_exec_t *x)
 }
 
 /* Copy len bytes between the concatenations of two segment lists. */
-static void sx_copy_segs(sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
+static void sx_copy_segs(coll_req_t *r, sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
                          const sched_seg_t *src, uint32_t ns)
 {
     uint32_t i = 0, j = 0;
@@ -251,9 +251,11 @@ static void sx_copy_segs(sched_exec_t *x, const sched_seg_t *dst, uint32_t nd,
 
     while (i < nd && j < ns) {
         uint64_t len = dst[i].len - di < src[j].len - sj ? dst[i].len - di : src[j].len - sj;
-        if (len)
+        if (len) {
+            eng_cost(r->team->ctx, CHAN_COST_COPY, len);
             memmove(x->mem.buf[dst[i].buf] + dst[i].off + di,
                     x->mem.buf[src[j].buf] + src[j].off + sj, len);
+        }
         di += len;
         sj += len;
         if (di == dst[i].len) {
@@ -282,7 +284,11 @@ static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
             if (h > x->recv_ok || h > x->send_ok)
                 return ARCOLL_OK;
             x->mem.pinned = outstanding != 0;
+            x->mem.copied = 0;
             rc = s->hook(s->hook_arg, s, &x->mem, h);
+            /* After the hook, but before the puts it enables: it copied
+             * only into memory of this rank's own. */
+            eng_cost(r->team->ctx, CHAN_COST_COPY, x->mem.copied);
             if (rc == ARCOLL_INPROGRESS)
                 return ARCOLL_OK; /* TMP must grow but may not move yet */
             if (rc == ARCOLL_OK)
@@ -302,7 +308,7 @@ static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
         /* Sends of earlier rounds must be complete here before we overwrite. */
         if (round > 0 && s->nsend > 0 && outstanding != 0)
             return ARCOLL_OK;
-        sx_copy_segs(x, s->segs + m->seg, m->nseg, s->segs + m->src_seg, m->src_nseg);
+        sx_copy_segs(r, x, s->segs + m->seg, m->nseg, s->segs + m->src_seg, m->src_nseg);
         x->local_next++;
         x->locals--;
         x->local_left[round]--;
@@ -325,10 +331,12 @@ static void sx_apply(coll_req_t *r, sched_exec_t *x, const sched_msg_t *m, uint6
         }
         take = g[i].len - off < len ? g[i].len - off : len;
         dst = x->mem.buf[g[i].buf] + g[i].off + off;
-        if (m->action == SCHED_REDUCE)
+        if (m->action == SCHED_REDUCE) {
+            eng_cost(r->team->ctx, CHAN_COST_REDUCE, take);
             reduce_apply(r->args.dtype, r->args.op, dst, src, take / r->args.elem);
-        else
+        } else {
             memcpy(dst, src, take);
+        }
         src += take;
         len -= take;
         off = 0;

@@ -218,6 +218,7 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
         morton_block_t b = st->share[i];
         if (st->copied[i] || !st->seen[b.row] || !st->seen[b.col])
             continue;
+        eng_cost(r->team->ctx, CHAN_COST_COPY, m);
         memcpy((char *)st->rbuf[b.col] + morton_dst_off(b, m),
                (const char *)st->sbuf[b.row] + morton_src_off(a2a, b, m), m);
         st->copied[i] = 1;

@@ -84,6 +84,7 @@ static void nl_sa_arrive(coll_req_t *r)
     uint64_t bank = nl_bank_off(r);
     size_t m = r->bytes;
 
+    eng_cost(r->team->ctx, CHAN_COST_COPY, (size_t)h->lmax * h->nnodes * m);
     for (uint32_t x = 0; x < h->lmax; x++) {
         char *slice = nl_slice(r, bank, x);
         for (uint32_t d = 0; d < h->nnodes; d++)
@@ -156,6 +157,7 @@ static void nl_sa_copy_out(coll_req_t *r)
     const char *slice = nl_slice(r, h->lay.off_recv, h->lrank);
     size_t m = r->bytes;
 
+    eng_cost(r->team->ctx, CHAN_COST_COPY, (size_t)h->nnodes * h->lmax * m);
     for (uint32_t e = 0; e < h->nnodes; e++)
         for (uint32_t s = 0; s < h->lmax; s++)
             memcpy(r->rbuf + (size_t)h->node_rank[e * h->lmax + s] * m,
@@ -185,6 +187,7 @@ static int nl_rd_begin(coll_req_t *r)
             h->pack = pack;
             h->pack_len = need;
         }
+        eng_cost(r->team->ctx, CHAN_COST_COPY, need);
         for (uint32_t d = 0; d < h->nnodes; d++)
             for (uint32_t l = 0; l < h->lmax; l++)
                 memcpy(pack + ((size_t)d * h->lmax + l) * m,
@@ -230,6 +233,7 @@ static void nl_rd_copy_out(coll_req_t *r)
             continue;
         }
         slice = nl_slice(r, bank, x);
+        eng_cost(r->team->ctx, CHAN_COST_COPY, (size_t)h->nnodes * m);
         for (uint32_t e = 0; e < h->nnodes; e++)
             memcpy(r->rbuf + (size_t)h->node_rank[e * h->lmax + x] * m,
                    slice + ((size_t)e * h->lmax + h->lrank) * m, m);

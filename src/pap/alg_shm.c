@@ -62,6 +62,7 @@ static void shm_arrive(coll_req_t *r)
     char *send = shm_send(r);
     size_t m = r->bytes;
 
+    eng_cost(r->team->ctx, CHAN_COST_COPY, r->type == COLL_ALLGATHER ? m : r->team->size * m);
     if (r->type == COLL_ALLGATHER) {
         memcpy(send + shm_block(r, 0, h->lrank, 0), r->sbuf, m);
     } else {
@@ -102,6 +103,7 @@ static void shm_copy_node(coll_req_t *r, const char *area, uint32_t at, uint32_t
     uint32_t lo = s == HIER_NONE ? 0 : s, hi = s == HIER_NONE ? h->node_size[e] : s + 1;
     size_t m = r->bytes;
 
+    eng_cost(r->team->ctx, CHAN_COST_COPY, (hi - lo) * m);
     if (r->type == COLL_ALLGATHER && s == HIER_NONE && h->node_first[e] != HIER_NONE) {
         memcpy(r->rbuf + (size_t)h->node_first[e] * m, area + shm_block(r, at, 0, 0),
                (size_t)h->node_size[e] * m);

@@ -13,16 +13,23 @@
 #include "arcoll.h"
 
 /* LogGP parameters (ns, ns per byte), one set within a node and one between
- * nodes; a node's ranks share one NIC (inter-node puts serialize on it). */
+ * nodes; a node's ranks share one NIC (inter-node puts serialize on it, and
+ * with rx_nic on the target's too); optional two-level switch topology. */
 typedef struct sim_params {
     char name[64];
     double intra_o, intra_L, intra_G;          /* a put to a rank of the node: CPU copy */
     double inter_o, inter_L, inter_G, inter_g; /* a put through the node's NIC */
-    double copy_G;                             /* local memcpy: charged when a put is read out */
-    double poll;                               /* a rank waiting on node memory looks again after */
+    double copy_G;   /* local memcpy: a put read out, a copy through node memory */
+    double reduce_G; /* applying a reduction operator, per byte of input */
+    double poll;     /* a rank waiting on node memory looks again after */
+    double rx_nic;   /* 1: an inter-node put also occupies the target node's NIC */
+    /* Leaf switches of leaf_nodes nodes (0: one non-blocking switch). A put
+     * between leaves crosses the source leaf's uplink and the target leaf's
+     * downlink, each one queue of up_G ns per byte (all its cables as one). */
+    double leaf_nodes, up_G;
 } sim_params_t;
 
-/* A built-in set (host-shm, ib-edr) or a file of "key value" lines
+/* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
  * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_load(const char *name, sim_params_t *p);
 
@@ -73,5 +80,6 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
 void sim_progress(int rank);
 void sim_idle(int rank);
 void sim_purge(int rank, const void *addr, size_t len);
+void sim_cost(int rank, int kind, size_t bytes); /* kind: CHAN_COST_* (core/chan.h) */
 
 #endif

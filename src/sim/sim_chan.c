@@ -131,6 +131,11 @@ static void sim_chan_idle(chan_t *c)
     sim_idle(((sim_chan_t *)c)->rank);
 }
 
+static void sim_chan_cost(chan_t *c, int kind, size_t bytes)
+{
+    sim_cost(((sim_chan_t *)c)->rank, kind, bytes);
+}
+
 static void sim_destroy(chan_t *c)
 {
     sim_chan_t *s = (sim_chan_t *)c;
@@ -154,6 +159,7 @@ static const struct chan_ops sim_ops = {
     .destroy = sim_destroy,
     .now_ns = sim_now_ns,
     .idle = sim_chan_idle,
+    .cost = sim_chan_cost,
 };
 
 int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)

@@ -95,9 +95,10 @@ typedef struct sim_rank {
     uint64_t key; /* in the run queue: when it can go on */
     int hidx;     /* index in the run queue, -1 if not in it */
     int state;
-    int changed;   /* a put made or applied since the last idle pass */
-    int unchanged; /* idle passes in a row with nothing changed */
-    int quiet;     /* progress calls in a row with nothing applied */
+    int changed;      /* a put made or applied since the last idle pass */
+    int unchanged;    /* idle passes in a row with nothing changed */
+    int quiet;        /* progress calls in a row with nothing applied */
+    double cost_frac; /* charged local work below 1 ns, carried to the next charge */
     int node, local_size;
     int oob_round;
     int rc;
@@ -118,9 +119,10 @@ static struct {
     int nready;         /* ranks queued to run on (not waiting for a put or node memory) */
     size_t stack_bytes;
     sim_rank_t *r;
-    int *rq, nrq; /* run queue: min-heap of ranks by (key, rank) */
-    uint64_t *nic_free;
-    sim_ev_t *pool; /* free events of CHAN_PUT_COPY bytes, linked through dst */
+    int *rq, nrq;                  /* run queue: min-heap of ranks by (key, rank) */
+    uint64_t *nic_free, *rx_free;  /* [node]: a NIC busy sending, receiving until */
+    uint64_t *up_free, *down_free; /* [leaf]: its uplink, downlink busy until */
+    sim_ev_t *pool;                /* free events of CHAN_PUT_COPY bytes, linked through dst */
     sim_ctx_t main;
     const void *main_bottom; /* the scheduler's stack, for ASan */
     size_t main_size;
@@ -143,25 +145,44 @@ static void sim_activity(const sim_rank_t *r)
 
 /* ---- parameter sets --------------------------------------------------- */
 
-/* host-shm: shared memory of one host, an estimate until a calibration run
- * measures it (docs/scale.md); inter-node values are the same (no NIC).
- * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md. */
+/* host-shm: shared memory of this host (2-core AMD EPYC KVM guest), measured
+ * by bench/sim-calibrate.sh on 2026-11-26 at load ~9.7 (docs/scale.md,
+ * "Calibration"); inter-node values are the same (no NIC).
+ * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md, one
+ * non-blocking switch; its intra-node values are the estimate host-shm had
+ * before the calibration. ib-edr-2to1: a 2:1 fat tree of 36-port switches
+ * (24 nodes and 12 uplinks per leaf: up_G = inter_G / 12). */
+#define SIM_HOST_EST \
+    .intra_o = 50, .intra_L = 150, .intra_G = 0.1, .copy_G = 0.1, .reduce_G = 0.2, .poll = 100
+#define SIM_IB_EDR .inter_o = 200, .inter_L = 1000, .inter_G = 0.08, .inter_g = 5, .rx_nic = 1
 static const sim_params_t sim_builtin[] = {
-    {"host-shm", 50, 150, 0.1, 50, 150, 0.1, 0, 0.1, 100},
-    {"ib-edr", 50, 150, 0.1, 200, 1000, 0.08, 5, 0.1, 100},
+    {.name = "host-shm",
+     .intra_o = 4.6,
+     .intra_L = 172,
+     .intra_G = 0.53,
+     .copy_G = 0.058,
+     .reduce_G = 0.2,
+     .poll = 176,
+     .inter_o = 4.6,
+     .inter_L = 172,
+     .inter_G = 0.53},
+    {.name = "ib-edr", SIM_HOST_EST, SIM_IB_EDR},
+    {.name = "ib-edr-2to1", SIM_HOST_EST, SIM_IB_EDR, .leaf_nodes = 24, .up_G = 0.08 / 12},
 };
 
+/* clang-format off */
+#define SIM_KEY(k) {#k, offsetof(sim_params_t, k)}
+/* clang-format on */
 static int sim_params_set(sim_params_t *p, const char *key, double v)
 {
     static const struct {
         const char *key;
         size_t off;
     } keys[] = {
-        {"intra_o", offsetof(sim_params_t, intra_o)}, {"intra_L", offsetof(sim_params_t, intra_L)},
-        {"intra_G", offsetof(sim_params_t, intra_G)}, {"inter_o", offsetof(sim_params_t, inter_o)},
-        {"inter_L", offsetof(sim_params_t, inter_L)}, {"inter_G", offsetof(sim_params_t, inter_G)},
-        {"inter_g", offsetof(sim_params_t, inter_g)}, {"copy_G", offsetof(sim_params_t, copy_G)},
-        {"poll", offsetof(sim_params_t, poll)},
+        SIM_KEY(intra_o), SIM_KEY(intra_L),  SIM_KEY(intra_G), SIM_KEY(inter_o),
+        SIM_KEY(inter_L), SIM_KEY(inter_G),  SIM_KEY(inter_g), SIM_KEY(copy_G),
+        SIM_KEY(poll),    SIM_KEY(reduce_G), SIM_KEY(rx_nic),  SIM_KEY(leaf_nodes),
+        SIM_KEY(up_G),
     };
 
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -188,9 +209,10 @@ int sim_params_load(const char *name, sim_params_t *p)
     }
     f = fopen(name, "r");
     if (f == NULL) {
-        log_err("sim: parameter set \"%s\" is neither built in (host-shm, ib-edr) nor a "
-                "readable file: %s",
-                name, strerror(errno));
+        log_err(
+            "sim: parameter set \"%s\" is neither built in (host-shm, ib-edr, ib-edr-2to1) nor a "
+            "readable file: %s",
+            name, strerror(errno));
         return ARCOLL_ERR_CONFIG;
     }
     *p = sim_builtin[0]; /* a file names what differs from host-shm */
@@ -211,7 +233,8 @@ int sim_params_load(const char *name, sim_params_t *p)
         }
         if (rc != ARCOLL_OK)
             log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
-                    "intra_G inter_o inter_L inter_G inter_g copy_G poll name, VALUE >= 0",
+                    "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
+                    "leaf_nodes up_G name, VALUE >= 0",
                     name, lineno);
     }
     fclose(f);
@@ -478,6 +501,44 @@ uint64_t sim_clock(int rank)
     return W.r[rank].clock;
 }
 
+/* One stage of a put's path, busy until *busy. Bytes flow through the stages
+ * cut-through: a stage starts no earlier than the one before it started and
+ * ends no earlier than that one ended. Stages take puts in the order they are
+ * made, which may differ from virtual time order by up to the lookahead. */
+static void sim_stage(uint64_t *busy, uint64_t dur, uint64_t *start, uint64_t *end)
+{
+    if (*start < *busy)
+        *start = *busy;
+    if (*end < *start + dur)
+        *end = *start + dur;
+    *busy = *end;
+}
+
+/* An inter-node put: the sender's o, its NIC, the leaf uplink and downlink
+ * when it changes leaf, the target's NIC; arrival L after the last stage. */
+static uint64_t sim_net(sim_rank_t *s, const sim_rank_t *d, size_t len)
+{
+    const sim_params_t *p = &W.p;
+    double wire = (double)len * p->inter_G;
+    uint64_t occ = (uint64_t)(wire > p->inter_g ? wire : p->inter_g);
+    uint64_t start, end = 0;
+
+    s->clock += (uint64_t)p->inter_o;
+    start = s->clock;
+    sim_stage(&W.nic_free[s->node], occ, &start, &end);
+    if (p->leaf_nodes >= 1) {
+        int ls = s->node / (int)p->leaf_nodes, ld = d->node / (int)p->leaf_nodes;
+        if (ls != ld) {
+            uint64_t up = (uint64_t)((double)len * p->up_G);
+            sim_stage(&W.up_free[ls], up, &start, &end);
+            sim_stage(&W.down_free[ld], up, &start, &end);
+        }
+    }
+    if (p->rx_nic != 0)
+        sim_stage(&W.rx_free[d->node], occ, &start, &end);
+    return end + (uint64_t)p->inter_L;
+}
+
 int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last)
 {
     sim_rank_t *s = &W.r[src], *d = &W.r[dst];
@@ -512,13 +573,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         s->clock += (uint64_t)(p->intra_o + (double)len * p->intra_G);
         arr = s->clock + (uint64_t)p->intra_L;
     } else {
-        uint64_t *nic = &W.nic_free[s->node];
-        double wire = (double)len * p->inter_G;
-        s->clock += (uint64_t)p->inter_o;
-        if (*nic < s->clock)
-            *nic = s->clock;
-        *nic += (uint64_t)(wire > p->inter_g ? wire : p->inter_g);
-        arr = *nic + (uint64_t)p->inter_L;
+        arr = sim_net(s, d, len);
     }
     if (W.fault == SIM_FAULT_REORDER && payload) {
         arr += 20000; /* data after its flag: the ordering rule broken on purpose */
@@ -636,6 +691,26 @@ void sim_purge(int rank, const void *addr, size_t len)
         ev_sift(r, i);
 }
 
+/* Local work the channel does not see, charged before it is done: node
+ * memory it writes is then visible to the other ranks no earlier than the
+ * charged time less the lookahead (a rank runs on without yielding while it
+ * is less than a lookahead ahead of the next one). */
+void sim_cost(int rank, int kind, size_t bytes)
+{
+    sim_rank_t *r = &W.r[rank];
+    double ns = (double)bytes * (kind == CHAN_COST_REDUCE ? W.p.reduce_G : W.p.copy_G);
+    uint64_t whole;
+
+    ns += r->cost_frac;
+    whole = (uint64_t)ns;
+    r->cost_frac = ns - (double)whole;
+    if (whole == 0)
+        return;
+    r->clock += whole;
+    sim_activity(r);
+    sim_maybe_yield(r);
+}
+
 /* ---- rank side -------------------------------------------------------- */
 
 uint64_t sim_now(void)
@@ -734,6 +809,9 @@ static void sim_free(void)
     free(W.r);
     free(W.rq);
     free(W.nic_free);
+    free(W.rx_free);
+    free(W.up_free);
+    free(W.down_free);
     free(W.oob_buf[0]);
     free(W.oob_buf[1]);
     memset(&W, 0, sizeof(W));
@@ -790,7 +868,11 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
     W.r = calloc((size_t)W.n, sizeof(*W.r));
     W.rq = calloc((size_t)W.n, sizeof(*W.rq));
     W.nic_free = calloc((size_t)W.n, sizeof(*W.nic_free));
-    if (W.r == NULL || W.rq == NULL || W.nic_free == NULL) {
+    W.rx_free = calloc((size_t)W.n, sizeof(*W.rx_free));
+    W.up_free = calloc((size_t)W.n, sizeof(*W.up_free)); /* leaves <= nodes <= ranks */
+    W.down_free = calloc((size_t)W.n, sizeof(*W.down_free));
+    if (W.r == NULL || W.rq == NULL || W.nic_free == NULL || W.rx_free == NULL ||
+        W.up_free == NULL || W.down_free == NULL) {
         log_err("sim: out of memory for %d ranks", W.n);
         return ARCOLL_ERR_NOMEM;
     }

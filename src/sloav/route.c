@@ -363,6 +363,7 @@ static int rt_pack(rt_t *rt, sched_t *s, sched_mem_t *m, uint32_t st)
         memcpy(ent, w, sizeof(w));
         ent += RT_ENTRY;
         if (e->len) {
+            m->copied += e->len;
             memcpy(data, m->buf[e->flags & RT_BUFMSK] + e->off, e->len);
             data += e->len;
         }
@@ -494,6 +495,7 @@ static int rt_place(rt_t *rt, sched_mem_t *m)
             rc = rt_mismatch(rt, "team rank %u sent %u bytes where this rank expects %zu", e->src,
                              e->len, want);
         } else if (e->len) {
+            m->copied += e->len;
             memcpy(m->buf[SCHED_BUF_RECV] + rt->rdispls[e->src],
                    m->buf[e->flags & RT_BUFMSK] + e->off, e->len);
         }

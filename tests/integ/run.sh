@@ -592,8 +592,47 @@ run sim-8-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 -
     --size 8 --fault quit
 run sim-8x4-deadlock-reported "fails:sim: deadlock: 8 of 8 ranks wait" $SIM -n 8 --ppn 4 \
     --coll alltoall --alg pap_shm --size 8 --fault quit
+# The cost model's terms (virtual times are deterministic model outputs): node-segment copies
+# cost time (one node, so nothing else grows with the size; with copy_G 0 they are free and the
+# times equal), reductions cost time (reduce_G 0 vs the default), a 2:1 oversubscribed fat tree slows recursive doubling across leaves but not
+# within one leaf (16 nodes of 24), and the receive-side NIC slows an alltoall's incast.
+SIMCMP="$(dirname "$0")/sim_cmp.sh $B/bin/arcoll-sim"
+SIMP="$(dirname "$0")/sim"
+for alg in pap_shm shm_direct leader sa rd; do
+    run "sim-model-copy-$alg" ok $SIMCMP lt -n 4 --ppn 4 --coll alltoall --alg $alg --size 8,8 \
+        --iters 2 --vs -n 4 --ppn 4 --coll alltoall --alg $alg --size 16384,65536 --iters 2
+done
+run sim-model-nocopy-pap_shm-flat ok $SIMCMP eq -n 4 --ppn 4 --coll alltoall --alg pap_shm \
+    --size 8 --iters 2 --params "$SIMP/host-shm-nocopy.params" --vs -n 4 --ppn 4 --coll alltoall \
+    --alg pap_shm --size 65536 --iters 2 --params "$SIMP/host-shm-nocopy.params"
+run sim-model-allreduce-reduce ok $SIMCMP lt -n 4 --coll allreduce --alg rdd --size 65536 \
+    --iters 2 --params "$SIMP/host-shm-noreduce.params" --vs -n 4 --coll allreduce --alg rdd \
+    --size 65536 --iters 2
+run sim-model-congested-rdd ok $SIMCMP lt -n 32 --coll allgather --alg rdd --size 16384 \
+    --iters 2 --params ib-edr --vs -n 32 --coll allgather --alg rdd --size 16384 --iters 2 \
+    --params ib-edr-2to1
+run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size 16384 \
+    --iters 2 --params ib-edr --vs -n 16 --coll allgather --alg rdd --size 16384 --iters 2 \
+    --params ib-edr-2to1
+run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
+    --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
+    --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
+# Calibration (docs/scale.md, "Calibration"): sim-compare.sh measure calibrates host-shm with
+# arcoll-chanperf --sim on 2 real ranks before and after the bench runs (data validated), the
+# simulator predicts the same alltoall at N = 2 with it, and the table must have both rows and
+# every column (the error's size is not checked). A side that fails must fail the comparison.
+BENCHDIR="$(dirname "$0")/../../bench"
+CMPROW="+[0-9.]+ +[0-9.]+ +[-+][0-9.]+ +[0-9.]+ *(moved)?$"
+run sim-calibrate-compare-2 "text:^sim-calibrate: wrote .*: o [0-9.]+ L [0-9.]+ G [0-9.]+ copy_G [0-9.]+ poll [0-9.]+ |^N +coll +alg +size +measured_us +predicted_us +error_% +cal_L_ns +note$|^2 +alltoall +pap +1024 $CMPROW|^2 +alltoall +direct +1024 $CMPROW" \
+    env CAL_ITERS=200 CMP_NS=2 CMP_SIZES=1024 CMP_CASES=alltoall:pap,direct CMP_REPS=1 \
+    CMP_ITERS=50 CMP_WARMUP=5 "$BENCHDIR/sim-compare.sh" "$B" measure
+run sim-compare-sim-fails "fails:sim-compare: arcoll-sim failed: N 2 alltoall pap" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:pap CMP_REPS=1 CMP_ITERS=5 CMP_WARMUP=1 \
+    "$BENCHDIR/sim-compare.sh" "$B" /nonexistent.params
+run sim-compare-bench-fails "fails:sim-compare: arcoll-bench failed: N 2 alltoall nosuch" \
+    env CMP_NS=2 CMP_SIZES=8 CMP_CASES=alltoall:nosuch CMP_REPS=1 "$BENCHDIR/sim-compare.sh" "$B" host-shm
 
 timing_top integ
 echo "integ: $pass passed, $fail failed"
