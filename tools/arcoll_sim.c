@@ -56,10 +56,14 @@ static const char *const res_names[RES_FIELDS] = {"qps", "registered_bytes", "sh
                                                   "init_us"};
 
 typedef struct job {
-    int n, ppn, coll, iters, warmup, csv, json, fault, resources;
+    int n, ppn, coll, iters, warmup, csv, json, fault, resources, no_payload;
     const char *connect; /* ARCOLL_VERBS_CONNECT, NULL: the library's default (lazy) */
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
+    const char *window; /* ARCOLL_WINDOW, NULL: the library's default */
+    /* --no-payload: every rank uses these (zeros; results not checked) */
+    unsigned char *shared_s, *shared_r;
+    size_t *shared_counts, *shared_displs;
     size_t sizes[MAX_SIZES];
     int ran[MAX_SIZES]; /* CORE_ALG_* that runs each size (auto resolved, fallbacks taken) */
     int nsizes;
@@ -193,16 +197,25 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
     size_t bytes = j->sizes[si], n = (size_t)j->n;
     size_t sb = j->coll == C_AR ? bytes : j->coll == C_AG || j->coll == C_AGV ? bytes : n * bytes;
     size_t rb = j->coll == C_AR ? bytes : n * bytes;
-    unsigned char *s = malloc(sb ? sb : 1), *r = malloc(rb ? rb : 1);
-    size_t *counts = malloc(sizeof(size_t) * n), *displs = malloc(sizeof(size_t) * n);
+    unsigned char *s, *r;
+    size_t *counts, *displs;
     int rc = ARCOLL_OK;
 
-    if (s == NULL || r == NULL || counts == NULL || displs == NULL) {
+    if (j->no_payload) {
+        s = r = NULL; /* the shared zeros below, never freed here */
+        counts = displs = NULL;
+    } else {
+        s = malloc(sb ? sb : 1);
+        r = malloc(rb ? rb : 1);
+        counts = malloc(sizeof(size_t) * n);
+        displs = malloc(sizeof(size_t) * n);
+    }
+    if (!j->no_payload && (s == NULL || r == NULL || counts == NULL || displs == NULL)) {
         fprintf(stderr, "arcoll-sim: rank %d: out of memory\n", rank);
         rc = ARCOLL_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; !j->no_payload && i < n; i++) {
         counts[i] = bytes;
         displs[i] = i * bytes;
     }
@@ -214,14 +227,20 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
     for (int it = -j->warmup; it < j->iters; it++) {
         uint64_t t0, t1;
         int crc;
-        fill(j, rank, it, bytes, s);
-        memset(r, 0xee, rb);
+        if (!j->no_payload) {
+            fill(j, rank, it, bytes, s);
+            memset(r, 0xee, rb);
+        }
         rc = sim_barrier();
         if (rc != ARCOLL_OK)
             goto out;
         sim_compute(skew_ns(j, rank, it, bytes));
         t0 = sim_now();
-        crc = call(j, team, s, r, bytes, counts, displs);
+        if (j->no_payload)
+            crc = call(j, team, j->shared_s, j->shared_r, bytes, j->shared_counts + si * n,
+                       j->shared_displs + si * n);
+        else
+            crc = call(j, team, s, r, bytes, counts, displs);
         t1 = sim_now();
         if (crc != ARCOLL_OK) {
             fprintf(stderr, "arcoll-sim: rank %d: %s of %zu bytes failed: %s (%s)\n", rank,
@@ -230,9 +249,11 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
             rc = crc;
             goto out;
         }
-        j->checked++;
-        if (!check(j, rank, it, bytes, r))
-            j->corrupt++;
+        if (!j->no_payload) {
+            j->checked++;
+            if (!check(j, rank, it, bytes, r))
+                j->corrupt++;
+        }
         if (it >= 0)
             j->lat[(size_t)si * n + (size_t)rank] += (double)(t1 - t0);
         if (rank == 0 && isatty(2))
@@ -250,7 +271,7 @@ out:
 static int rank_main(int rank, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[9] = {"ARCOLL_CHANNEL", "sim", coll_vars[j->coll], j->alg};
+    const char *cfg[11] = {"ARCOLL_CHANNEL", "sim", coll_vars[j->coll], j->alg};
     arcoll_context_t ctx;
     arcoll_oob_t oob;
     arcoll_resources_t ar;
@@ -265,6 +286,11 @@ static int rank_main(int rank, void *arg)
         cfg[k++] = "ARCOLL_VERBS_CONNECT";
         cfg[k++] = j->connect;
     }
+    if (j->window != NULL) {
+        cfg[k++] = "ARCOLL_WINDOW";
+        cfg[k++] = j->window;
+    }
+    cfg[k] = NULL;
     sim_oob(&oob);
     t0 = sim_now();
     rc = arcoll_init_config(&oob, cfg, &ctx);
@@ -301,6 +327,38 @@ static int rank_main(int rank, void *arg)
     return rc != ARCOLL_OK ? rc : frc;
 }
 
+/* --no-payload: one set of buffers, zeros, for every rank (the ranks run one
+ * at a time; what lands there is never read back). Receive side the
+ * largest of any collective; counts and displacements per size. */
+static int shared_alloc(job_t *j)
+{
+    size_t n = (size_t)j->n, big = 0;
+
+    for (int si = 0; si < j->nsizes; si++)
+        big = j->sizes[si] > big ? j->sizes[si] : big;
+    /* One block, so that the simulator is told one range (sim_opts_t.nodata) */
+    j->shared_s = calloc(2 * (n * big + 1), 1);
+    j->shared_r = j->shared_s != NULL ? j->shared_s + n * big + 1 : NULL;
+    j->shared_counts = malloc(sizeof(size_t) * n * (size_t)j->nsizes);
+    j->shared_displs = malloc(sizeof(size_t) * n * (size_t)j->nsizes);
+    if (j->shared_s == NULL || j->shared_r == NULL || j->shared_counts == NULL ||
+        j->shared_displs == NULL)
+        return -1;
+    for (int si = 0; si < j->nsizes; si++)
+        for (size_t i = 0; i < n; i++) {
+            j->shared_counts[(size_t)si * n + i] = j->sizes[si];
+            j->shared_displs[(size_t)si * n + i] = i * j->sizes[si];
+        }
+    return 0;
+}
+
+static void shared_free(job_t *j)
+{
+    free(j->shared_displs);
+    free(j->shared_counts);
+    free(j->shared_s);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
@@ -308,8 +366,8 @@ static void usage(FILE *f)
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
                "[--csv|--json]\n"
-               "       [--bounce B] [--seed S] [--stack KIB] [--fault reorder|corrupt|quit]\n"
-               "       [--resources] [--connect lazy|eager]\n");
+               "       [--bounce B] [--window W] [--no-payload] [--seed S] [--stack KIB]\n"
+               "       [--fault reorder|corrupt|quit] [--resources] [--connect lazy|eager]\n");
 }
 
 static int parse_sizes(job_t *j, char *s)
@@ -341,6 +399,9 @@ static int parse(job_t *j, int argc, char **argv)
             used = 0;
         } else if (strcmp(a, "--resources") == 0) {
             j->resources = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-payload") == 0) {
+            j->no_payload = 1;
             used = 0;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
@@ -382,6 +443,8 @@ static int parse(job_t *j, int argc, char **argv)
             j->connect = v;
         } else if (strcmp(a, "--bounce") == 0) {
             j->bounce = v;
+        } else if (strcmp(a, "--window") == 0) {
+            j->window = v;
         } else if (strcmp(a, "--params") == 0) {
             params = v;
         } else if (strcmp(a, "--seed") == 0) {
@@ -506,17 +569,24 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
     }
     if (j->json)
         printf("\n]\n");
-    else if (!j->csv) {
+    else if (!j->csv && j->no_payload) {
+        printf("# check: none (--no-payload: bulk bytes not carried, results not checked)\n");
+        res_print(j);
+    } else if (!j->csv) {
         printf("# check: %ld calls checked byte for byte, %ld corrupted calls\n", j->checked,
                j->corrupt);
         res_print(j);
     }
     fprintf(stderr,
             "%sarcoll-sim: %d ranks, wall %.2f s, max RSS %.1f MiB, %llu switches, %llu puts, "
-            "virtual %.3f ms, %ld corrupted calls\n",
+            "virtual %.3f ms, %ld corrupted calls",
             isatty(2) ? "\r" : "", j->n, wall, (double)ru.ru_maxrss / 1024.0,
             (unsigned long long)st->switches, (unsigned long long)st->events,
             (double)st->vtime_ns / 1e6, j->corrupt);
+    if (j->no_payload)
+        fprintf(stderr, " (payload-free: not checked, %llu of them payload-free)",
+                (unsigned long long)st->nodata);
+    fprintf(stderr, "\n");
 }
 
 int main(int argc, char **argv)
@@ -544,6 +614,15 @@ int main(int argc, char **argv)
     setenv("ARCOLL_NODE_SIZE", ppn, 1);
     j.so.n = j.n;
     j.so.fault = j.fault;
+    if (j.no_payload) {
+        if (shared_alloc(&j) != 0) {
+            fprintf(stderr, "arcoll-sim: out of memory\n");
+            shared_free(&j);
+            return 1;
+        }
+        j.so.nodata = j.shared_s;
+        j.so.nodata_len = (size_t)(j.shared_r - j.shared_s) * 2;
+    }
     j.lat = calloc((size_t)j.nsizes * (size_t)j.n, sizeof(double));
     j.res = calloc((size_t)j.n, sizeof(*j.res));
     if (j.lat == NULL || j.res == NULL) {
@@ -560,11 +639,13 @@ int main(int argc, char **argv)
                 "calls)\n",
                 arcoll_strerror(rc), j.corrupt, j.failed);
         free(j.res);
+        shared_free(&j);
         free(j.lat);
         return 1;
     }
     report(&j, wall_now() - j.wall0, &st);
     free(j.res);
+    shared_free(&j);
     free(j.lat);
     return j.corrupt || j.failed ? 1 : 0;
 }

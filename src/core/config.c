@@ -92,7 +92,12 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
      1, "auto path: messages of at least this size per peer use zcopy; auto: the channel's"},
     {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
-     "payload bytes of one bounce slot (2 per peer per team); larger messages fragment"},
+     "payload bytes of one bounce slot (2 x ARCOLL_WINDOW per peer per team); larger messages "
+     "fragment"},
+    {"ARCOLL_WINDOW", CFG_LONG, CFG_OFF(window), NULL, "8", 1, ARCOLL_MAX_INFLIGHT, 1,
+     "collectives of a team in flight before a start waits for the oldest; each peer's "
+     "region entries hold 2 x this many banks, so a smaller window shrinks a team's memory "
+     "(large jobs)"},
     {"ARCOLL_SHM_MAX", CFG_SIZE, CFG_OFF(shm_max), NULL, "64k", 0, 1L << 30, 1,
      "largest bytes per rank that shm_direct/pap_shm carry (sizes each team's node segment); "
      "larger calls run direct/pap"},

@@ -106,7 +106,8 @@ void core_team_free(struct arcoll_team *t)
 
 static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int n, int *me)
 {
-    int size = ctx->boot->size;
+    int size = ctx->boot->size, rc = ARCOLL_OK;
+    unsigned char *seen;
 
     *me = -1;
     if (n < 0 || n > size || (n > 0 && ranks == NULL)) {
@@ -114,26 +115,31 @@ static int core_team_validate(struct arcoll_context *ctx, const int *ranks, int 
                 (const void *)ranks);
         return ARCOLL_ERR_INVALID;
     }
-    for (int i = 0; i < n; i++) {
+    /* One pass with a mark per context rank: pairwise checks were O(n^2)
+     * per rank, seconds at thousands of ranks in the simulator. */
+    seen = calloc((size_t)size + 1, 1);
+    if (seen == NULL) {
+        log_err("arcoll_team_create: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    for (int i = 0; i < n && rc == ARCOLL_OK; i++) {
         if (ranks[i] < 0 || ranks[i] >= size) {
             log_err("arcoll_team_create: rank %d out of range [0,%d)", ranks[i], size);
-            return ARCOLL_ERR_INVALID;
-        }
-        for (int j = 0; j < i; j++) {
-            if (ranks[j] == ranks[i]) {
-                log_err("arcoll_team_create: rank %d listed twice", ranks[i]);
-                return ARCOLL_ERR_INVALID;
-            }
-        }
-        if (ranks[i] == ctx->boot->rank)
+            rc = ARCOLL_ERR_INVALID;
+        } else if (seen[ranks[i]]++) {
+            log_err("arcoll_team_create: rank %d listed twice", ranks[i]);
+            rc = ARCOLL_ERR_INVALID;
+        } else if (ranks[i] == ctx->boot->rank) {
             *me = i;
+        }
     }
-    if (n > 0 && *me < 0) {
+    free(seen);
+    if (rc == ARCOLL_OK && n > 0 && *me < 0) {
         log_err("arcoll_team_create: the calling rank %d is not in its own member list",
                 ctx->boot->rank);
-        return ARCOLL_ERR_INVALID;
+        rc = ARCOLL_ERR_INVALID;
     }
-    return ARCOLL_OK;
+    return rc;
 }
 
 /* Local half of team creation: the team object and its region. */
@@ -155,14 +161,15 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
     t->size = (uint32_t)n;
     t->ranks = malloc(sizeof(int) * (size_t)n);
     t->peer_region = calloc((size_t)n, sizeof(*t->peer_region));
-    t->peer_mem = calloc((size_t)n * ARCOLL_MAX_INFLIGHT, sizeof(*t->peer_mem));
+    t->window = (unsigned)ctx->cfg.window;
+    t->peer_mem = calloc((size_t)n * t->window, sizeof(*t->peer_mem));
     if (t->ranks == NULL || t->peer_region == NULL || t->peer_mem == NULL) {
         log_err("arcoll_team_create: out of memory");
         rc = ARCOLL_ERR_NOMEM;
         goto err_team;
     }
     memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size) != 0) {
+    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size, 2 * t->window) != 0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
                 n, ctx->cfg.bounce_size);
         rc = ARCOLL_ERR_INVALID;

@@ -26,12 +26,14 @@ struct arcoll_team {
     wire_layout_t layout;
     chan_mem_t region;
     chan_rmem_t *peer_region; /* [size], own entry unused */
-    coll_peer_t *peer_mem;    /* [ARCOLL_MAX_INFLIGHT * size]: the requests' peers */
+    coll_peer_t *peer_mem;    /* [window * size]: the requests' peers */
     uint64_t seq;             /* epoch of the last collective started */
     uint64_t noops;           /* 0-byte calls so far (no epoch; numbered: seq + noops) */
     int failed;               /* a collective failed: epochs may disagree */
-    /* Calls in flight: epoch e uses reqs[e % ARCOLL_MAX_INFLIGHT] (the window). */
+    /* Calls in flight: epoch e uses reqs[e % window] (ARCOLL_WINDOW, at most
+     * ARCOLL_MAX_INFLIGHT; layout.banks = 2 x window). */
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];
+    unsigned window;
     unsigned nactive; /* of reqs */
     uint32_t nsplits; /* arcoll_team_split calls on this team (team ids) */
     /* The last call was a partial exchange (docs/protocol.md §5): the next

@@ -254,7 +254,7 @@ static int coll_other_call(const coll_req_t *r, uint32_t peer, uint64_t *num)
         return 0; /* tests of the epochs and banks themselves: let them show */
 #endif
     for (int i = 0; i < 4; i++) {
-        if (w[i] != 0 && wire_num_stray(w[i], r->epoch)) {
+        if (w[i] != 0 && wire_num_stray(w[i], r->epoch, l->banks)) {
             *num = coll_num_near(r, w[i]);
             return 1;
         }
@@ -653,7 +653,7 @@ static void coll_relax(const struct arcoll_context *ctx, long *polls, long limit
 }
 
 /* Progress the team until the call of request slot r has completed (the
- * window: the call ARCOLL_MAX_INFLIGHT epochs back must be done here before
+ * window: the call t->window epochs back must be done here before
  * its slot and banks are reused; docs/protocol.md §5). */
 static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
 {
@@ -669,7 +669,7 @@ static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
 
 void coll_team_progress(struct arcoll_team *t)
 {
-    for (unsigned i = 0; t->nactive && i < ARCOLL_MAX_INFLIGHT; i++)
+    for (unsigned i = 0; t->nactive && i < t->window; i++)
         if (t->reqs[i].active)
             coll_progress(&t->reqs[i]);
 }
@@ -796,7 +796,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
 
     *out = NULL;
     /* The window, then (node-segment algorithms) one such call at a time. */
-    r = &t->reqs[(t->seq + 1) % ARCOLL_MAX_INFLIGHT];
+    r = &t->reqs[(t->seq + 1) % t->window];
     rc = coll_slot_wait(t, r);
     while (rc == ARCOLL_OK && alg->serial && t->hier->busy) {
         coll_progress_all(t);
@@ -830,7 +830,7 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
     t->seq++;
     r->epoch = a->call != 0 ? a->call : t->seq + t->noops;
     r->noops = a->call != 0 ? UINT64_MAX : t->noops;
-    r->bank = wire_bank(t->seq);
+    r->bank = wire_bank(t->seq, t->layout.banks);
     r->tx_left = r->rx_left = t->size - 1;
     r->step = 1;
     r->start_ns = eng_time_ns(ctx);

@@ -40,7 +40,12 @@ typedef struct sched_exec {
     uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
     uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
     uint32_t *rx_total;          /* fragments of the whole stream from the peer */
-    uint64_t *tx_off, *rx_off;   /* bytes of the current message done */
+    /* The peers with messages to send, in PAP's visiting order (rank - 1
+     * down, wrapping); sx_pap_tx drops the finished ones, so that a pass
+     * costs the peers left, not the team size (large teams, few peers). */
+    uint32_t *tx_peers, ntx_peers;
+    uint32_t *rx_peers, nrx_peers; /* the same for receives, in rank order */
+    uint64_t *tx_off, *rx_off;     /* bytes of the current message done */
     /* per message */
     uint32_t *next_send, *next_recv; /* next message of the same stream */
     /* per round (nrounds + 1 entries) */
@@ -102,7 +107,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 5 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 7 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -111,6 +116,8 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->tx_frag = x->rx_head + x->cap_n;
     x->rx_frag = x->tx_frag + x->cap_n;
     x->rx_total = x->rx_frag + x->cap_n;
+    x->tx_peers = x->rx_total + x->cap_n;
+    x->rx_peers = x->tx_peers + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -181,6 +188,12 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         if (!s->send[i].unordered)
             x->send_left[s->send[i].round]++;
     }
+    x->ntx_peers = 0;
+    for (uint32_t i = 1, p = t->rank; i < n; i++) {
+        p = p == 0 ? n - 1 : p - 1;
+        if (x->tx_head[p] != SX_NONE)
+            x->tx_peers[x->ntx_peers++] = p;
+    }
     for (uint32_t i = 0; i < s->nrecv; i++) {
         uint32_t p = s->recv[i].peer;
         if (p >= n || p == t->rank)
@@ -194,6 +207,10 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         if (!s->recv[i].unordered)
             x->recv_left[s->recv[i].round]++;
     }
+    x->nrx_peers = 0;
+    for (uint32_t p = 0; p < n; p++)
+        if (x->rx_head[p] != SX_NONE)
+            x->rx_peers[x->nrx_peers++] = p;
     rc = sx_count_frags(r, x);
     if (rc != ARCOLL_OK)
         return rc;
@@ -551,8 +568,6 @@ static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
 
 static int sx_sends(coll_req_t *r, sched_exec_t *x)
 {
-    struct arcoll_team *t = r->team;
-    uint32_t n = t->size;
     int rc;
 
     if (x->in_order) {
@@ -574,14 +589,22 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
     }
     /* PAP: arrived peers first, then everyone (copy path: no readiness needed). */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
-        for (uint32_t i = 1; i < n; i++) {
-            uint32_t p = (t->rank + n - i) % n;
-            if (x->tx_head[p] == SX_NONE || (pass == 0 && !sx_arrived(r, x, p)))
-                continue;
-            rc = sx_tx(r, x, p);
-            if (rc < 0)
-                return rc;
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < x->ntx_peers; i++) {
+            uint32_t p = x->tx_peers[i];
+            if (x->tx_head[p] != SX_NONE && (pass == 1 || sx_arrived(r, x, p))) {
+                rc = sx_tx(r, x, p);
+                if (rc < 0) {
+                    memmove(&x->tx_peers[k], &x->tx_peers[i],
+                            sizeof(uint32_t) * (x->ntx_peers - i));
+                    x->ntx_peers = k + x->ntx_peers - i;
+                    return rc;
+                }
+            }
+            if (x->tx_head[p] != SX_NONE)
+                x->tx_peers[k++] = p;
         }
+        x->ntx_peers = k;
     }
     return ARCOLL_OK;
 }
@@ -633,6 +656,25 @@ int eng_sched_start(coll_req_t *r, int mode)
     return ARCOLL_OK;
 }
 
+/* Receive from the peers with messages left, in rank order; finished ones
+ * leave the list (x->rx_peers), so a pass costs the peers left. */
+static int sx_recvs(coll_req_t *r, sched_exec_t *x)
+{
+    uint32_t k = 0, i;
+    int rc = ARCOLL_OK;
+
+    for (i = 0; i < x->nrx_peers && rc == ARCOLL_OK; i++) {
+        uint32_t p = x->rx_peers[i];
+        if (x->rx_head[p] != SX_NONE)
+            rc = sx_rx(r, x, p);
+        if (x->rx_head[p] != SX_NONE)
+            x->rx_peers[k++] = p;
+    }
+    memmove(&x->rx_peers[k], &x->rx_peers[i], sizeof(uint32_t) * (x->nrx_peers - i));
+    x->nrx_peers = k + x->nrx_peers - i;
+    return rc;
+}
+
 int eng_sched_progress(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
@@ -645,9 +687,8 @@ int eng_sched_progress(coll_req_t *r)
         return coll_fail(r, outstanding);
     x->mem.pinned = outstanding != 0;
     rc = sx_locals(r, x, outstanding);
-    for (uint32_t p = 0; rc == ARCOLL_OK && x->recvs && p < t->size; p++)
-        if (x->rx_head[p] != SX_NONE)
-            rc = sx_rx(r, x, p);
+    if (rc == ARCOLL_OK && x->recvs)
+        rc = sx_recvs(r, x);
     if (rc == ARCOLL_OK) {
         sx_rounds(x);
         rc = sx_locals(r, x, outstanding);

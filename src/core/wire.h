@@ -12,10 +12,10 @@
  *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
  *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), no banks
  *
- * B = WIRE_BANKS = 2 x ARCOLL_MAX_INFLIGHT: a call of epoch e uses bank
- * e mod B, and docs/protocol.md §5 argues why a bank is free again when a
- * call reuses it. Entry j is written only by team rank j, so writers never
- * share a cache line.
+ * B = 2 x the team's window w (ARCOLL_WINDOW, at most ARCOLL_MAX_INFLIGHT,
+ * so B <= WIRE_BANKS): a call of epoch e uses bank e mod B, and
+ * docs/protocol.md §5 argues why a bank is free again when a call reuses it. Entry j is written
+ * only by team rank j, so writers never share a cache line.
  */
 #ifndef ARCOLL_CORE_WIRE_H
 #define ARCOLL_CORE_WIRE_H
@@ -28,7 +28,7 @@
 #include "core/chan.h"
 
 #define WIRE_LINE  64
-#define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT)
+#define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT) /* the most banks: window ARCOLL_MAX_INFLIGHT */
 /* The region of a team stays within this many bytes where it can: the bounce
  * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. */
 #define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
@@ -60,16 +60,16 @@ _Static_assert(offsetof(wire_slot_hdr_t, sig) == offsetof(wire_slot_hdr_t, size)
 /* An advertisement is written from the stack: the channel must copy it at the call. */
 _Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "advertisement copied");
 
-/* Banks rotate with the epoch; docs/protocol.md argues why WIRE_BANKS suffice
- * for ARCOLL_MAX_INFLIGHT calls in flight. */
-static inline unsigned wire_bank(uint64_t epoch)
+/* Banks rotate with the epoch; docs/protocol.md argues why 2w banks suffice
+ * for w calls in flight. */
+static inline unsigned wire_bank(uint64_t epoch, unsigned banks)
 {
 #ifdef ARCOLL_FAULTS
     extern int wire_fault_one_bank;
     if (wire_fault_one_bank)
         return 0;
 #endif
-    return (unsigned)(epoch % WIRE_BANKS);
+    return (unsigned)(epoch % banks);
 }
 
 /* Fragment k of epoch e in a slot flag, or the credit for it. Never 0 (the
@@ -100,58 +100,61 @@ static inline unsigned wire_done_status(uint64_t word)
     return (unsigned)((word >> 1) & 0x7f);
 }
 
-/* Region layout for a team of n ranks with bounce payload b, rounded up to a
+/* Region layout for a team of n ranks, banks banks (2 x its window, at most
+ * WIRE_BANKS) and bounce payload b, rounded up to a
  * multiple of 64 and lowered toward WIRE_BOUNCE_MIN to keep the region near
  * WIRE_REGION_BUDGET (the same on every rank: it depends on n and b only). */
 typedef struct wire_layout {
     uint32_t n;
+    uint32_t banks; /* 2 x the team's window */
     uint64_t bounce;
     uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_note, total;
 } wire_layout_t;
 
-static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce)
+static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce, unsigned banks)
 {
-    if (n == 0)
+    if (n == 0 || banks < 2 || banks > WIRE_BANKS || banks % 2)
         return -1;
-    uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * WIRE_BANKS);
+    uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * banks);
 
     l->n = n;
+    l->banks = banks;
     if (bounce > fit)
         bounce = fit > WIRE_BOUNCE_MIN ? fit : WIRE_BOUNCE_MIN; /* now far below 2^63 */
     l->bounce = (bounce + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
     if (l->bounce == 0)
         l->bounce = WIRE_LINE;
     l->off_ctrl = WIRE_LINE;
-    l->off_done = l->off_ctrl + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
-    l->off_cred = l->off_done + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
-    l->off_slot = l->off_cred + (uint64_t)n * WIRE_BANKS * WIRE_LINE;
+    l->off_done = l->off_ctrl + (uint64_t)n * banks * WIRE_LINE;
+    l->off_cred = l->off_done + (uint64_t)n * banks * WIRE_LINE;
+    l->off_slot = l->off_cred + (uint64_t)n * banks * WIRE_LINE;
     l->slot_stride = WIRE_LINE + l->bounce;
-    /* n note lines are n * WIRE_BANKS * (WIRE_LINE / WIRE_BANKS) bytes */
-    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / WIRE_BANKS - WIRE_LINE / WIRE_BANKS)
+    /* n note lines are at most n * banks * ceil(WIRE_LINE / banks) bytes */
+    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / banks - (WIRE_LINE + banks - 1) / banks)
         return -1;
-    l->off_note = l->off_slot + (uint64_t)n * WIRE_BANKS * l->slot_stride;
+    l->off_note = l->off_slot + (uint64_t)n * banks * l->slot_stride;
     l->total = l->off_note + (uint64_t)n * WIRE_LINE;
     return 0;
 }
 
 static inline uint64_t wire_ctrl_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_ctrl + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
+    return l->off_ctrl + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
 }
 
 static inline uint64_t wire_done_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_done + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
+    return l->off_done + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
 }
 
 static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_cred + ((uint64_t)peer * WIRE_BANKS + bank) * WIRE_LINE;
+    return l->off_cred + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
 }
 
 static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
-    return l->off_slot + ((uint64_t)peer * WIRE_BANKS + bank) * l->slot_stride;
+    return l->off_slot + ((uint64_t)peer * l->banks + bank) * l->slot_stride;
 }
 
 static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)
@@ -162,15 +165,15 @@ static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)
 /* The words above carry the call's number on the team (every call counted,
  * 0-byte ones too; docs/protocol.md §8), not the epoch that picks the bank.
  * A number read from a peer's word in the bank of our call, other than ours:
- * later, or fewer than WIRE_BANKS calls earlier (a stale word of that bank is
- * at least WIRE_BANKS calls old), means the peer is in another call at the
+ * later, or fewer than banks calls earlier (a stale word of that bank is
+ * at least banks calls old), means the peer is in another call at the
  * same epoch: the ranks' calls no longer line up. Compared modulo 2^32, as
  * fragment words keep 32 bits of it. Only for words that are not 0 (fresh). */
-static inline int wire_num_stray(uint64_t theirs, uint64_t ours)
+static inline int wire_num_stray(uint64_t theirs, uint64_t ours, unsigned banks)
 {
     int32_t d = (int32_t)((uint32_t)theirs - (uint32_t)ours);
 
-    return d > 0 || (d < 0 && d > -WIRE_BANKS);
+    return d > 0 || (d < 0 && d > -(int32_t)banks);
 }
 
 /* A note: a rank that makes a 0-byte call writes every peer's note line with

@@ -49,11 +49,20 @@ typedef struct sim_opts {
     size_t stack_bytes;
     sim_params_t params;
     int fault; /* SIM_FAULT_*: tests that the tool's validation catches a broken channel */
+    /* Payload-free: puts whose bytes come from [nodata, nodata + nodata_len)
+     * (the tool's user buffers, shared by all ranks) cost their time but
+     * their bytes are neither kept nor delivered. Everything the library
+     * writes from its own memory (flags, sizes, slot headers, advertisements,
+     * the routing headers of sloav's messages, staged copies) still is.
+     * Results are garbage; virtual times are those of a run with payload. */
+    const void *nodata;
+    size_t nodata_len;
 } sim_opts_t;
 
 typedef struct sim_stats {
     uint64_t switches; /* coroutine switches */
     uint64_t events;   /* puts delivered */
+    uint64_t nodata;   /* of them, without their bytes (sim_opts_t.nodata) */
     uint64_t vtime_ns; /* latest virtual clock at the end */
 } sim_stats_t;
 

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "core/chan.h"
@@ -28,19 +27,70 @@
 
 #define SIM_NEVER UINT64_MAX
 
+/* Stack switches. On x86_64 a hand-written switch (sim_ctx_swap below) that
+ * saves only what the ABI says a callee keeps: glibc's swapcontext also saves
+ * the signal mask, a sigprocmask system call per switch, which was a large
+ * part of the simulator's time (docs/scale.md). Elsewhere, ucontext. */
+#if defined(__x86_64__) && !defined(SIM_UCONTEXT)
+#define SIM_ASM_SWITCH 1
+/* Push rbp rbx r12-r15 and the SSE/x87 control words, store rsp in *from,
+ * load to, pop the same. A new stack starts as if switched out just before
+ * its entry function (sim_stack_init). */
+void sim_ctx_swap(void **from, void *to);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl sim_ctx_swap\n"
+        ".hidden sim_ctx_swap\n"
+        ".type sim_ctx_swap,@function\n"
+        "sim_ctx_swap:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size sim_ctx_swap, .-sim_ctx_swap\n"
+        ".section .note.GNU-stack,\"\",@progbits\n"
+        ".text\n");
+typedef void *sim_ctx_t; /* the saved stack pointer */
+#else
+#include <ucontext.h>
+typedef ucontext_t sim_ctx_t;
+#endif
+
 typedef struct sim_ev {
     uint64_t t, seq;
     void *dst;
     uint32_t len;
-    uint32_t flag;
+    uint32_t flag; /* SIM_EV_* */
     unsigned char data[];
 } sim_ev_t;
+
+/* SIM_EV_POOL: a block of the free list (sim_ev_new) */
+enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4 };
 
 enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
 
 typedef struct sim_rank {
-    ucontext_t uc;
+    sim_ctx_t uc;
     void *stack;
+    void *stack_lo; /* usable stack (above the guard page), for ASan */
+    size_t stack_len;
     uint64_t clock;
     uint64_t key; /* in the run queue: when it can go on */
     int hidx;     /* index in the run queue, -1 if not in it */
@@ -61,8 +111,10 @@ typedef struct sim_rank {
 
 static struct {
     int n, cur, fault;
+    const void *nodata; /* sim_opts_t.nodata */
+    size_t nodata_len;
     sim_params_t p;
-    uint64_t lookahead, seq, switches, events;
+    uint64_t lookahead, seq, switches, events, dropped;
     uint64_t inflight;  /* puts queued, all ranks */
     uint64_t quiet;     /* switches since anything happened (a put, a delivery, a barrier) */
     uint64_t active_ns; /* the virtual time it last did */
@@ -72,7 +124,8 @@ static struct {
     int *rq, nrq;                  /* run queue: min-heap of ranks by (key, rank) */
     uint64_t *nic_free, *rx_free;  /* [node]: a NIC busy sending, receiving until */
     uint64_t *up_free, *down_free; /* [leaf]: its uplink, downlink busy until */
-    ucontext_t main;
+    sim_ev_t *pool;                /* free events of CHAN_PUT_COPY bytes, linked through dst */
+    sim_ctx_t main;
     const void *main_bottom; /* the scheduler's stack, for ASan */
     size_t main_size;
     void *main_fake;
@@ -303,6 +356,38 @@ static void ev_sift(sim_rank_t *r, int i)
     }
 }
 
+/* Most puts are small (words, headers, bytes of small messages): their
+ * events are recycled instead of a malloc and free per put. */
+static sim_ev_t *ev_new(size_t len)
+{
+    sim_ev_t *e = W.pool;
+
+    if (len > CHAN_PUT_COPY) {
+        e = malloc(sizeof(*e) + len);
+        if (e != NULL)
+            e->flag = 0;
+        return e;
+    }
+    if (e != NULL) {
+        W.pool = e->dst;
+        return e;
+    }
+    e = malloc(sizeof(*e) + CHAN_PUT_COPY);
+    if (e != NULL)
+        e->flag = SIM_EV_POOL;
+    return e;
+}
+
+static void ev_free(sim_ev_t *e)
+{
+    if (e->flag & SIM_EV_POOL) {
+        e->dst = W.pool;
+        W.pool = e;
+    } else {
+        free(e);
+    }
+}
+
 static uint64_t ev_next(const sim_rank_t *r)
 {
     return r->nev > 0 ? r->evq[0]->t : SIM_NEVER;
@@ -310,14 +395,23 @@ static uint64_t ev_next(const sim_rank_t *r)
 
 /* ---- switching -------------------------------------------------------- */
 
+#ifdef SIM_ASM_SWITCH
+#define SIM_SWAP(from, to) sim_ctx_swap((from), *(to))
+#else
+#define SIM_SWAP(from, to)                                                          \
+    do {                                                                            \
+        if (swapcontext((from), (to)) != 0)                                         \
+            abort(); /* cannot happen with a valid context; nothing to unwind to */ \
+    } while (0)
+#endif
+
 static void sim_to_scheduler(sim_rank_t *r)
 {
 #ifdef SIM_ASAN
     __sanitizer_start_switch_fiber(r->state == SIM_DONE ? NULL : &r->asan_fake, W.main_bottom,
                                    W.main_size);
 #endif
-    if (swapcontext(&r->uc, &W.main) != 0)
-        abort(); /* cannot happen with a valid context; nothing to unwind to */
+    SIM_SWAP(&r->uc, &W.main);
 #ifdef SIM_ASAN
     __sanitizer_finish_switch_fiber(r->asan_fake, &W.main_bottom, &W.main_size);
 #endif
@@ -326,10 +420,9 @@ static void sim_to_scheduler(sim_rank_t *r)
 static void sim_to_rank(sim_rank_t *r)
 {
 #ifdef SIM_ASAN
-    __sanitizer_start_switch_fiber(&W.main_fake, r->uc.uc_stack.ss_sp, r->uc.uc_stack.ss_size);
+    __sanitizer_start_switch_fiber(&W.main_fake, r->stack_lo, r->stack_len);
 #endif
-    if (swapcontext(&W.main, &r->uc) != 0)
-        abort();
+    SIM_SWAP(&W.main, &r->uc);
 #ifdef SIM_ASAN
     __sanitizer_finish_switch_fiber(W.main_fake, NULL, NULL);
 #endif
@@ -371,6 +464,36 @@ static void sim_entry(void)
     r->rc = W.fn(id, W.arg);
     r->state = SIM_DONE;
     sim_to_scheduler(r);
+}
+
+/* A fresh coroutine: its first switch-in enters sim_entry. */
+static int sim_stack_init(sim_rank_t *r)
+{
+#ifdef SIM_ASM_SWITCH
+    /* From the top: a 0 return address for sim_entry (never used), the
+     * address sim_ctx_swap's ret pops, six saved registers (0) and the
+     * control words (MXCSR 0x1f80, x87 0x037f: the ABI's defaults). The
+     * ret slot is 16-aligned, so sim_entry starts with rsp = 8 mod 16, as
+     * after a call. */
+    uintptr_t top = ((uintptr_t)r->stack_lo + r->stack_len) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)(top - 16);
+
+    sp[1] = 0;
+    sp[0] = (uint64_t)(uintptr_t)sim_entry;
+    sp -= 7;
+    memset(sp, 0, 7 * sizeof(*sp));
+    sp[0] = 0x1f80 | ((uint64_t)0x037f << 32);
+    r->uc = sp;
+    return 0;
+#else
+    if (getcontext(&r->uc) != 0)
+        return -1;
+    r->uc.uc_stack.ss_sp = r->stack_lo;
+    r->uc.uc_stack.ss_size = r->stack_len;
+    r->uc.uc_link = NULL;
+    makecontext(&r->uc, sim_entry, 0);
+    return 0;
+#endif
 }
 
 /* ---- the channel's side ----------------------------------------------- */
@@ -445,11 +568,16 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     const sim_params_t *p = &W.p;
     sim_ev_t *e;
     uint64_t arr, handshake = 0;
-    int payload;
+    /* Faults hit payload only (puts above CHAN_PUT_COPY bytes; control words
+     * are smaller), so that the tool's byte check is what must catch them.
+     * Payload-free drops bytes read from the user's buffers (sim_opts_t). */
+    int payload = !flag && len > CHAN_PUT_COPY;
+    int nodata = !flag && (uintptr_t)from - (uintptr_t)W.nodata < W.nodata_len;
 
-    e = malloc(sizeof(*e) + len);
+    e = ev_new(nodata ? 0 : len);
     if (e == NULL || (d->nev == d->cap && d->cap > INT32_MAX / 2)) {
-        free(e);
+        if (e != NULL)
+            ev_free(e);
         log_err("sim: out of memory queueing a put");
         return ARCOLL_ERR_NOMEM;
     }
@@ -457,7 +585,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         int cap = d->cap ? 2 * d->cap : 64;
         sim_ev_t **q = realloc(d->evq, sizeof(*q) * (size_t)cap);
         if (q == NULL) {
-            free(e);
+            ev_free(e);
             log_err("sim: out of memory queueing a put");
             return ARCOLL_ERR_NOMEM;
         }
@@ -482,9 +610,6 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         arr = sim_net(s, d, len);
     }
     arr += handshake;
-    /* Faults hit payload only (puts above CHAN_PUT_COPY bytes; control words
-     * are smaller), so that the tool's byte check is what must catch them. */
-    payload = !flag && len > 64;
     if (W.fault == SIM_FAULT_REORDER && payload) {
         arr += 20000; /* data after its flag: the ordering rule broken on purpose */
     } else {
@@ -496,9 +621,10 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     e->seq = W.seq++;
     e->dst = to;
     e->len = (uint32_t)len;
-    e->flag = (uint32_t)flag;
-    memcpy(e->data, from, len);
-    if (W.fault == SIM_FAULT_CORRUPT && payload && e->seq % 7 == 0)
+    e->flag = (e->flag & SIM_EV_POOL) | (flag ? SIM_EV_FLAG : 0) | (nodata ? SIM_EV_NODATA : 0);
+    if (!nodata)
+        memcpy(e->data, from, len);
+    if (W.fault == SIM_FAULT_CORRUPT && payload && !nodata && e->seq % 7 == 0)
         e->data[len / 2] ^= 0x5a;
     d->evq[d->nev++] = e;
     ev_sift(d, d->nev - 1);
@@ -522,15 +648,18 @@ static int sim_deliver(sim_rank_t *r)
         r->evq[0] = r->evq[--r->nev];
         if (r->nev > 0)
             ev_sift(r, 0);
-        if (e->flag) {
+        if (e->flag & SIM_EV_FLAG) {
             uint64_t v;
             memcpy(&v, e->data, sizeof(v));
             __atomic_store_n((uint64_t *)e->dst, v, __ATOMIC_RELEASE);
         } else {
-            memcpy(e->dst, e->data, e->len);
+            if (!(e->flag & SIM_EV_NODATA))
+                memcpy(e->dst, e->data, e->len);
+            else
+                W.dropped++;
             r->clock += (uint64_t)((double)e->len * W.p.copy_G);
         }
-        free(e);
+        ev_free(e);
         W.events++;
         W.inflight--;
         sim_activity(r);
@@ -609,7 +738,7 @@ void sim_purge(int rank, const void *addr, size_t len)
     for (int i = 0; i < r->nev; i++) {
         sim_ev_t *e = r->evq[i];
         if ((const char *)e->dst >= lo && (const char *)e->dst < hi) {
-            free(e);
+            ev_free(e);
             W.inflight--;
         } else {
             r->evq[k++] = e;
@@ -748,11 +877,16 @@ static void sim_free(void)
     for (int i = 0; W.r != NULL && i < W.n; i++) {
         sim_rank_t *r = &W.r[i];
         for (int k = 0; k < r->nev; k++)
-            free(r->evq[k]);
+            ev_free(r->evq[k]);
         free(r->evq);
         free(r->qp);
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
+    }
+    while (W.pool != NULL) {
+        sim_ev_t *e = W.pool;
+        W.pool = e->dst;
+        free(e);
     }
     free(W.r);
     free(W.rq);
@@ -807,6 +941,8 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
     W.n = o->n;
     W.p = o->params;
     W.fault = o->fault;
+    W.nodata = o->nodata;
+    W.nodata_len = o->nodata_len;
     W.fn = fn;
     W.arg = arg;
     W.stack_bytes = (o->stack_bytes + page - 1) / page * page + page; /* + guard page */
@@ -839,14 +975,12 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
                     strerror(errno));
             return ARCOLL_ERR_NOMEM;
         }
-        if (mprotect(r->stack, page, PROT_NONE) != 0 || getcontext(&r->uc) != 0) {
+        r->stack_lo = (char *)r->stack + page;
+        r->stack_len = W.stack_bytes - page;
+        if (mprotect(r->stack, page, PROT_NONE) != 0 || sim_stack_init(r) != 0) {
             log_err("sim: cannot set up rank %d's coroutine: %s", i, strerror(errno));
             return ARCOLL_ERR_NOMEM;
         }
-        r->uc.uc_stack.ss_sp = (char *)r->stack + page;
-        r->uc.uc_stack.ss_size = W.stack_bytes - page;
-        r->uc.uc_link = NULL;
-        makecontext(&r->uc, sim_entry, 0);
         r->state = SIM_READY;
         W.nready++;
         rq_set(i, 0);
@@ -891,6 +1025,7 @@ int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_
     if (st != NULL) {
         st->switches = W.switches;
         st->events = W.events;
+        st->nodata = W.dropped;
         st->vtime_ns = 0;
         for (int i = 0; W.r != NULL && i < W.n; i++)
             if (st->vtime_ns < W.r[i].clock)

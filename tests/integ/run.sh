@@ -138,6 +138,10 @@ done
 for n in 2 3 4 8; do
     run "mpirun-$n-inflight" ok $MPIRUN -np $n "$T/coll_test" inflight
 done
+# A smaller window (ARCOLL_WINDOW, 2w banks): 8 calls started still complete, starts wait.
+for w in 1 3; do
+    run "mpirun-4-inflight-window$w" ok env ARCOLL_WINDOW=$w $MPIRUN -np 4 "$T/coll_test" inflight
+done
 for n in 1 2 3 5 8; do
     run "mpirun-$n-split" ok $MPIRUN -np $n "$T/coll_test" split
 done
@@ -582,6 +586,18 @@ run sim-256x16-alltoall-pap "$SIMOK" $SIM -n 256 --ppn 16 --coll alltoall --alg 
     --params ib-edr
 run sim-256x16-allgather-rdh "$SIMOK" $SIM -n 256 --ppn 16 --coll allgather --alg rdh --size 8 \
     --params ib-edr
+# The window (ARCOLL_WINDOW): 2 or 6 banks per peer, fragments (20000 B over 16 KiB slots).
+for w in 1 3; do
+    run "sim-5-alltoall-window$w" "$SIMOK" $SIM -n 5 --coll alltoall --alg pap --size 8,20000 \
+        --window $w --iters 4
+done
+# Payload-free (--no-payload): the same virtual times as with payload, algorithm by algorithm,
+# and bytes really dropped; then a mid-size job in that mode (memory and time).
+run sim-nopayload-identical "text:^nopayload: 10 same, 0 differ, 0 payload-free runs" \
+    "$(dirname "$0")/sim_nopayload.sh" "$B"
+run sim-512x16-allgather-rdh-nopayload "text:payload-free: not checked, [1-9][0-9]* of them" \
+    $SIM -n 512 --ppn 16 --coll allgather --alg rdh --size 8 --params ib-edr --bounce 64 \
+    --window 1 --no-payload --iters 1
 run sim-fault-reorder-caught "fails:check: 16 calls checked byte for byte, 16 corrupted calls" \
     $SIM -n 4 --coll alltoall --size 1000 --fault reorder
 run sim-fault-corrupt-caught "fails:corrupted calls" $SIM -n 4 --coll alltoall --size 1000 \

@@ -545,7 +545,7 @@ static coll_req_t *real_init(uint32_t n, uint32_t rank, const coll_proto_t *prot
     }
     team.ranks = rec_ranks;
     team.peer_region = rec_rmem;
-    assert_int_equal(wire_layout_init(&team.layout, n, 64), 0);
+    assert_int_equal(wire_layout_init(&team.layout, n, 64, WIRE_BANKS), 0);
     team.region.addr = aligned_alloc(WIRE_LINE, team.layout.total);
     assert_non_null(team.region.addr);
     memset(team.region.addr, 0, team.layout.total);
@@ -553,7 +553,7 @@ static coll_req_t *real_init(uint32_t n, uint32_t rank, const coll_proto_t *prot
     r->sbuf = sendbuf;
     r->bytes = bytes;
     r->epoch = epoch;
-    r->bank = wire_bank(epoch);
+    r->bank = wire_bank(epoch, WIRE_BANKS);
     return r;
 }
 
@@ -612,7 +612,7 @@ static void test_tx_errors(void **state)
 static void advertise(uint32_t q, uint64_t epoch, size_t bytes)
 {
     wire_ctrl_t *c = (wire_ctrl_t *)((char *)team.region.addr +
-                                     wire_ctrl_off(&team.layout, q, wire_bank(epoch)));
+                                     wire_ctrl_off(&team.layout, q, wire_bank(epoch, WIRE_BANKS)));
 
     c->size = bytes;
     c->rkey.key = 5000 + q;
@@ -653,7 +653,7 @@ static void test_pap_zcopy_direction(void **state)
     const uint64_t epoch = 5;
     coll_req_t *r = real_init(8, 3, &coll_proto_zcopy, epoch, 8);
     uint64_t done = wire_done_word(epoch, WIRE_ST_OK);
-    uint64_t done_off = wire_done_off(&team.layout, 3, wire_bank(epoch));
+    uint64_t done_off = wire_done_off(&team.layout, 3, wire_bank(epoch, WIRE_BANKS));
     size_t at = 0;
 
     (void)state;
@@ -689,8 +689,9 @@ static void test_pap_zcopy_direction(void **state)
 /* Peer q's first fragment for epoch e landed in our slot (copy path). */
 static void slot_filled(uint32_t q, uint64_t epoch)
 {
-    wire_slot_hdr_t *h = (wire_slot_hdr_t *)((char *)team.region.addr +
-                                             wire_slot_off(&team.layout, q, wire_bank(epoch)));
+    wire_slot_hdr_t *h =
+        (wire_slot_hdr_t *)((char *)team.region.addr +
+                            wire_slot_off(&team.layout, q, wire_bank(epoch, WIRE_BANKS)));
 
     h->size = 8;
     h->flag = wire_frag_word(epoch, 0);
@@ -700,7 +701,7 @@ static void test_pap_bounce_direction(void **state)
 {
     const uint64_t epoch = 4;
     coll_req_t *r = real_init(6, 2, &coll_proto_bounce, epoch, 8);
-    uint64_t slot_off = wire_slot_off(&team.layout, 2, wire_bank(epoch));
+    uint64_t slot_off = wire_slot_off(&team.layout, 2, wire_bank(epoch, WIRE_BANKS));
     size_t at = 0;
 
     (void)state;

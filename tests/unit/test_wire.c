@@ -140,20 +140,21 @@ static void test_bank_parity(void **state)
 {
     (void)state;
     assert_int_equal(WIRE_BANKS, 2 * ARCOLL_MAX_INFLIGHT);
-    assert_int_equal(wire_bank(0), 0);
-    assert_int_equal(wire_bank(1), 1);
-    assert_int_equal(wire_bank(WIRE_BANKS), 0);
-    assert_int_equal(wire_bank(UINT64_MAX), UINT64_MAX % WIRE_BANKS);
+    assert_int_equal(wire_bank(0, WIRE_BANKS), 0);
+    assert_int_equal(wire_bank(1, WIRE_BANKS), 1);
+    assert_int_equal(wire_bank(WIRE_BANKS, WIRE_BANKS), 0);
+    assert_int_equal(wire_bank(UINT64_MAX, WIRE_BANKS), UINT64_MAX % WIRE_BANKS);
     for (uint64_t ep = 1; ep < 1000; ep++) {
-        assert_true(wire_bank(ep) < WIRE_BANKS);
-        assert_int_equal(wire_bank(ep), ep % WIRE_BANKS);
+        assert_true(wire_bank(ep, WIRE_BANKS) < WIRE_BANKS);
+        assert_int_equal(wire_bank(ep, WIRE_BANKS), ep % WIRE_BANKS);
         /* Calls less than WIRE_BANKS apart never share a bank (docs/protocol.md §5). */
         for (uint64_t d = 1; d < WIRE_BANKS; d++)
-            assert_int_not_equal(wire_bank(ep), wire_bank(ep + d));
-        assert_int_equal(wire_bank(ep), wire_bank(ep + WIRE_BANKS));
+            assert_int_not_equal(wire_bank(ep, WIRE_BANKS), wire_bank(ep + d, WIRE_BANKS));
+        assert_int_equal(wire_bank(ep, WIRE_BANKS), wire_bank(ep + WIRE_BANKS, WIRE_BANKS));
     }
     for (size_t e = 0; e < N_EPOCHS; e++)
-        assert_int_not_equal(wire_bank(test_epochs[e]), wire_bank(test_epochs[e] + 1));
+        assert_int_not_equal(wire_bank(test_epochs[e], WIRE_BANKS),
+                             wire_bank(test_epochs[e] + 1, WIRE_BANKS));
 }
 
 static void test_struct_shapes(void **state)
@@ -189,7 +190,7 @@ static void check_layout(uint32_t n, uint64_t bounce)
     span_t *s;
 
     memset(&l, 0xa5, sizeof(l));
-    assert_int_equal(wire_layout_init(&l, n, bounce), 0);
+    assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS), 0);
     assert_int_equal(l.n, n);
     /* Bounce rounded up to whole lines, lowered to the budget but not below the minimum. */
     assert_int_equal(l.bounce % WIRE_LINE, 0);
@@ -260,7 +261,7 @@ static void test_layout_exact(void **state)
     (void)state;
     /* n = 4, bounce 100 -> 128: header, then ctrl, done, cred (4 x B lines each),
      * then 4 x B slots of 192, then 4 note lines. */
-    assert_int_equal(wire_layout_init(&l, 4, 100), 0);
+    assert_int_equal(wire_layout_init(&l, 4, 100, WIRE_BANKS), 0);
     assert_int_equal(l.bounce, 128);
     assert_int_equal(l.off_ctrl, 64);
     assert_int_equal(l.off_done, 64 + 4 * B * 64);
@@ -284,18 +285,41 @@ static void test_layout_budget(void **state)
     wire_layout_t l;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l, 0, 64), -1);
+    assert_int_equal(wire_layout_init(&l, 0, 64, WIRE_BANKS), -1);
     /* Small teams keep the configured bounce; large ones shrink it to the budget. */
-    assert_int_equal(wire_layout_init(&l, 8, 16384), 0);
+    assert_int_equal(wire_layout_init(&l, 8, 16384, WIRE_BANKS), 0);
     assert_int_equal(l.bounce, 16384);
-    assert_int_equal(wire_layout_init(&l, 64, 16384), 0);
+    assert_int_equal(wire_layout_init(&l, 64, 16384, WIRE_BANKS), 0);
     assert_int_equal(l.bounce, WIRE_REGION_BUDGET / (64 * WIRE_BANKS));
-    assert_int_equal(wire_layout_init(&l, 4096, 16384), 0);
+    assert_int_equal(wire_layout_init(&l, 4096, 16384, WIRE_BANKS), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     /* Any team size gives a region, never an overflow. */
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX), 0);
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX, WIRE_BANKS), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     assert_true(l.total > (uint64_t)UINT32_MAX * WIRE_BANKS * WIRE_BOUNCE_MIN);
+}
+
+/* ARCOLL_WINDOW w: 2w banks, every entry of a peer w times smaller than at 8. */
+static void test_layout_window(void **state)
+{
+    wire_layout_t l8, l1, l3;
+
+    (void)state;
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 0), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 3), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, WIRE_BANKS + 2), -1);
+    assert_int_equal(wire_layout_init(&l8, 64, 64, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 2), 0);
+    assert_int_equal(wire_layout_init(&l3, 64, 64, 6), 0);
+    assert_int_equal(l1.total - WIRE_LINE - 64 * WIRE_LINE,
+                     (l8.total - WIRE_LINE - 64 * WIRE_LINE) / ARCOLL_MAX_INFLIGHT);
+    assert_int_equal(wire_slot_off(&l1, 5, 1), l1.off_slot + (5 * 2 + 1) * l1.slot_stride);
+    assert_int_equal(wire_cred_off(&l3, 7, 5), l3.off_cred + (7 * 6 + 5) * WIRE_LINE);
+    assert_int_equal(wire_note_off(&l3, 63) + WIRE_LINE, l3.total);
+    for (uint64_t ep = 0; ep < 40; ep++)
+        assert_int_equal(wire_bank(ep, 6), ep % 6);
+    assert_true(wire_num_stray(7 - 5, 7, 6));
+    assert_false(wire_num_stray(7 - 6, 7, 6));
 }
 
 /* A word of another call in our bank: later, or too recent to be a stale
@@ -303,14 +327,15 @@ static void test_layout_budget(void **state)
 static void test_num_stray(void **state)
 {
     (void)state;
-    assert_false(wire_num_stray(7, 7));
-    assert_true(wire_num_stray(8, 7));
-    assert_true(wire_num_stray(6, 7));
-    assert_true(wire_num_stray(7 - (WIRE_BANKS - 1), 7));
-    assert_false(wire_num_stray(7 + 100 - WIRE_BANKS - 100, 7)); /* WIRE_BANKS calls back */
-    assert_false(wire_num_stray(1, 1000));                       /* stale */
-    assert_true(wire_num_stray(0x100000000ULL, 0xffffffffULL));  /* across the wrap */
-    assert_false(wire_num_stray(0xffffffffULL, 0xffffffffULL + WIRE_BANKS));
+    assert_false(wire_num_stray(7, 7, WIRE_BANKS));
+    assert_true(wire_num_stray(8, 7, WIRE_BANKS));
+    assert_true(wire_num_stray(6, 7, WIRE_BANKS));
+    assert_true(wire_num_stray(7 - (WIRE_BANKS - 1), 7, WIRE_BANKS));
+    assert_false(
+        wire_num_stray(7 + 100 - WIRE_BANKS - 100, 7, WIRE_BANKS)); /* WIRE_BANKS calls back */
+    assert_false(wire_num_stray(1, 1000, WIRE_BANKS));              /* stale */
+    assert_true(wire_num_stray(0x100000000ULL, 0xffffffffULL, WIRE_BANKS)); /* across the wrap */
+    assert_false(wire_num_stray(0xffffffffULL, 0xffffffffULL + WIRE_BANKS, WIRE_BANKS));
 }
 
 /* ---- polling ----------------------------------------------------------- */
@@ -335,12 +360,19 @@ static void test_wire_load(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frag_word_never_zero),  cmocka_unit_test(test_frag_word_distinct),
-        cmocka_unit_test(test_frag_word_epoch_wrap),  cmocka_unit_test(test_done_word_roundtrip),
-        cmocka_unit_test(test_done_word_other_epoch), cmocka_unit_test(test_bank_parity),
-        cmocka_unit_test(test_struct_shapes),         cmocka_unit_test(test_layout_many),
-        cmocka_unit_test(test_layout_exact),          cmocka_unit_test(test_num_stray),
-        cmocka_unit_test(test_layout_budget),         cmocka_unit_test(test_wire_load),
+        cmocka_unit_test(test_frag_word_never_zero),
+        cmocka_unit_test(test_frag_word_distinct),
+        cmocka_unit_test(test_frag_word_epoch_wrap),
+        cmocka_unit_test(test_done_word_roundtrip),
+        cmocka_unit_test(test_done_word_other_epoch),
+        cmocka_unit_test(test_bank_parity),
+        cmocka_unit_test(test_struct_shapes),
+        cmocka_unit_test(test_layout_many),
+        cmocka_unit_test(test_layout_exact),
+        cmocka_unit_test(test_num_stray),
+        cmocka_unit_test(test_layout_budget),
+        cmocka_unit_test(test_layout_window),
+        cmocka_unit_test(test_wire_load),
     };
 
     return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
