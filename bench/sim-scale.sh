@@ -9,13 +9,17 @@
 # differently either way). --window 1 and --bounce 64 keep the team regions small (2 banks
 # of 64 B slots per peer); 1 warm-up and 1 timed call. Runs are niced; on a shared machine
 # user + sys CPU is the honest measure, not the wall time. OUT gets one CSV line per run and
-# each run's output in OUT.d/.
+# each run's output in OUT.d/. SIM_SHM_MAX (8) is the runs' ARCOLL_SHM_MAX.
 set -u
 B=${1:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
 OUT=${2:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
 N=${3:-4096}
 FILTER=${4:-.}
 PPN=${SIM_PPN:-16}
+# The node segments are sized by ARCOLL_SHM_MAX: each of a node's 3 areas holds ppn x N x
+# ARCOLL_SHM_MAX bytes (at most 16 MiB), so at 4096 ranks even 256 B make 48 MiB a node, 12 GiB
+# in all, which the OOM killer ended. 8 B calls need 8: 1.5 MiB a node.
+SHM_MAX=${SIM_SHM_MAX:-8}
 SIM="$B/bin/arcoll-sim"
 [ -x "$SIM" ] || { echo "sim-scale: no $SIM (make first)" >&2; exit 2; }
 mkdir -p "$OUT.d"
@@ -29,7 +33,7 @@ allreduce:pap allreduce:direct allreduce:ring allreduce:rdd allreduce:rdh"
 for ca in $RUNS; do
     [[ $ca =~ $FILTER ]] || continue
     c=${ca%%:*} a=${ca#*:} log="$OUT.d/$c-$a-$N.txt"
-    /usr/bin/time -f "TIME %e %U %S %M" nice -n 19 "$SIM" -n "$N" --ppn "$PPN" --params ib-edr \
+    /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" --ppn "$PPN" --params ib-edr \
         --coll "$c" --alg "$a" --size 8 --iters 1 --warmup 1 --bounce 64 --window 1 \
         --no-payload --csv >"$log" 2>&1
     rc=$?

@@ -59,9 +59,11 @@ static int coll_auto_pick(const struct arcoll_team *t, const coll_args_t *a)
     case COLL_ALLREDUCE: block = a->count * a->elem / (t->size ? t->size : 1); break;
     case COLL_ALLTOALLV:
         /* From the team's shape only, never the counts (each rank knows just
-         * its own): every rank picks alike (docs/protocol.md §14). Blocks
-         * above ARCOLL_SLOAV_MAX go direct inside sloavx. */
-        return nodes >= 2 && t->size >= 16 ? CORE_ALG_SLOAVX : CORE_ALG_PAP;
+         * its own): every rank picks alike (docs/protocol.md §14). sloav, not
+         * sloavx: in the scale simulator (docs/scale.md, "000") sloavx's relay
+         * tree and fragmented leader messages made it 1.7-10x slower than
+         * sloav at 8-512 B on every multi-node shape run, even at 4 KiB. */
+        return nodes >= 2 && t->size >= 16 ? CORE_ALG_SLOAV : CORE_ALG_PAP;
     default: return CORE_ALG_PAP;
     }
     return nodes >= 2 && t->size >= 16 && block <= 2048 ? CORE_ALG_RDH : CORE_ALG_PAP;

@@ -577,6 +577,11 @@ run sim-2x4-allgather-auto-default \
     $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096 --params ib-edr --csv
 run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
     $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
+# alltoallv's auto (src/core/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.
+run sim-2x16-alltoallv-auto-sloav "text:^alltoallv,auto,32,16,2,ib-edr,8,.*,0,sloav$" \
+    $SIM -n 32 --ppn 16 --coll alltoallv --alg auto --size 8 --params ib-edr --csv
+run sim-1x16-alltoallv-auto-pap "text:^alltoallv,auto,16,16,1,ib-edr,8,.*,0,pap$" \
+    $SIM -n 16 --ppn 16 --coll alltoallv --alg auto --size 8 --params ib-edr --csv
 # Node algorithms under skew: ranks that wait on node memory while a late peer computes.
 run sim-16x4-alltoall-pap_shm-skew "$SIMOK" $SIM -n 16 --ppn 4 --coll alltoall --alg pap_shm \
     --size 8 --skew 512 --params ib-edr
