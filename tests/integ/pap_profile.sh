@@ -58,14 +58,15 @@ rank_row() {
         "$D/last.out"
 }
 
-# The last rank must arrive last in most calls, with the largest lateness.
+# The last rank must arrive last in most calls, and later than the mean. Its mean lateness
+# is not required to be the largest: with 4 ranks on 2 loaded cores a descheduled rank can
+# arrive later on average while the delayed one is still the last in most calls (seen: 86%
+# last, +5.9 us against another rank's +157 us, under an extra CPU-bound process).
 dominated_by() {
-    local n=$1 last=$(($1 - 1)) late share max
+    local last=$(($1 - 1)) late share
     read -r late share <<<"$(rank_row $last)"
     [ -n "$share" ] || return 1
-    max=$(awk '/^per rank/ {t = 1; next} t && $1 ~ /^[0-9]+$/ {print $3}' "$D/last.out" |
-        sort -g | tail -1)
-    awk -v s="$share" -v l="$late" -v m="$max" 'BEGIN {exit !(s > 80 && l > 0 && l == m)}'
+    awk -v s="$share" -v l="$late" 'BEGIN {exit !(s > 80 && l > 0)}'
 }
 
 name=late-4-ranks
