@@ -944,15 +944,30 @@ static void test_resolve(void **state)
     free(f);
 }
 
+/* Under chan.models = models, the team's shape has over and chan, and auto
+ * picks alg for an 8-byte alltoall. */
+static void model_expect(fixture_t *f, int models, int over, int chan, int alg)
+{
+    core_tune_shape_t s;
+    const char *why;
+    int picked;
+
+    f->chan.models = models;
+    core_tune_shape_team(&f->team, &s);
+    assert_int_equal(s.nodes, 2);
+    assert_int_equal(s.ppn, 2);
+    assert_int_equal(s.over, over);
+    assert_int_equal(s.chan, chan);
+    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
+                     alg);
+}
+
 /* The simulator's model channel: the table sees the job the model describes (every virtual
  * rank has a core; the rules of the transport modelled), not the host running it. */
 static void test_model_shape(void **state)
 {
     static const uint32_t two_two[] = {2, 2};
     fixture_t *f;
-    core_tune_shape_t s;
-    const char *why;
-    int picked;
 
     (void)state;
     f = team_make(4, 2, two_two);
@@ -963,27 +978,11 @@ static void test_model_shape(void **state)
                                      "alltoall:0-inf:over=no:chan=smp:@direct"),
                      ARCOLL_OK);
     /* No model: the host's view (oversubscribed, chan sim): neither rule. */
-    core_tune_shape_team(&f->team, &s);
-    assert_int_equal(s.over, 1);
-    assert_int_equal(s.chan, CORE_CHANNEL_SIM);
-    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
-                     CORE_ALG_PAP);
+    model_expect(f, CHAN_MODELS_NONE, 1, CORE_CHANNEL_SIM, CORE_ALG_PAP);
     /* A parameter set with a NIC: verbs' rules, not oversubscribed. */
-    f->chan.models = CHAN_MODELS_NIC;
-    core_tune_shape_team(&f->team, &s);
-    assert_int_equal(s.nodes, 2);
-    assert_int_equal(s.ppn, 2);
-    assert_int_equal(s.over, 0);
-    assert_int_equal(s.chan, CORE_CHANNEL_VERBS);
-    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
-                     CORE_ALG_SA);
+    model_expect(f, CHAN_MODELS_NIC, 0, CORE_CHANNEL_VERBS, CORE_ALG_SA);
     /* One host's shared memory: smp's rules. */
-    f->chan.models = CHAN_MODELS_SHM;
-    core_tune_shape_team(&f->team, &s);
-    assert_int_equal(s.over, 0);
-    assert_int_equal(s.chan, CORE_CHANNEL_SMP);
-    assert_int_equal(coll_alg_resolve(&f->team, COLL_ALLTOALL, 8, CORE_ALG_AUTO, &picked, &why),
-                     CORE_ALG_DIRECT);
+    model_expect(f, CHAN_MODELS_SHM, 0, CORE_CHANNEL_SMP, CORE_ALG_DIRECT);
     free(f);
 }
 
