@@ -4,12 +4,14 @@
 #
 #   bench/sim-scale.sh BUILD OUT [N] [FILTER]
 #
-# N defaults to 4096 (256 nodes x 16, --params ib-edr); FILTER (a regex on "coll:alg") picks
+# N defaults to 4096 (256 nodes x 16, --params ib-edr --set poll=SIM_POLL); FILTER (a regex on "coll:alg") picks
 # runs. Flat algorithms run on nodes of 16 too (the model charges intra- and inter-node puts
 # differently either way). --window 1 and --bounce 64 keep the team regions small (2 banks
 # of 64 B slots per peer); 1 warm-up and 1 timed call. Runs are niced; on a shared machine
 # user + sys CPU is the honest measure, not the wall time. OUT gets one CSV line per run and
-# each run's output in OUT.d/. SIM_SHM_MAX (8) is the runs' ARCOLL_SHM_MAX.
+# each run's output in OUT.d/. SIM_SHM_MAX (8) is the runs' ARCOLL_SHM_MAX. With --resources each
+# row also has the QPs (min/avg/max over ranks, lazy wiring), the registered and shared KiB per
+# rank and the virtual init time (avg): docs/scale.md's resource table at this layout.
 set -u
 B=${1:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
 OUT=${2:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
@@ -20,10 +22,17 @@ PPN=${SIM_PPN:-16}
 # ARCOLL_SHM_MAX bytes (at most 16 MiB), so at 4096 ranks even 256 B make 48 MiB a node, 12 GiB
 # in all, which the OOM killer ended. 8 B calls need 8: 1.5 MiB a node.
 SHM_MAX=${SIM_SHM_MAX:-8}
+# Ranks waiting on node memory look again every `poll` ns of virtual time (ib-edr: 100), each
+# look a turn of the scheduler: most of the CPU of the node-aware runs. 1000 ns changed
+# alltoall pap_shm at 1024 ranks by +0.17% (1222.8 -> 1224.8 us) for 7x less CPU (97 -> 14 s).
+POLL=${SIM_POLL:-1000}
+# SIM_MEM_GIB: wait before each run until the host has this much memory available (two lanes of
+# this script at once: a 4096-rank alltoall pap or direct takes 13-15 GiB).
+MEM_GIB=${SIM_MEM_GIB:-0}
 SIM="$B/bin/arcoll-sim"
 [ -x "$SIM" ] || { echo "sim-scale: no $SIM (make first)" >&2; exit 2; }
 mkdir -p "$OUT.d"
-echo "coll,alg,n,ppn,avg_us,wall_s,user_s,sys_s,maxrss_mib,status" >"$OUT"
+echo "coll,alg,n,ppn,avg_us,wall_s,user_s,sys_s,maxrss_mib,status,qps_min,qps_avg,qps_max,reg_kib,shared_kib,init_us" >"$OUT"
 RUNS="alltoall:pap alltoall:direct alltoall:pap_shm alltoall:shm_direct alltoall:sa
 alltoall:sa_direct alltoall:rd alltoall:leader alltoall:mn_co
 allgather:pap allgather:direct allgather:ring allgather:rdd allgather:rdh allgather:mn_co
@@ -33,16 +42,21 @@ allreduce:pap allreduce:direct allreduce:ring allreduce:rdd allreduce:rdh"
 for ca in $RUNS; do
     [[ $ca =~ $FILTER ]] || continue
     c=${ca%%:*} a=${ca#*:} log="$OUT.d/$c-$a-$N.txt"
-    /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" --ppn "$PPN" --params ib-edr \
+    while [ "$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)" -lt "$MEM_GIB" ]; do
+        sleep 10
+    done
+    /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" --ppn "$PPN" --params ib-edr --set poll="$POLL" \
         --coll "$c" --alg "$a" --size 8 --iters 1 --warmup 1 --bounce 64 --window 1 \
-        --no-payload --csv >"$log" 2>&1
+        --no-payload --resources --progress 30 --csv >"$log" 2>&1
     rc=$?
     t=$(grep '^TIME ' "$log" | tail -1)
     row=$(grep "^$c,$a," "$log" | tail -1)
     avg=$(echo "$row" | cut -d, -f10)
     read -r _ wall user sys rss <<<"${t:-TIME - - - 0}"
+    # Resource fields of the sim's row: 15-17 qps, 19 registered avg, 22 shared avg, 25 init avg.
+    res=$(echo "$row" | awk -F, 'NF >= 26 { printf "%s,%s,%s,%.1f,%.1f,%.0f", $15, $16, $17, $19 / 1024, $22 / 1024, $25 }')
     status=ok
     [ $rc -eq 0 ] && [ -n "$row" ] || status="failed($rc)"
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%.0f,%s\n' "$c" "$a" "$N" "$PPN" "${avg:--}" "$wall" \
-        "$user" "$sys" "$((rss / 1024))" "$status" | tee -a "$OUT"
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%.0f,%s,%s\n' "$c" "$a" "$N" "$PPN" "${avg:--}" "$wall" \
+        "$user" "$sys" "$((rss / 1024))" "$status" "${res:-,,,,,}" | tee -a "$OUT"
 done

@@ -4,8 +4,9 @@
  *
  *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
  *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE]
- *              [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
- *              [--resources] [--connect lazy|eager]
+ *              [--set KEY=VALUE]... [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
+ *              [--resources] [--connect lazy|eager] [--no-payload] [--window W]
+ *              [--progress S]
  *
  * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
  * iters calls of one collective, each after a barrier and the bench's skew
@@ -14,8 +15,11 @@
  * OSU-style: size, then the virtual latency (own entry to own exit) averaged
  * over ranks and iterations, and the lowest and highest per-rank mean. Every
  * received byte is checked; a wrong one makes the run fail ("corrupted
- * calls"). A progress line goes to stderr. --bounce sets ARCOLL_BOUNCE_SIZE: the
- * team regions (2 slots per peer) are most of the memory at large n.
+ * calls"). A progress line goes to stderr: redrawn twice a second on a terminal,
+ * and with --progress S a line every S seconds, terminal or not (logs). --bounce sets
+ * ARCOLL_BOUNCE_SIZE: the team regions (2 slots per peer) are most of the memory at large n.
+ * --set KEY=VALUE changes one parameter of the set (e.g. poll=1000: waiting
+ * ranks look at node memory every 1 us, far fewer turns at large n).
  * --resources: after the calls each rank reads arcoll_context_resources (the
  * model channel counts the RC QPs the verbs channel would hold, and its
  * regions as registered bytes) and its init time (virtual time spent in
@@ -57,6 +61,7 @@ static const char *const res_names[RES_FIELDS] = {"qps", "registered_bytes", "sh
 
 typedef struct job {
     int n, ppn, coll, iters, warmup, csv, json, fault, resources, no_payload;
+    double progress;     /* --progress: seconds between progress lines, 0: none */
     const char *connect; /* ARCOLL_VERBS_CONNECT, NULL: the library's default (lazy) */
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
@@ -76,6 +81,8 @@ typedef struct job {
     long failed;  /* calls that returned an error */
     res_t *res;   /* [n], --resources */
     double wall0;
+    long inited;     /* ranks through arcoll_init_config, for the progress line */
+    long calls_done; /* calls returned (warm-up included), over ranks */
 } job_t;
 
 static double wall_now(void)
@@ -256,9 +263,7 @@ static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
         }
         if (it >= 0)
             j->lat[(size_t)si * n + (size_t)rank] += (double)(t1 - t0);
-        if (rank == 0 && isatty(2))
-            fprintf(stderr, "\rarcoll-sim: %zu B: call %d/%d, %.1f s   ", bytes, it + 1, j->iters,
-                    wall_now() - j->wall0);
+        j->calls_done++;
     }
 out:
     free(displs);
@@ -295,6 +300,7 @@ static int rank_main(int rank, void *arg)
     t0 = sim_now();
     rc = arcoll_init_config(&oob, cfg, &ctx);
     j->res[rank].init_us = (double)(sim_now() - t0) / 1e3;
+    j->inited += rc == ARCOLL_OK;
     if (rc != ARCOLL_OK) {
         if (rank == 0)
             fprintf(stderr, "arcoll-sim: arcoll_init_config: %s (%s)\n", arcoll_strerror(rc),
@@ -366,8 +372,10 @@ static void usage(FILE *f)
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
                "[--csv|--json]\n"
-               "       [--bounce B] [--window W] [--no-payload] [--seed S] [--stack KIB]\n"
-               "       [--fault reorder|corrupt|quit] [--resources] [--connect lazy|eager]\n");
+               "       [--set KEY=VALUE]... [--bounce B] [--window W] [--no-payload] [--seed S] "
+               "[--stack KIB]\n"
+               "       [--fault reorder|corrupt|quit] [--resources] [--connect lazy|eager] "
+               "[--progress S]\n");
 }
 
 static int parse_sizes(job_t *j, char *s)
@@ -386,7 +394,8 @@ static int parse_sizes(job_t *j, char *s)
 
 static int parse(job_t *j, int argc, char **argv)
 {
-    const char *params = "host-shm";
+    const char *params = "host-shm", *sets[16];
+    int nsets = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -439,6 +448,13 @@ static int parse(job_t *j, int argc, char **argv)
             j->mif = atof(v);
         } else if (strcmp(a, "--late") == 0) {
             j->late = atof(v);
+        } else if (strcmp(a, "--progress") == 0) {
+            char *end;
+            j->progress = strtod(v, &end);
+            if (*end != '\0' || !(j->progress > 0)) {
+                fprintf(stderr, "arcoll-sim: --progress wants seconds > 0\n");
+                return -1;
+            }
         } else if (strcmp(a, "--connect") == 0) {
             j->connect = v;
         } else if (strcmp(a, "--bounce") == 0) {
@@ -447,6 +463,12 @@ static int parse(job_t *j, int argc, char **argv)
             j->window = v;
         } else if (strcmp(a, "--params") == 0) {
             params = v;
+        } else if (strcmp(a, "--set") == 0) {
+            if (nsets == (int)(sizeof(sets) / sizeof(sets[0]))) {
+                fprintf(stderr, "arcoll-sim: at most %d --set\n", nsets);
+                return -1;
+            }
+            sets[nsets++] = v;
         } else if (strcmp(a, "--seed") == 0) {
             j->seed = strtoull(v, NULL, 0);
         } else if (strcmp(a, "--stack") == 0) {
@@ -475,7 +497,12 @@ static int parse(job_t *j, int argc, char **argv)
                                 "of 8\n");
                 return -1;
             }
-    return sim_params_load(params, &j->so.params) == ARCOLL_OK ? 0 : -1;
+    if (sim_params_load(params, &j->so.params) != ARCOLL_OK)
+        return -1;
+    for (int i = 0; i < nsets; i++)
+        if (sim_params_override(&j->so.params, sets[i]) != ARCOLL_OK)
+            return -1;
+    return 0;
 }
 
 static double res_field(const res_t *r, int f)
@@ -589,6 +616,22 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
     fprintf(stderr, "\n");
 }
 
+/* The progress line (sim_opts_t.tick): how far the ranks are, in calls over
+ * all ranks (a large run spends minutes in init and in one call). */
+static void tick(void *arg, const sim_stats_t *now)
+{
+    const job_t *j = arg;
+    long total = (long)j->n * j->nsizes * (j->warmup + j->iters);
+    int tty = isatty(2);
+
+    fprintf(stderr,
+            "%sarcoll-sim: %.1f s: init %ld/%d ranks, calls %ld/%ld (%.0f%%), %d ranks done, "
+            "%.1f M puts, virtual %.3f ms%s",
+            tty ? "\r" : "", wall_now() - j->wall0, j->inited, j->n, j->calls_done, total,
+            total ? 100.0 * (double)j->calls_done / (double)total : 100.0, now->done,
+            (double)now->events / 1e6, (double)now->vtime_ns / 1e6, tty ? "   " : "\n");
+}
+
 int main(int argc, char **argv)
 {
     job_t j;
@@ -614,6 +657,11 @@ int main(int argc, char **argv)
     setenv("ARCOLL_NODE_SIZE", ppn, 1);
     j.so.n = j.n;
     j.so.fault = j.fault;
+    if (j.progress > 0 || isatty(2)) {
+        j.so.tick = tick;
+        j.so.tick_arg = &j;
+        j.so.tick_s = j.progress > 0 ? j.progress : 0.5;
+    }
     if (j.no_payload) {
         if (shared_alloc(&j) != 0) {
             fprintf(stderr, "arcoll-sim: out of memory\n");

@@ -39,10 +39,21 @@ typedef struct sim_params {
 /* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
  * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_load(const char *name, sim_params_t *p);
+/* One parameter of a loaded set changed, "KEY=VALUE" (arcoll-sim --set); the
+ * set's name gets "+KEY=VALUE". ARCOLL_ERR_CONFIG names what is wrong. */
+int sim_params_override(sim_params_t *p, const char *kv);
 
 /* Test-only faults: the channel breaks ordering or corrupts payload; QUIT is
  * the tool's (rank 1 skips its calls: the driver must report a deadlock). */
 enum { SIM_FAULT_NONE, SIM_FAULT_REORDER, SIM_FAULT_CORRUPT, SIM_FAULT_QUIT };
+
+typedef struct sim_stats {
+    uint64_t switches; /* coroutine switches */
+    uint64_t events;   /* puts delivered */
+    uint64_t nodata;   /* of them, without their bytes (sim_opts_t.nodata) */
+    int done;          /* ranks that have returned */
+    uint64_t vtime_ns; /* latest virtual clock (at the end, or so far) */
+} sim_stats_t;
 
 typedef struct sim_opts {
     int n;
@@ -57,14 +68,13 @@ typedef struct sim_opts {
      * Results are garbage; virtual times are those of a run with payload. */
     const void *nodata;
     size_t nodata_len;
+    /* Called between two ranks' turns about every tick_s seconds of wall time
+     * (tick NULL or tick_s <= 0: never), with the counts so far: a progress
+     * line for runs that take minutes (4096 ranks). */
+    void (*tick)(void *arg, const sim_stats_t *now);
+    void *tick_arg;
+    double tick_s;
 } sim_opts_t;
-
-typedef struct sim_stats {
-    uint64_t switches; /* coroutine switches */
-    uint64_t events;   /* puts delivered */
-    uint64_t nodata;   /* of them, without their bytes (sim_opts_t.nodata) */
-    uint64_t vtime_ns; /* latest virtual clock at the end */
-} sim_stats_t;
 
 /* Run fn(rank, arg) as n virtual ranks to completion. ARCOLL_OK if every
  * rank returned 0; ARCOLL_ERR_STATE on a deadlock (every rank waits and no

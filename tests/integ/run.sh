@@ -597,12 +597,13 @@ for w in 1 3; do
         --window $w --iters 4
 done
 # Payload-free (--no-payload): the same virtual times as with payload, algorithm by algorithm,
-# and bytes really dropped; then a mid-size job in that mode (memory and time).
+# and bytes really dropped; then a mid-size job in that mode (memory and time), with the
+# progress line a long run's log gets (--progress: the driver's tick, a line per interval).
 run sim-nopayload-identical "text:^nopayload: 10 same, 0 differ, 0 payload-free runs" \
     "$(dirname "$0")/sim_nopayload.sh" "$B"
-run sim-512x16-allgather-rdh-nopayload "text:payload-free: not checked, [1-9][0-9]* of them" \
+run sim-512x16-allgather-rdh-nopayload "text:payload-free: not checked, [1-9][0-9]* of them|^arcoll-sim: [0-9.]+ s: init [0-9]+/512 ranks, calls [0-9]+/1024 \([0-9]+%\), [0-9]+ ranks done, [0-9.]+ M puts, virtual" \
     $SIM -n 512 --ppn 16 --coll allgather --alg rdh --size 8 --params ib-edr --bounce 64 \
-    --window 1 --no-payload --iters 1
+    --window 1 --no-payload --iters 1 --progress 0.5
 run sim-fault-reorder-caught "fails:check: 16 calls checked byte for byte, 16 corrupted calls" \
     $SIM -n 4 --coll alltoall --size 1000 --fault reorder
 run sim-fault-corrupt-caught "fails:corrupted calls" $SIM -n 4 --coll alltoall --size 1000 \
@@ -638,6 +639,13 @@ run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size
 run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
     --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
+# --set KEY=VALUE changes one parameter exactly as a file would (the same rows), and a wrong
+# key is refused by name.
+run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg direct \
+    --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
+    --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr --set rx_nic=0
+run sim-set-unknown-key-fails 'fails:sim: "rx_nik=0": expected KEY=VALUE' $SIM -n 4 --size 8 \
+    --params ib-edr --set rx_nik=0
 # sloavx vs sloav (docs/scale.md "000"): with a 1 us per-message NIC gap, the node's ranks'
 # messages share the NIC and the leaders' aggregation wins (seed 000's reasoning; with ib-edr's
 # 5 ns it loses); and a leader's step message costs a credit round trip per copy-path fragment
