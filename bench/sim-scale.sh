@@ -4,7 +4,7 @@
 #
 #   bench/sim-scale.sh BUILD OUT [N] [FILTER]
 #
-# N defaults to 4096 (256 nodes x 16, --params ib-edr --set poll=SIM_POLL); FILTER (a regex on "coll:alg") picks
+# N defaults to 4096 (256 nodes x 16, --params ib-edr --set qp_ns=0); FILTER (a regex on "coll:alg") picks
 # runs. Flat algorithms run on nodes of 16 too (the model charges intra- and inter-node puts
 # differently either way). --window 1 keeps the team regions small (2 banks per peer); 1
 # warm-up and 1 timed call. pap and direct write to every peer, so every slot of every rank's
@@ -26,10 +26,10 @@ PPN=${SIM_PPN:-16}
 # ARCOLL_SHM_MAX bytes (at most 16 MiB), so at 4096 ranks even 256 B make 48 MiB a node, 12 GiB
 # in all, which the OOM killer ended. 8 B calls need 8: 1.5 MiB a node.
 SHM_MAX=${SIM_SHM_MAX:-8}
-# Ranks waiting on node memory look again every `poll` ns of virtual time (ib-edr: 100), each
-# look a turn of the scheduler: most of the CPU of the node-aware runs. 1000 ns changed
-# alltoall pap_shm at 1024 ranks by +0.17% (1222.8 -> 1224.8 us) for 7x less CPU (97 -> 14 s).
-POLL=${SIM_POLL:-1000}
+# SIM_POLL: ranks waiting on node memory look again every `poll` ns of virtual time (ib-edr:
+# 100), each look a turn of the scheduler. Unset: ib-edr's own. 1000 costs the node-aware runs
+# 1.4-2.6% of latency at 1024 ranks for 1.5x less CPU (docs/scale.md, "How N scales").
+POLL=${SIM_POLL:-}
 # qp_ns 0: verbs' lazy QP set-up (100 us a peer in ib-edr) happens in the warm-up call only, and
 # at 4096 ranks its 25 ms of virtual time were most of a node-aware run's turns (the node's other
 # ranks polling while their master connects). The timed call, QPs and init are identical
@@ -56,7 +56,7 @@ for ca in $RUNS; do
     bounce=()
     [[ $a == pap || $a == direct ]] && bounce=(--bounce 64)
     /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" \
-        --ppn "$PPN" --params ib-edr --set poll="$POLL" --set qp_ns=0 "${bounce[@]}" \
+        --ppn "$PPN" --params ib-edr ${POLL:+--set poll="$POLL"} --set qp_ns=0 "${bounce[@]}" \
         --coll "$c" --alg "$a" --size 8 --iters 1 --warmup 1 --window 1 \
         --no-payload --resources --progress 30 --csv >"$log" 2>&1
     rc=$?
