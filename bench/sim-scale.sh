@@ -4,18 +4,19 @@
 #
 #   bench/sim-scale.sh BUILD OUT [N] [FILTER]
 #
-# N defaults to 4096 (256 nodes x 16, --params ib-edr --set qp_ns=0); FILTER (a regex on "coll:alg") picks
-# runs. Flat algorithms run on nodes of 16 too (the model charges intra- and inter-node puts
-# differently either way). --window 1 keeps the team regions small (2 banks per peer); 1
-# warm-up and 1 timed call. pap and direct write to every peer, so every slot of every rank's
-# region is touched: they run with --bounce 64 (their 8 B blocks fit; 1 KiB slots would be
-# 37 GiB at 4096). The others keep the default slots (1 KiB at this N): their aggregated
-# messages would fragment into 64 B (pap_shm at 1024: 1224.8 us instead of 41.5), and the
-# slots of peers they never write stay untouched calloc'd pages, not resident. Runs are niced; on a shared machine
-# user + sys CPU is the honest measure, not the wall time. OUT gets one CSV line per run and
-# each run's output in OUT.d/. SIM_SHM_MAX (8) is the runs' ARCOLL_SHM_MAX. With --resources each
-# row also has the QPs (min/avg/max over ranks, lazy wiring), the registered and shared KiB per
-# rank and the virtual init time (avg): docs/scale.md's resource table at this layout.
+# N defaults to 4096 (256 nodes x 16, --params ib-edr --set qp_ns=0); FILTER (a regex on
+# "coll:alg") picks runs. Flat algorithms run on nodes of 16 too (the model charges intra- and
+# inter-node puts differently either way). --window 1 keeps the team regions small (2 banks per
+# peer); 1 warm-up and 1 timed call. pap and direct write to every peer, so every slot of every
+# rank's region is touched: they run with --bounce 64 (their 8 B blocks fit; 1 KiB slots would
+# be 37 GiB at 4096). The others keep the default slots (1 KiB at this N): their aggregated
+# messages would fragment into 64 B (pap_shm at 1024: 1224.8 us instead of 41.5), and the slots
+# of peers they never write stay untouched calloc'd pages, not resident. Runs are niced; on a
+# shared machine user + sys CPU is the honest measure, not the wall time. OUT gets one CSV line
+# per run and each run's output in OUT.d/. SIM_SHM_MAX (8) is the runs' ARCOLL_SHM_MAX. With
+# --resources each row also has the QPs (min/avg/max over ranks, lazy wiring), the registered
+# and shared KiB per rank and the virtual init time (avg): docs/scale.md's resource table at
+# this layout.
 set -u
 B=${1:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
 OUT=${2:?usage: sim-scale.sh BUILD OUT [N] [FILTER]}
@@ -37,6 +38,13 @@ POLL=${SIM_POLL:-}
 # SIM_MEM_GIB: wait before each run until the host has this much memory available (two lanes of
 # this script at once: a 4096-rank alltoall pap or direct takes 13-15 GiB).
 MEM_GIB=${SIM_MEM_GIB:-0}
+# A fraction or a word made `[ -lt ]` fail, which ended the wait at once; more than the host
+# has would wait forever.
+[[ $MEM_GIB =~ ^[0-9]+$ ]] || { echo "sim-scale: SIM_MEM_GIB wants whole GiB" >&2; exit 2; }
+[ "$MEM_GIB" -le "$(awk '/^MemTotal:/ { print int($2 / 1048576) }' /proc/meminfo)" ] ||
+    { echo "sim-scale: SIM_MEM_GIB $MEM_GIB is more than the host has" >&2; exit 2; }
+sets=(--set qp_ns=0)
+[ -n "$POLL" ] && sets=(--set "poll=$POLL" "${sets[@]}")
 SIM="$B/bin/arcoll-sim"
 [ -x "$SIM" ] || { echo "sim-scale: no $SIM (make first)" >&2; exit 2; }
 mkdir -p "$OUT.d"
@@ -50,13 +58,16 @@ allreduce:pap allreduce:direct allreduce:ring allreduce:rdd allreduce:rdh"
 for ca in $RUNS; do
     [[ $ca =~ $FILTER ]] || continue
     c=${ca%%:*} a=${ca#*:} log="$OUT.d/$c-$a-$N.txt"
+    said=
     while [ "$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)" -lt "$MEM_GIB" ]; do
+        [ -n "$said" ] || echo "sim-scale: $c:$a waits for $MEM_GIB GiB available" >&2
+        said=1
         sleep 10
     done
     bounce=()
     [[ $a == pap || $a == direct ]] && bounce=(--bounce 64)
     /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" \
-        --ppn "$PPN" --params ib-edr ${POLL:+--set poll="$POLL"} --set qp_ns=0 "${bounce[@]}" \
+        --ppn "$PPN" --params ib-edr "${sets[@]}" ${bounce[@]+"${bounce[@]}"} \
         --coll "$c" --alg "$a" --size 8 --iters 1 --warmup 1 --window 1 \
         --no-payload --resources --progress 30 --csv >"$log" 2>&1
     rc=$?

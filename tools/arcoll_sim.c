@@ -83,6 +83,7 @@ typedef struct job {
     double wall0;
     long inited;     /* ranks through arcoll_init_config, for the progress line */
     long calls_done; /* calls returned (warm-up included), over ranks */
+    int drawn;       /* a progress line is on the terminal without its newline */
 } job_t;
 
 static double wall_now(void)
@@ -620,9 +621,9 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
  * all ranks (a large run spends minutes in init and in one call). */
 static void tick(void *arg, const sim_stats_t *now)
 {
-    const job_t *j = arg;
+    job_t *j = arg;
     long total = (long)j->n * j->nsizes * (j->warmup + j->iters);
-    int tty = isatty(2);
+    int tty = j->progress == 0 && isatty(2); /* --progress: lines, as for a log */
 
     fprintf(stderr,
             "%sarcoll-sim: %.1f s: init %ld/%d ranks, calls %ld/%ld (%.0f%%), %d ranks done, "
@@ -630,6 +631,7 @@ static void tick(void *arg, const sim_stats_t *now)
             tty ? "\r" : "", wall_now() - j->wall0, j->inited, j->n, j->calls_done, total,
             total ? 100.0 * (double)j->calls_done / (double)total : 100.0, now->done,
             (double)now->events / 1e6, (double)now->vtime_ns / 1e6, tty ? "   " : "\n");
+    j->drawn = tty;
 }
 
 int main(int argc, char **argv)
@@ -681,6 +683,8 @@ int main(int argc, char **argv)
     }
     j.wall0 = wall_now();
     rc = sim_run(&j.so, rank_main, &j, &st);
+    if (j.drawn)
+        fputc('\n', stderr); /* the rows and messages below start a line of their own */
     if (rc != ARCOLL_OK) {
         fprintf(stderr,
                 "arcoll-sim: the simulation failed: %s (%ld corrupted calls, %ld failed "

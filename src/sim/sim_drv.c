@@ -8,6 +8,7 @@
  * (the lookahead): every put it makes then arrives after every other rank's
  * clock, so no rank ever misses a put due before its own time. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,10 @@ static int sim_params_set(sim_params_t *p, const char *key, double v)
         SIM_KEY(qp_ns),
     };
 
+    /* inf and nan would pass "v >= 0" checks and end up cast to the
+     * uint64 virtual clock (undefined behaviour, nonsense rows). */
+    if (!isfinite(v))
+        return -1;
     if (strcmp(key, "nic") == 0) {
         p->nic = v != 0;
         return v == 0 || v == 1 ? 0 : -1;
@@ -265,7 +270,7 @@ int sim_params_load(const char *name, sim_params_t *p)
             log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
                     "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
                     "leaf_nodes up_G oob_a oob_b oob_c qp_ns nic (0 or 1) name, "
-                    "VALUE >= 0",
+                    "VALUE finite and >= 0",
                     name, lineno);
     }
     fclose(f);
@@ -280,25 +285,29 @@ int sim_params_override(sim_params_t *p, const char *kv)
 {
     char key[64], *end;
     const char *eq = strchr(kv, '=');
+    sim_params_t q = *p; /* p is left as it was if kv is refused */
+    size_t len = strlen(q.name), room = sizeof(q.name) - len;
     double v;
-    size_t len;
 
     if (eq == NULL || (size_t)(eq - kv) >= sizeof(key))
         goto bad;
     memcpy(key, kv, (size_t)(eq - kv));
     key[eq - kv] = '\0';
     v = strtod(eq + 1, &end);
-    if (end == eq + 1 || *end != '\0' || !(v >= 0) || sim_params_set(p, key, v) != 0 ||
-        (strcmp(key, "intra_L") == 0 && v < 1) || (strcmp(key, "inter_L") == 0 && v < 1))
+    if (end == eq + 1 || *end != '\0' || !(v >= 0) || sim_params_set(&q, key, v) != 0 ||
+        q.intra_L < 1 || q.inter_L < 1)
         goto bad;
-    /* The set's name says what was changed: rows of different runs stay apart. */
-    len = strlen(p->name);
-    snprintf(p->name + len, sizeof(p->name) - len, "+%s", kv);
+    /* The set's name says what was changed, so rows of different runs stay
+     * apart: a cut name could read as another value ("+oob_a=12"). */
+    if ((size_t)snprintf(q.name + len, room, "+%s", kv) >= room)
+        goto bad;
+    *p = q;
     return ARCOLL_OK;
 bad:
     log_err("sim: \"%s\": expected KEY=VALUE, KEY a parameter of the set (docs/scale.md, "
-            "\"Parameter sets\"), VALUE >= 0 (latencies >= 1)",
-            kv);
+            "\"Parameter sets\"), VALUE finite and >= 0 (latencies >= 1, nic 0 or 1), and "
+            "the set's name \"%s\" with \"+KEY=VALUE\" under %zu characters",
+            kv, p->name, sizeof(p->name));
     return ARCOLL_ERR_CONFIG;
 }
 

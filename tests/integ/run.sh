@@ -646,6 +646,17 @@ run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg 
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr --set rx_nic=0
 run sim-set-unknown-key-fails 'fails:sim: "rx_nik=0": expected KEY=VALUE' $SIM -n 4 --size 8 \
     --params ib-edr --set rx_nik=0
+# inf passed "VALUE >= 0" and was cast to the uint64 clock; a name cut at 63 characters read as
+# another value ("+oob_a=12" for 123456): both refused.
+run sim-set-inf-fails 'fails:sim: "poll=inf": expected KEY=VALUE' $SIM -n 4 --size 8 \
+    --params ib-edr --set poll=inf
+run sim-set-name-too-long-fails 'fails:sim: "oob_a=123456": expected KEY=VALUE' $SIM -n 4 \
+    --size 8 --params ib-edr --set poll=1000 --set qp_ns=0 --set rx_nic=0 --set inter_g=5 \
+    --set oob_b=5000 --set oob_a=123456
+# The progress line's form without depending on wall time: an interval of 1 ns passes at the
+# first check (every 64 turns), so a 4-rank run logs it, a whole line each (not a tty).
+run sim-progress-lines "text:^arcoll-sim: [0-9.]+ s: init 4/4 ranks, calls [0-9]+/8 \([0-9]+%\), [0-9]+ ranks done, [0-9.]+ M puts, virtual [0-9.]+ ms$" \
+    $SIM -n 4 --size 8 --iters 1 --progress 1e-9
 # sloavx vs sloav (docs/scale.md "000"): with a 1 us per-message NIC gap, the node's ranks'
 # messages share the NIC and the leaders' aggregation wins (seed 000's reasoning; with ib-edr's
 # 5 ns it loses); and a leader's step message costs a credit round trip per copy-path fragment
