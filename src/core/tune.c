@@ -51,6 +51,12 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                     * decide). */
                                    "allgather:0-1k:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@"
                                    "pap_shm#"
+                                   /* Re-swept with node copies charged (2026-11-26): at
+                                    * 4 KiB pap_shm still wins with 4+ ranks per node, 2x4
+                                    * 1.10, 2x8 1.32, 4x4 1.63, 8x8 2.85, 4x16 4.02, 16x16
+                                    * 4.45; 2x2 pap (1.14). */
+                                   "allgather:1k-8k:ppn=4-inf:nodes=2-inf:over=no:chan=verbs:@"
+                                   "pap_shm#"
                                    /* One rank per node: mn_co at 16x1 1.64 at 8 B, 1.25 at
                                     * 1 KiB, even at 2 KiB; 64x1 3.7 at 8 B, 1.33 at 1 KiB,
                                     * pap 1.32 faster at 2 KiB; 2x1 and 4x1: pap. */

@@ -573,8 +573,8 @@ run sim-2x4-auto-smp-no-verbs-rule "text:^alltoall,auto,8,4,2,host-shm,8,.*,0,pa
 run sim-2x4-auto-default "text:^alltoall,auto,8,4,2,ib-edr,8,.*,0,sa$|^alltoall,auto,8,4,2,ib-edr,4096,.*,0,pap$" \
     $SIM -n 8 --ppn 4 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
 run sim-2x4-allgather-auto-default \
-    "text:^allgather,auto,8,4,2,ib-edr,8,.*,0,pap_shm$|^allgather,auto,8,4,2,ib-edr,4096,.*,0,pap$" \
-    $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096 --params ib-edr --csv
+    "text:^allgather,auto,8,4,2,ib-edr,8,.*,0,pap_shm$|^allgather,auto,8,4,2,ib-edr,4096,.*,0,pap_shm$|^allgather,auto,8,4,2,ib-edr,8192,.*,0,pap$" \
+    $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096,8192 --params ib-edr --csv
 run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
     $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
 # alltoallv's auto (src/core/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.

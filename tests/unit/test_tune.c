@@ -417,7 +417,7 @@ static void test_default_nodes(void **state)
     (void)state;
     set_ok(&tab, "default");
     /* Nodes of 2+ ranks: sa below 1 KiB up to 8 nodes of 8, below 512 B beyond; pap_shm
-     * below 1 KiB; pap above. */
+     * below 1 KiB, and below 8 KiB with 4+ ranks per node; pap above. */
     assert_int_equal(pick_net(&tab, A2A, 8, 2, 2, 1, 0, V), CORE_ALG_SA);
     assert_int_equal(pick_net(&tab, A2A, 1023, 8, 8, 1, 0, V), CORE_ALG_SA);
     assert_int_equal(pick_net(&tab, A2A, 1024, 2, 8, 1, 0, V), CORE_ALG_PAP);
@@ -428,7 +428,11 @@ static void test_default_nodes(void **state)
     assert_int_equal(pick_net(&tab, A2A, 512, 16, 16, 1, 0, V), CORE_ALG_PAP);
     assert_int_equal(pick_net(&tab, AG, 0, 2, 2, 1, 0, V), CORE_ALG_PAP_SHM);
     assert_int_equal(pick_net(&tab, AG, 1023, 16, 16, 0, 0, V), CORE_ALG_PAP_SHM);
-    assert_int_equal(pick_net(&tab, AG, 1024, 4, 4, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 1024, 2, 2, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 1024, 4, 4, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 8191, 2, 4, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 4096, 2, 3, 1, 0, V), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 8192, 16, 16, 1, 0, V), CORE_ALG_PAP);
     /* Unequal nodes: sa cannot run, nothing else matches: pap. */
     assert_int_equal(pick_net(&tab, A2A, 8, 2, 3, 0, 0, V), CORE_ALG_PAP);
     /* One rank per node: mn_co from 16 nodes, below 1536 B (alltoall) and 3 KiB (allgather). */
