@@ -330,7 +330,7 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
         if (!coll_alg_serves(id, a.type))
             id = CORE_ALG_PAP;
     } else {
-        id = coll_cfg_alg(&t->ctx->cfg, a.type);
+        id = a.internal ? CORE_ALG_AUTO : coll_cfg_alg(&t->ctx->cfg, a.type);
     }
     return eng_start(t, &a, coll_alg_pick(t, &a, id), id == CORE_ALG_AUTO ? COLL_F_AUTO : 0, site,
                      out);

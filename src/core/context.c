@@ -441,7 +441,8 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
                          .rbuf = (char *)&anybad,
                          .count = 1,
                          .dtype = ARCOLL_INT32,
-                         .op = ARCOLL_MAX};
+                         .op = ARCOLL_MAX,
+                         .internal = 1};
         brc = core_team_run(parent, &a);
     }
     if (t != NULL && c->ops->mem_seal != NULL)
@@ -529,7 +530,8 @@ static int core_team_agree(struct arcoll_team *parent, int ok, int32_t *worst)
                      .rbuf = (char *)worst,
                      .count = 1,
                      .dtype = ARCOLL_INT32,
-                     .op = ARCOLL_MAX};
+                     .op = ARCOLL_MAX,
+                     .internal = 1};
 
     return core_team_run(parent, &a);
 }
@@ -1048,7 +1050,8 @@ int arcoll_team_free(arcoll_team_t team)
                          .rbuf = (char *)&any,
                          .count = 1,
                          .dtype = ARCOLL_INT32,
-                         .op = ARCOLL_MAX};
+                         .op = ARCOLL_MAX,
+                         .internal = 1};
         rc = core_team_run(team, &a);
     }
     for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {

@@ -53,6 +53,11 @@ typedef struct coll_args {
      * it, so steps of calls that do not line up never match); 0: the call is
      * numbered on its own team (docs/protocol.md §8). */
     uint64_t call;
+    /* The library's own agreement (closing barrier, a split's outcome): the
+     * dispatcher's auto pick, never the algorithm the user forced for the
+     * collective (a linear pap allreduce of one word at 4096 ranks is 17 M
+     * messages where rdh needs 50 K). */
+    int internal;
 } coll_args_t;
 
 /* How bytes reach a peer: bounce slots (copy) or the final buffer (zcopy).

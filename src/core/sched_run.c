@@ -52,6 +52,7 @@ typedef struct sched_exec {
     uint32_t *send_left, *recv_left, *local_left;
     uint32_t recv_ok, send_ok, local_ok; /* every X of rounds below it is done */
     uint32_t sends, recvs, locals;       /* still to do */
+    uint32_t tx_unordered;               /* of sends: unordered ones (round 0) */
     uint32_t local_next;                 /* locals run in list (round) order */
     uint32_t order_next;                 /* in_order: the one send that may go */
     int in_order;
@@ -172,6 +173,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     memset(x->tx_off, 0, sizeof(uint64_t) * n);
     memset(x->rx_off, 0, sizeof(uint64_t) * n);
     memset(x->send_left, 0, sizeof(uint32_t) * nr * 3);
+    x->tx_unordered = 0;
     /* The stream tails, kept in the fragment counters until the walk is done. */
     last_s = x->tx_frag;
     last_r = x->rx_frag;
@@ -187,6 +189,8 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
         last_s[p] = i;
         if (!s->send[i].unordered)
             x->send_left[s->send[i].round]++;
+        else
+            x->tx_unordered++;
     }
     x->ntx_peers = 0;
     for (uint32_t i = 1, p = t->rank; i < n; i++) {
@@ -367,6 +371,8 @@ static void sx_drop_tx(sched_exec_t *x, uint32_t p)
         x->sends--;
         if (!x->s.send[i].unordered)
             x->send_left[x->s.send[i].round]--;
+        else
+            x->tx_unordered--;
     }
     x->tx_head[p] = SX_NONE;
 }
@@ -413,11 +419,12 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
     const sched_msg_t *m = &x->s.recv[mi];
-    uint64_t len = sched_msg_len(&x->s, m), b = t->layout.bounce, flen, sig = sx_sig(r, m);
+    uint64_t len, b = t->layout.bounce, flen, sig = sx_sig(r, m);
     int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
         return ARCOLL_OK;
+    len = sched_msg_len(&x->s, m);
     if (x->rx_off[p] == 0 && m->open && hdr->sig == sig && x->s.on_size != NULL) {
         /* The length is the sender's: the algorithm places the message now. */
         int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
@@ -487,7 +494,7 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank), b = t->layout.bounce;
     uint32_t k = x->tx_frag[p], mi = x->tx_head[p];
     const sched_msg_t *m = &x->s.send[mi];
-    uint64_t len = sched_msg_len(&x->s, m), at = x->tx_off[p], flen, pos = 0;
+    uint64_t len, at = x->tx_off[p], flen, pos = 0;
     const sched_seg_t *g = x->s.segs + m->seg;
     int cr = t->ranks[p], rc;
 
@@ -512,6 +519,7 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         if (!coll_ctrl_read(r, p, &adv))
             return 0; /* not before the receiver is in this call (protocol.md §5) */
     }
+    len = sched_msg_len(&x->s, m);
     flen = len - at < b ? len - at : b;
     if (at == 0) {
         /* size, sig (copied at the call, chan.h). After a mismatch here, what we
@@ -546,6 +554,8 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         x->sends--;
         if (!m->unordered)
             x->send_left[m->round]--;
+        else
+            x->tx_unordered--;
         if (x->in_order)
             x->order_next++;
         if (x->tx_head[p] == SX_NONE)
@@ -564,6 +574,15 @@ static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
     return x->rx_head[p] != SX_NONE &&
            wire_load(&t->region, wire_slot_off(&t->layout, p, r->bank)) ==
                wire_frag_word(r->epoch, 0);
+}
+
+/* May any send left go by the round rules (sched.h rule 1; sx_tx)? Ordered
+ * sends left are of rounds >= send_ok, unordered ones of round 0. */
+static int sx_round_may_send(const sched_exec_t *x)
+{
+    if (x->tx_unordered > 0 && x->local_ok > 0)
+        return 1;
+    return x->send_ok < x->s.nrounds && x->send_ok <= x->recv_ok && x->send_ok < x->local_ok;
 }
 
 static int sx_sends(coll_req_t *r, sched_exec_t *x)
@@ -587,12 +606,19 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
         }
         return ARCOLL_OK;
     }
-    /* PAP: arrived peers first, then everyone (copy path: no readiness needed). */
+    /* Every send left waits for an earlier round (sx_tx's test): skip the
+     * passes, which would visit every peer left for nothing, as often as a
+     * rank waiting for a round's data polls. */
+    if (!sx_round_may_send(x))
+        return ARCOLL_OK;
+    /* PAP: arrived peers first, then the others (copy path: no readiness
+     * needed). The second pass skips the arrived ones: the first just tried
+     * them, and what stopped them (a credit) is a pass away at best. */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
         uint32_t k = 0;
         for (uint32_t i = 0; i < x->ntx_peers; i++) {
             uint32_t p = x->tx_peers[i];
-            if (x->tx_head[p] != SX_NONE && (pass == 1 || sx_arrived(r, x, p))) {
+            if (x->tx_head[p] != SX_NONE && (pass == 0) == sx_arrived(r, x, p)) {
                 rc = sx_tx(r, x, p);
                 if (rc < 0) {
                     memmove(&x->tx_peers[k], &x->tx_peers[i],

@@ -83,8 +83,11 @@ typedef struct sim_ev {
     unsigned char data[];
 } sim_ev_t;
 
-/* SIM_EV_POOL: a block of the free list (sim_ev_new) */
-enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4 };
+/* SIM_EV_POOL: a block of a free list (ev_new); SIM_EV_SMALL: of the small
+ * one (SIM_EV_SMALL_LEN bytes: flag words, slot headers, payload-free puts,
+ * nearly every event of a large run), else of CHAN_PUT_COPY bytes. */
+enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4, SIM_EV_SMALL = 8 };
+#define SIM_EV_SMALL_LEN 16
 
 enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
 
@@ -126,7 +129,7 @@ static struct {
     int *rq, nrq;                  /* run queue: min-heap of ranks by (key, rank) */
     uint64_t *nic_free, *rx_free;  /* [node]: a NIC busy sending, receiving until */
     uint64_t *up_free, *down_free; /* [leaf]: its uplink, downlink busy until */
-    sim_ev_t *pool;                /* free events of CHAN_PUT_COPY bytes, linked through dst */
+    sim_ev_t *pool, *pool_small;   /* free events (ev_new), linked through dst */
     sim_ctx_t main;
     const void *main_bottom; /* the scheduler's stack, for ASan */
     size_t main_size;
@@ -408,7 +411,8 @@ static void ev_sift(sim_rank_t *r, int i)
  * events are recycled instead of a malloc and free per put. */
 static sim_ev_t *ev_new(size_t len)
 {
-    sim_ev_t *e = W.pool;
+    int small = len <= SIM_EV_SMALL_LEN;
+    sim_ev_t **pool = small ? &W.pool_small : &W.pool, *e = *pool;
 
     if (len > CHAN_PUT_COPY) {
         e = malloc(sizeof(*e) + len);
@@ -417,20 +421,22 @@ static sim_ev_t *ev_new(size_t len)
         return e;
     }
     if (e != NULL) {
-        W.pool = e->dst;
+        *pool = e->dst;
         return e;
     }
-    e = malloc(sizeof(*e) + CHAN_PUT_COPY);
+    e = malloc(sizeof(*e) + (small ? SIM_EV_SMALL_LEN : CHAN_PUT_COPY));
     if (e != NULL)
-        e->flag = SIM_EV_POOL;
+        e->flag = SIM_EV_POOL | (small ? SIM_EV_SMALL : 0);
     return e;
 }
 
 static void ev_free(sim_ev_t *e)
 {
+    sim_ev_t **pool = (e->flag & SIM_EV_SMALL) ? &W.pool_small : &W.pool;
+
     if (e->flag & SIM_EV_POOL) {
-        e->dst = W.pool;
-        W.pool = e;
+        e->dst = *pool;
+        *pool = e;
     } else {
         free(e);
     }
@@ -669,7 +675,8 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     e->seq = W.seq++;
     e->dst = to;
     e->len = (uint32_t)len;
-    e->flag = (e->flag & SIM_EV_POOL) | (flag ? SIM_EV_FLAG : 0) | (nodata ? SIM_EV_NODATA : 0);
+    e->flag = (e->flag & (SIM_EV_POOL | SIM_EV_SMALL)) | (flag ? SIM_EV_FLAG : 0) |
+              (nodata ? SIM_EV_NODATA : 0);
     if (!nodata)
         memcpy(e->data, from, len);
     if (W.fault == SIM_FAULT_CORRUPT && payload && !nodata && e->seq % 7 == 0)
@@ -931,10 +938,12 @@ static void sim_free(void)
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
     }
-    while (W.pool != NULL) {
-        sim_ev_t *e = W.pool;
-        W.pool = e->dst;
-        free(e);
+    for (sim_ev_t **pool = &W.pool; pool != NULL; pool = pool == &W.pool ? &W.pool_small : NULL) {
+        while (*pool != NULL) {
+            sim_ev_t *e = *pool;
+            *pool = e->dst;
+            free(e);
+        }
     }
     free(W.r);
     free(W.rq);

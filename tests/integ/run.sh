@@ -639,6 +639,14 @@ run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size
 run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
     --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
+# The library's own agreements (the closing barrier of finalize) run the allreduce auto
+# picks, whatever ARCOLL_ALLREDUCE_ALG forces: the same puts with pap forced as with rdh
+# (before: a linear pap barrier, 23166 puts against 3258 at 64 ranks on 16 nodes).
+run sim-internal-agree-ignores-forced-alg "text:^same [0-9]+ puts$" bash -c \
+    'p() { ARCOLL_ALLREDUCE_ALG=$1 "$0" -n 64 --ppn 4 --params ib-edr --coll alltoall --alg sa \
+           --size 8 --iters 1 --warmup 0 --no-payload 2>&1 | sed -n "1s/.* \([0-9]*\) puts.*/\1/p"; }
+     a=$(p pap) b=$(p rdh); [ -n "$a" ] && [ "$a" = "$b" ] && echo "same $a puts" ||
+     echo "pap $a rdh $b"' "$B/bin/arcoll-sim"
 # --set KEY=VALUE changes one parameter exactly as a file would (the same rows), and a wrong
 # key is refused by name.
 run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg direct \
