@@ -109,6 +109,10 @@ struct chan_ops {
      * node memory, a reduction); the channel's clock moves on first, so what
      * the work writes appears no earlier than its cost allows. */
     void (*cost)(chan_t *c, int kind, size_t bytes);
+    /* Optional, the simulator's: a count that moves whenever a put lands in
+     * this rank's memory. A poll loop whose last look found nothing need not
+     * look again while it stands still (real channels cannot know: NULL). */
+    uint64_t (*landed)(chan_t *c);
 };
 
 enum { CHAN_COST_COPY, CHAN_COST_REDUCE };

@@ -53,8 +53,14 @@ typedef struct sched_exec {
     uint32_t recv_ok, send_ok, local_ok; /* every X of rounds below it is done */
     uint32_t sends, recvs, locals;       /* still to do */
     uint32_t tx_unordered;               /* of sends: unordered ones (round 0) */
-    uint32_t local_next;                 /* locals run in list (round) order */
-    uint32_t order_next;                 /* in_order: the one send that may go */
+    /* The receive scan (sx_recvs) on a channel that counts landings
+     * (chan_ops.landed): what the last scan saw. rx_moves counts what sx_rx
+     * did (a fragment taken, a stream rejected, a placement deferred). */
+    uint64_t scan_landed, rx_moves;
+    uint32_t scan_local_ok;
+    int scan_idle;       /* the last scan was whole and did nothing */
+    uint32_t local_next; /* locals run in list (round) order */
+    uint32_t order_next; /* in_order: the one send that may go */
     int in_order;
     int wait_adv;       /* a stream's first fragment waits for the receiver's advertisement */
     uint32_t hook_next; /* dynamic schedules: the next round whose hook runs */
@@ -231,6 +237,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     x->hook_next = 0;
     x->recv_ok = x->send_ok = x->local_ok = 0;
     x->local_next = x->order_next = 0;
+    x->scan_idle = 0;
     return ARCOLL_OK;
 
 bad_peer:
@@ -428,6 +435,7 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     if (x->rx_off[p] == 0 && m->open && hdr->sig == sig && x->s.on_size != NULL) {
         /* The length is the sender's: the algorithm places the message now. */
         int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
+        x->rx_moves++; /* landed, even if not taken yet: a scan must look again */
         if (rc == ARCOLL_INPROGRESS)
             return ARCOLL_OK; /* taken once TMP may move */
         if (rc == ARCOLL_OK)
@@ -437,6 +445,7 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         reject = rc == ARCOLL_ERR_MISMATCH;
         len = sched_msg_len(&x->s, m);
     }
+    x->rx_moves++;
     if (x->rx_off[p] == 0 && (reject || hdr->size != len || hdr->sig != sig)) {
         c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
@@ -686,9 +695,18 @@ int eng_sched_start(coll_req_t *r, int mode)
  * leave the list (x->rx_peers), so a pass costs the peers left. */
 static int sx_recvs(coll_req_t *r, sched_exec_t *x)
 {
+    chan_t *c = r->team->ctx->chan;
+    uint64_t landed = c->ops->landed != NULL ? c->ops->landed(c) : 0, moves = x->rx_moves;
     uint32_t k = 0, i;
     int rc = ARCOLL_OK;
 
+    /* Nothing landed since a scan that found nothing, and the round gate
+     * stands where it stood: this one would find nothing either. (Only the
+     * simulator can tell; there a scan is a cache miss per pending peer, as
+     * often as puts land: O(N) per put for a linear schedule.) */
+    if (c->ops->landed != NULL && x->scan_idle && landed == x->scan_landed &&
+        x->local_ok == x->scan_local_ok)
+        return ARCOLL_OK;
     for (i = 0; i < x->nrx_peers && rc == ARCOLL_OK; i++) {
         uint32_t p = x->rx_peers[i];
         if (x->rx_head[p] != SX_NONE)
@@ -698,6 +716,9 @@ static int sx_recvs(coll_req_t *r, sched_exec_t *x)
     }
     memmove(&x->rx_peers[k], &x->rx_peers[i], sizeof(uint32_t) * (x->nrx_peers - i));
     x->nrx_peers = k + x->nrx_peers - i;
+    x->scan_idle = rc == ARCOLL_OK && x->rx_moves == moves;
+    x->scan_landed = landed;
+    x->scan_local_ok = x->local_ok;
     return rc;
 }
 

@@ -143,6 +143,11 @@ static void sim_chan_cost(chan_t *c, int kind, size_t bytes)
     sim_cost(((sim_chan_t *)c)->rank, kind, bytes);
 }
 
+static uint64_t sim_chan_landed(chan_t *c)
+{
+    return sim_landed(((sim_chan_t *)c)->rank);
+}
+
 static void sim_stats(chan_t *c, int *qps, int *ready, size_t *reg)
 {
     sim_chan_t *s = (sim_chan_t *)c;
@@ -176,6 +181,7 @@ static const struct chan_ops sim_ops = {
     .now_ns = sim_now_ns,
     .idle = sim_chan_idle,
     .cost = sim_chan_cost,
+    .landed = sim_chan_landed,
 };
 
 int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)

@@ -106,8 +106,9 @@ typedef struct sim_rank {
     double cost_frac; /* charged local work below 1 ns, carried to the next charge */
     int node, local_size;
     int oob_round;
-    int nqps;    /* RC QPs verbs would hold (sim_qps) */
-    uint8_t *qp; /* [n]: 1 if it holds one to that peer */
+    uint64_t landed; /* puts applied to its memory (sim_deliver) */
+    int nqps;        /* RC QPs verbs would hold (sim_qps) */
+    uint8_t *qp;     /* [n]: 1 if it holds one to that peer */
     int rc;
     void *asan_fake; /* ASan's fake stack of this coroutine while it is switched out */
     sim_ev_t **evq;  /* min-heap by (t, seq) */
@@ -578,6 +579,11 @@ uint64_t sim_clock(int rank)
     return W.r[rank].clock;
 }
 
+uint64_t sim_landed(int rank)
+{
+    return W.r[rank].landed;
+}
+
 /* One stage of a put's path, busy until *busy. Bytes flow through the stages
  * cut-through: a stage starts no earlier than the one before it started and
  * ends no earlier than that one ended. Stages take puts in the order they are
@@ -717,6 +723,7 @@ static int sim_deliver(sim_rank_t *r)
         ev_free(e);
         W.events++;
         W.inflight--;
+        r->landed++;
         sim_activity(r);
         applied = 1;
     }
