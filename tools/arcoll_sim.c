@@ -5,7 +5,7 @@
  *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
  *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE]
  *              [--set KEY=VALUE]... [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
- *              [--resources] [--connect lazy|eager] [--no-payload] [--window W]
+ *              [--resources] [--connect lazy|eager] [--no-payload] [--rescan] [--window W]
  *              [--progress S]
  *
  * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
@@ -373,7 +373,8 @@ static void usage(FILE *f)
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
                "[--csv|--json]\n"
-               "       [--set KEY=VALUE]... [--bounce B] [--window W] [--no-payload] [--seed S] "
+               "       [--set KEY=VALUE]... [--bounce B] [--window W] [--no-payload] [--rescan] "
+               "[--seed S] "
                "[--stack KIB]\n"
                "       [--fault reorder|corrupt|quit] [--resources] [--connect lazy|eager] "
                "[--progress S]\n");
@@ -412,6 +413,9 @@ static int parse(job_t *j, int argc, char **argv)
             used = 0;
         } else if (strcmp(a, "--no-payload") == 0) {
             j->no_payload = 1;
+            used = 0;
+        } else if (strcmp(a, "--rescan") == 0) {
+            j->so.rescan = 1; /* scan on every pass, as on a real channel (sim.h) */
             used = 0;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);

@@ -475,7 +475,8 @@ static int prof_world_rest(struct arcoll_context *ctx)
                      .rbuf = (char *)&any,
                      .count = 1,
                      .dtype = ARCOLL_INT32,
-                     .op = ARCOLL_MAX};
+                     .op = ARCOLL_MAX,
+                     .internal = 1};
     coll_req_t *r;
     int rc = coll_start_args(ctx->teams, &a, NULL, &r);
 

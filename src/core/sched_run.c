@@ -45,6 +45,7 @@ typedef struct sched_exec {
      * costs the peers left, not the team size (large teams, few peers). */
     uint32_t *tx_peers, ntx_peers;
     uint32_t *rx_peers, nrx_peers; /* the same for receives, in rank order */
+    uint32_t *tx_seen;             /* sx_sends: the peer had arrived at its first pass */
     uint64_t *tx_off, *rx_off;     /* bytes of the current message done */
     /* per message */
     uint32_t *next_send, *next_recv; /* next message of the same stream */
@@ -114,7 +115,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 7 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 8 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -125,6 +126,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->rx_total = x->rx_frag + x->cap_n;
     x->tx_peers = x->rx_total + x->cap_n;
     x->rx_peers = x->tx_peers + x->cap_n;
+    x->tx_seen = x->rx_peers + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -621,13 +623,22 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
     if (!sx_round_may_send(x))
         return ARCOLL_OK;
     /* PAP: arrived peers first, then the others (copy path: no readiness
-     * needed). The second pass skips the arrived ones: the first just tried
-     * them, and what stopped them (a credit) is a pass away at best. */
+     * needed). The second pass skips the ones the first found arrived (its
+     * answer, not a second look: a peer that lands in between goes first in
+     * the next pass): the first just tried them, and what stopped them (a
+     * credit) is a pass away at best. */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
         uint32_t k = 0;
         for (uint32_t i = 0; i < x->ntx_peers; i++) {
             uint32_t p = x->tx_peers[i];
-            if (x->tx_head[p] != SX_NONE && (pass == 0) == sx_arrived(r, x, p)) {
+            int go = 0;
+            if (x->tx_head[p] != SX_NONE) {
+                if (pass == 0)
+                    go = x->tx_seen[p] = (uint32_t)sx_arrived(r, x, p);
+                else
+                    go = !x->tx_seen[p];
+            }
+            if (go) {
                 rc = sx_tx(r, x, p);
                 if (rc < 0) {
                     memmove(&x->tx_peers[k], &x->tx_peers[i],

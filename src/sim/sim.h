@@ -68,6 +68,10 @@ typedef struct sim_opts {
      * Results are garbage; virtual times are those of a run with payload. */
     const void *nodata;
     size_t nodata_len;
+    /* 1: the channel has no landing count to offer (chan_ops.landed moves at
+     * every call), so the executor scans on every pass as on a real channel;
+     * the rows must be the same (a test compares them). */
+    int rescan;
     /* Called between two ranks' turns about every tick_s seconds of wall time
      * (tick NULL or tick_s <= 0: never), with the counts so far: a progress
      * line for runs that take minutes (4096 ranks). */

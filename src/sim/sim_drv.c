@@ -117,6 +117,7 @@ typedef struct sim_rank {
 
 static struct {
     int n, cur, fault;
+    int rescan;         /* sim_opts_t.rescan */
     const void *nodata; /* sim_opts_t.nodata */
     size_t nodata_len;
     sim_params_t p;
@@ -581,7 +582,7 @@ uint64_t sim_clock(int rank)
 
 uint64_t sim_landed(int rank)
 {
-    return W.r[rank].landed;
+    return W.rescan ? W.r[rank].landed++ : W.r[rank].landed;
 }
 
 /* One stage of a put's path, busy until *busy. Bytes flow through the stages
@@ -1007,6 +1008,7 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
     W.fault = o->fault;
     W.nodata = o->nodata;
     W.nodata_len = o->nodata_len;
+    W.rescan = o->rescan;
     W.fn = fn;
     W.arg = arg;
     W.tick = o->tick_s > 0 ? o->tick : NULL;

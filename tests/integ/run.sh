@@ -647,6 +647,18 @@ run sim-internal-agree-ignores-forced-alg "text:^same [0-9]+ puts$" bash -c \
            --size 8 --iters 1 --warmup 0 --no-payload 2>&1 | sed -n "1s/.* \([0-9]*\) puts.*/\1/p"; }
      a=$(p pap) b=$(p rdh); [ -n "$a" ] && [ "$a" = "$b" ] && echo "same $a puts" ||
      echo "pap $a rdh $b"' "$B/bin/arcoll-sim"
+# The receive scan's skip (chan_ops.landed: nothing landed since a scan that found nothing)
+# changes no row: --rescan scans on every pass, as a real channel must. With payload, the
+# linear, logarithmic, routed and node-memory families.
+run sim-landed-skip-same-rows-direct ok $SIMCMP eq -n 64 --ppn 4 --coll allreduce --alg direct \
+    --size 8,4096 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll allreduce --alg direct \
+    --size 8,4096 --iters 2 --params ib-edr --rescan
+run sim-landed-skip-same-rows-sloav ok $SIMCMP eq -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --size 8,512 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --size 8,512 --iters 2 --params ib-edr --rescan
+run sim-landed-skip-same-rows-mn_co ok $SIMCMP eq -n 64 --ppn 4 --coll alltoall --alg mn_co \
+    --size 8,512 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll alltoall --alg mn_co \
+    --size 8,512 --iters 2 --params ib-edr --rescan
 # --set KEY=VALUE changes one parameter exactly as a file would (the same rows), and a wrong
 # key is refused by name.
 run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg direct \
