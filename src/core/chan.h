@@ -113,6 +113,11 @@ struct chan_ops {
      * this rank's memory. A poll loop whose last look found nothing need not
      * look again while it stands still (real channels cannot know: NULL). */
     uint64_t (*landed)(chan_t *c);
+    /* Optional, with landed: where landing number seq (counted as landed()
+     * counts, from 0) wrote, or NULL once the channel no longer remembers it
+     * (it keeps the last few hundred). A poll loop then looks only at what
+     * changed: O(1) per landing instead of a look at every pending slot. */
+    const void *(*landed_at)(chan_t *c, uint64_t seq);
 };
 
 enum { CHAN_COST_COPY, CHAN_COST_REDUCE };

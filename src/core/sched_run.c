@@ -22,6 +22,9 @@
 #include "core/reduce.h"
 
 #define SX_NONE UINT32_MAX
+/* At most this many landings are sorted through instead of a whole receive
+ * scan (sx_landed_peers). */
+#define SX_CAND_MAX 512u
 /* Folded into the header signature of unordered messages: a receiver can
  * never take one for an ordered message of the same length, or the reverse
  * (their order in a stream differs between the ends only when the ends
@@ -54,12 +57,16 @@ typedef struct sched_exec {
     uint32_t recv_ok, send_ok, local_ok; /* every X of rounds below it is done */
     uint32_t sends, recvs, locals;       /* still to do */
     uint32_t tx_unordered;               /* of sends: unordered ones (round 0) */
-    /* The receive scan (sx_recvs) on a channel that counts landings
-     * (chan_ops.landed): what the last scan saw. rx_moves counts what sx_rx
-     * did (a fragment taken, a stream rejected, a placement deferred). */
-    uint64_t scan_landed, rx_moves;
+    /* The receive scan (sx_recvs) on a channel that tells where puts landed
+     * (chan_ops.landed_at): the landings the last scan had seen, and the
+     * round gate it saw. A receive the last scan could not take waits for a
+     * landing in its slot or for the gate to move, unless its placement was
+     * deferred (rx_retry): then the next scan looks at every peer. */
+    uint64_t scan_landed;
     uint32_t scan_local_ok;
-    int scan_idle;       /* the last scan was whole and did nothing */
+    int scan_valid; /* scan_* describe a scan of this call */
+    int rx_retry;
+    uint32_t *rx_cand;   /* [SX_CAND_MAX]: peers whose slot a landing wrote */
     uint32_t local_next; /* locals run in list (round) order */
     uint32_t order_next; /* in_order: the one send that may go */
     int in_order;
@@ -90,6 +97,7 @@ void eng_sched_release(coll_req_t *r)
     free(x->tx_off);
     free(x->next_send);
     free(x->send_left);
+    free(x->rx_cand);
     free(x->mem.buf[SCHED_BUF_TMP]);
     free(x);
     r->sx = NULL;
@@ -239,7 +247,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     x->hook_next = 0;
     x->recv_ok = x->send_ok = x->local_ok = 0;
     x->local_next = x->order_next = 0;
-    x->scan_idle = 0;
+    x->scan_valid = 0;
     return ARCOLL_OK;
 
 bad_peer:
@@ -437,9 +445,10 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     if (x->rx_off[p] == 0 && m->open && hdr->sig == sig && x->s.on_size != NULL) {
         /* The length is the sender's: the algorithm places the message now. */
         int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
-        x->rx_moves++; /* landed, even if not taken yet: a scan must look again */
-        if (rc == ARCOLL_INPROGRESS)
+        if (rc == ARCOLL_INPROGRESS) {
+            x->rx_retry = 1;  /* landed, not taken: no landing will say so again */
             return ARCOLL_OK; /* taken once TMP may move */
+        }
         if (rc == ARCOLL_OK)
             rc = sx_count_frags(r, x);
         if (rc != ARCOLL_OK && rc != ARCOLL_ERR_MISMATCH)
@@ -447,7 +456,6 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         reject = rc == ARCOLL_ERR_MISMATCH;
         len = sched_msg_len(&x->s, m);
     }
-    x->rx_moves++;
     if (x->rx_off[p] == 0 && (reject || hdr->size != len || hdr->sig != sig)) {
         c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
                         &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
@@ -702,32 +710,82 @@ int eng_sched_start(coll_req_t *r, int mode)
     return ARCOLL_OK;
 }
 
+static int sx_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* The peers with receives left whose slot of this call's bank a landing
+ * since the last scan wrote (chan_ops.landed_at), into x->rx_cand in rank
+ * order, each once; -1 if the channel forgot some of those landings or they
+ * are too many to be worth sorting (then a whole scan). */
+static int sx_landed_peers(coll_req_t *r, sched_exec_t *x, uint64_t landed)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    const wire_layout_t *l = &t->layout;
+    uintptr_t lo = (uintptr_t)t->region.addr + l->off_slot;
+    uint64_t span = (uint64_t)t->size * l->banks * l->slot_stride;
+    uint32_t n = 0, k = 0;
+
+    if (landed - x->scan_landed > SX_CAND_MAX)
+        return -1;
+    if (x->rx_cand == NULL && (x->rx_cand = malloc(SX_CAND_MAX * sizeof(uint32_t))) == NULL)
+        return -1; /* a whole scan needs no memory */
+    for (uint64_t seq = x->scan_landed; seq < landed; seq++) {
+        uintptr_t at = (uintptr_t)c->ops->landed_at(c, seq);
+        uint64_t q;
+        if (at == 0)
+            return -1;
+        /* Credits, advertisements, other calls' banks, other teams: no
+         * receive of ours waits on them. */
+        if (at < lo || at - lo >= span)
+            continue;
+        q = (at - lo) / l->slot_stride;
+        if (q % l->banks == r->bank && x->rx_head[q / l->banks] != SX_NONE)
+            x->rx_cand[n++] = (uint32_t)(q / l->banks);
+    }
+    qsort(x->rx_cand, n, sizeof(uint32_t), sx_cmp_u32);
+    for (uint32_t i = 0; i < n; i++)
+        if (k == 0 || x->rx_cand[k - 1] != x->rx_cand[i])
+            x->rx_cand[k++] = x->rx_cand[i];
+    return (int)k;
+}
+
 /* Receive from the peers with messages left, in rank order; finished ones
- * leave the list (x->rx_peers), so a pass costs the peers left. */
+ * leave the list (x->rx_peers), so a pass costs the peers left. On a channel
+ * that tells where puts landed, only the peers whose slots changed since the
+ * last scan, in the same order: a whole scan would do the same, because a
+ * receive it could not take waits for its slot or for the round gate. (Only
+ * the simulator can tell; there a whole scan is a cache miss per pending
+ * peer, as often as puts land: O(N) per put for a linear schedule.) */
 static int sx_recvs(coll_req_t *r, sched_exec_t *x)
 {
     chan_t *c = r->team->ctx->chan;
-    uint64_t landed = c->ops->landed != NULL ? c->ops->landed(c) : 0, moves = x->rx_moves;
+    uint64_t landed = c->ops->landed_at != NULL ? c->ops->landed(c) : 0;
     uint32_t k = 0, i;
-    int rc = ARCOLL_OK;
+    int rc = ARCOLL_OK, nc = -1;
 
-    /* Nothing landed since a scan that found nothing, and the round gate
-     * stands where it stood: this one would find nothing either. (Only the
-     * simulator can tell; there a scan is a cache miss per pending peer, as
-     * often as puts land: O(N) per put for a linear schedule.) */
-    if (c->ops->landed != NULL && x->scan_idle && landed == x->scan_landed &&
+    if (c->ops->landed_at != NULL && x->scan_valid && !x->rx_retry &&
         x->local_ok == x->scan_local_ok)
-        return ARCOLL_OK;
-    for (i = 0; i < x->nrx_peers && rc == ARCOLL_OK; i++) {
+        nc = sx_landed_peers(r, x, landed);
+    x->rx_retry = 0;
+    for (i = 0; nc >= 0 && i < (uint32_t)nc && rc == ARCOLL_OK; i++)
+        rc = sx_rx(r, x, x->rx_cand[i]);
+    for (i = 0; nc < 0 && i < x->nrx_peers && rc == ARCOLL_OK; i++) {
         uint32_t p = x->rx_peers[i];
         if (x->rx_head[p] != SX_NONE)
             rc = sx_rx(r, x, p);
         if (x->rx_head[p] != SX_NONE)
             x->rx_peers[k++] = p;
     }
-    memmove(&x->rx_peers[k], &x->rx_peers[i], sizeof(uint32_t) * (x->nrx_peers - i));
-    x->nrx_peers = k + x->nrx_peers - i;
-    x->scan_idle = rc == ARCOLL_OK && x->rx_moves == moves;
+    if (nc < 0) {
+        memmove(&x->rx_peers[k], &x->rx_peers[i], sizeof(uint32_t) * (x->nrx_peers - i));
+        x->nrx_peers = k + x->nrx_peers - i;
+    }
+    x->scan_valid = rc == ARCOLL_OK;
     x->scan_landed = landed;
     x->scan_local_ok = x->local_ok;
     return rc;

@@ -99,6 +99,7 @@ int sim_nic(void); /* the parameter set's nic */
 void sim_rank_place(int rank, int node, int local_size);
 uint64_t sim_clock(int rank);
 uint64_t sim_landed(int rank); /* puts applied to rank's memory so far (chan_ops.landed) */
+const void *sim_landed_at(int rank, uint64_t seq); /* chan_ops.landed_at */
 int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last);
 void sim_progress(int rank);
 void sim_idle(int rank);

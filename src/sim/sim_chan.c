@@ -148,6 +148,11 @@ static uint64_t sim_chan_landed(chan_t *c)
     return sim_landed(((sim_chan_t *)c)->rank);
 }
 
+static const void *sim_chan_landed_at(chan_t *c, uint64_t seq)
+{
+    return sim_landed_at(((sim_chan_t *)c)->rank, seq);
+}
+
 static void sim_stats(chan_t *c, int *qps, int *ready, size_t *reg)
 {
     sim_chan_t *s = (sim_chan_t *)c;
@@ -182,6 +187,7 @@ static const struct chan_ops sim_ops = {
     .idle = sim_chan_idle,
     .cost = sim_chan_cost,
     .landed = sim_chan_landed,
+    .landed_at = sim_chan_landed_at,
 };
 
 int sim_chan_create(boot_t *boot, const struct core_config *cfg, chan_t **out)

@@ -28,6 +28,9 @@
 #endif
 
 #define SIM_NEVER UINT64_MAX
+/* Where a rank's last puts landed (chan_ops.landed_at), a ring: a poll loop
+ * falls behind it only after this many landings, and then scans once. */
+#define SIM_LOG 512
 
 /* Stack switches. On x86_64 a hand-written switch (sim_ctx_swap below) that
  * saves only what the ABI says a callee keeps: glibc's swapcontext also saves
@@ -107,6 +110,7 @@ typedef struct sim_rank {
     int node, local_size;
     int oob_round;
     uint64_t landed; /* puts applied to its memory (sim_deliver) */
+    void **log;      /* [SIM_LOG]: landing k wrote at log[k % SIM_LOG] */
     int nqps;        /* RC QPs verbs would hold (sim_qps) */
     uint8_t *qp;     /* [n]: 1 if it holds one to that peer */
     int rc;
@@ -585,6 +589,15 @@ uint64_t sim_landed(int rank)
     return W.rescan ? W.r[rank].landed++ : W.r[rank].landed;
 }
 
+const void *sim_landed_at(int rank, uint64_t seq)
+{
+    const sim_rank_t *r = &W.r[rank];
+
+    if (W.rescan || seq >= r->landed || r->landed - seq > SIM_LOG)
+        return NULL;
+    return r->log[seq % SIM_LOG];
+}
+
 /* One stage of a put's path, busy until *busy. Bytes flow through the stages
  * cut-through: a stage starts no earlier than the one before it started and
  * ends no earlier than that one ended. Stages take puts in the order they are
@@ -721,10 +734,10 @@ static int sim_deliver(sim_rank_t *r)
                 W.dropped++;
             r->clock += (uint64_t)((double)e->len * W.p.copy_G);
         }
+        r->log[r->landed++ % SIM_LOG] = e->dst;
         ev_free(e);
         W.events++;
         W.inflight--;
-        r->landed++;
         sim_activity(r);
         applied = 1;
     }
@@ -943,6 +956,7 @@ static void sim_free(void)
             ev_free(r->evq[k]);
         free(r->evq);
         free(r->qp);
+        free(r->log);
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
     }
@@ -1033,7 +1047,8 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
         r->hidx = -1;
         r->local_size = 1;
         r->qp = calloc((size_t)W.n, 1);
-        if (r->qp == NULL) {
+        r->log = calloc(SIM_LOG, sizeof(*r->log));
+        if (r->qp == NULL || r->log == NULL) {
             log_err("sim: out of memory for rank %d's connection table", i);
             return ARCOLL_ERR_NOMEM;
         }

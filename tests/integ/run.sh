@@ -647,9 +647,10 @@ run sim-internal-agree-ignores-forced-alg "text:^same [0-9]+ puts$" bash -c \
            --size 8 --iters 1 --warmup 0 --no-payload 2>&1 | sed -n "1s/.* \([0-9]*\) puts.*/\1/p"; }
      a=$(p pap) b=$(p rdh); [ -n "$a" ] && [ "$a" = "$b" ] && echo "same $a puts" ||
      echo "pap $a rdh $b"' "$B/bin/arcoll-sim"
-# The receive scan's skip (chan_ops.landed: nothing landed since a scan that found nothing)
-# changes no row: --rescan scans on every pass, as a real channel must. With payload, the
-# linear, logarithmic, routed and node-memory families.
+# The receive scan that looks only at the slots puts landed in (chan_ops.landed_at) changes
+# no row: --rescan scans every pending peer on every pass, as a real channel must. With
+# payload: the linear, logarithmic, routed and node-memory families, PAP's unordered
+# receives, several calls in flight (landings in other banks) and fragmented streams.
 run sim-landed-skip-same-rows-direct ok $SIMCMP eq -n 64 --ppn 4 --coll allreduce --alg direct \
     --size 8,4096 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll allreduce --alg direct \
     --size 8,4096 --iters 2 --params ib-edr --rescan
@@ -659,6 +660,15 @@ run sim-landed-skip-same-rows-sloav ok $SIMCMP eq -n 64 --ppn 4 --coll alltoallv
 run sim-landed-skip-same-rows-mn_co ok $SIMCMP eq -n 64 --ppn 4 --coll alltoall --alg mn_co \
     --size 8,512 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll alltoall --alg mn_co \
     --size 8,512 --iters 2 --params ib-edr --rescan
+run sim-landed-skip-same-rows-pap-window ok $SIMCMP eq -n 64 --ppn 4 --coll allgather \
+    --alg pap --size 8,4096 --iters 4 --window 4 --params ib-edr --vs -n 64 --ppn 4 \
+    --coll allgather --alg pap --size 8,4096 --iters 4 --window 4 --params ib-edr --rescan
+run sim-landed-skip-same-rows-sloavx-frag ok $SIMCMP eq -n 64 --ppn 4 --coll alltoallv \
+    --alg sloavx --size 8,512 --iters 2 --bounce 64 --params ib-edr --vs -n 64 --ppn 4 \
+    --coll alltoallv --alg sloavx --size 8,512 --iters 2 --bounce 64 --params ib-edr --rescan
+run sim-landed-skip-same-rows-allreduce-pap ok $SIMCMP eq -n 64 --ppn 4 --coll allreduce \
+    --alg pap --size 8,4096 --iters 2 --skew 32 --params ib-edr --vs -n 64 --ppn 4 \
+    --coll allreduce --alg pap --size 8,4096 --iters 2 --skew 32 --params ib-edr --rescan
 # --set KEY=VALUE changes one parameter exactly as a file would (the same rows), and a wrong
 # key is refused by name.
 run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg direct \
