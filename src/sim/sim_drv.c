@@ -86,11 +86,18 @@ typedef struct sim_ev {
     unsigned char data[];
 } sim_ev_t;
 
-/* SIM_EV_POOL: a block of a free list (ev_new); SIM_EV_SMALL: of the small
- * one (SIM_EV_SMALL_LEN bytes: flag words, slot headers, payload-free puts,
- * nearly every event of a large run), else of CHAN_PUT_COPY bytes. */
-enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4, SIM_EV_SMALL = 8 };
-#define SIM_EV_SMALL_LEN 16
+/* SIM_EV_POOL: carved from a slab and recycled through the free list of
+ * its size class (the class number above SIM_EV_CLASS_SHIFT); else malloc'd
+ * alone (puts above CHAN_PUT_COPY bytes). */
+enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4 };
+#define SIM_EV_CLASS_SHIFT 8
+/* Bytes of data an event of each class holds: payload-free puts need none,
+ * flag words 8, slot headers 16, advertisements 56. A large run's memory is
+ * mostly events in flight (two per pair of ranks at the peak), so each takes
+ * its class's size, not a malloc chunk of the largest. */
+static const uint32_t ev_class_len[] = {0, 8, 16, 32, 64};
+#define SIM_EV_CLASSES (sizeof(ev_class_len) / sizeof(ev_class_len[0]))
+#define SIM_SLAB_BYTES (1u << 20)
 
 enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
 
@@ -132,10 +139,13 @@ static struct {
     int nready;         /* ranks queued to run on (not waiting for a put or node memory) */
     size_t stack_bytes;
     sim_rank_t *r;
-    int *rq, nrq;                  /* run queue: min-heap of ranks by (key, rank) */
-    uint64_t *nic_free, *rx_free;  /* [node]: a NIC busy sending, receiving until */
-    uint64_t *up_free, *down_free; /* [leaf]: its uplink, downlink busy until */
-    sim_ev_t *pool, *pool_small;   /* free events (ev_new), linked through dst */
+    int *rq, nrq;                   /* run queue: min-heap of ranks by (key, rank) */
+    uint64_t *nic_free, *rx_free;   /* [node]: a NIC busy sending, receiving until */
+    uint64_t *up_free, *down_free;  /* [leaf]: its uplink, downlink busy until */
+    sim_ev_t *pool[SIM_EV_CLASSES]; /* free events by class (ev_new), linked through dst */
+    void *slabs;                    /* each slab's first word links to the next */
+    char *slab_at;                  /* the unused rest of the newest slab */
+    size_t slab_left;
     sim_ctx_t main;
     const void *main_bottom; /* the scheduler's stack, for ASan */
     size_t main_size;
@@ -414,11 +424,13 @@ static void ev_sift(sim_rank_t *r, int i)
 }
 
 /* Most puts are small (words, headers, bytes of small messages): their
- * events are recycled instead of a malloc and free per put. */
+ * events come from slabs and are recycled, instead of a malloc and free per
+ * put. */
 static sim_ev_t *ev_new(size_t len)
 {
-    int small = len <= SIM_EV_SMALL_LEN;
-    sim_ev_t **pool = small ? &W.pool_small : &W.pool, *e = *pool;
+    uint32_t c = 0;
+    size_t sz;
+    sim_ev_t *e;
 
     if (len > CHAN_PUT_COPY) {
         e = malloc(sizeof(*e) + len);
@@ -426,21 +438,34 @@ static sim_ev_t *ev_new(size_t len)
             e->flag = 0;
         return e;
     }
+    while (ev_class_len[c] < len)
+        c++;
+    e = W.pool[c];
     if (e != NULL) {
-        *pool = e->dst;
+        W.pool[c] = e->dst;
         return e;
     }
-    e = malloc(sizeof(*e) + (small ? SIM_EV_SMALL_LEN : CHAN_PUT_COPY));
-    if (e != NULL)
-        e->flag = SIM_EV_POOL | (small ? SIM_EV_SMALL : 0);
+    sz = sizeof(*e) + ev_class_len[c];
+    if (W.slab_left < sz) {
+        void **slab = malloc(SIM_SLAB_BYTES);
+        if (slab == NULL)
+            return NULL;
+        *slab = W.slabs;
+        W.slabs = slab;
+        W.slab_at = (char *)slab + sizeof(sim_ev_t); /* keeps events 8-aligned */
+        W.slab_left = SIM_SLAB_BYTES - sizeof(sim_ev_t);
+    }
+    e = (sim_ev_t *)(void *)W.slab_at;
+    W.slab_at += sz;
+    W.slab_left -= sz;
+    e->flag = SIM_EV_POOL | c << SIM_EV_CLASS_SHIFT;
     return e;
 }
 
 static void ev_free(sim_ev_t *e)
 {
-    sim_ev_t **pool = (e->flag & SIM_EV_SMALL) ? &W.pool_small : &W.pool;
-
     if (e->flag & SIM_EV_POOL) {
+        sim_ev_t **pool = &W.pool[e->flag >> SIM_EV_CLASS_SHIFT];
         e->dst = *pool;
         *pool = e;
     } else {
@@ -695,7 +720,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     e->seq = W.seq++;
     e->dst = to;
     e->len = (uint32_t)len;
-    e->flag = (e->flag & (SIM_EV_POOL | SIM_EV_SMALL)) | (flag ? SIM_EV_FLAG : 0) |
+    e->flag = (e->flag & (SIM_EV_POOL | ~0u << SIM_EV_CLASS_SHIFT)) | (flag ? SIM_EV_FLAG : 0) |
               (nodata ? SIM_EV_NODATA : 0);
     if (!nodata)
         memcpy(e->data, from, len);
@@ -960,12 +985,10 @@ static void sim_free(void)
         if (r->stack != NULL)
             munmap(r->stack, W.stack_bytes);
     }
-    for (sim_ev_t **pool = &W.pool; pool != NULL; pool = pool == &W.pool ? &W.pool_small : NULL) {
-        while (*pool != NULL) {
-            sim_ev_t *e = *pool;
-            *pool = e->dst;
-            free(e);
-        }
+    while (W.slabs != NULL) {
+        void **slab = W.slabs;
+        W.slabs = *slab;
+        free(slab);
     }
     free(W.r);
     free(W.rq);
