@@ -343,6 +343,22 @@ static int core_team_run(struct arcoll_team *t, coll_args_t *a)
     return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
 }
 
+/* The library's one-word agreement over t: *out = the largest mine. An
+ * allreduce, so it doubles as a barrier; internal, so it runs auto's pick
+ * whatever ARCOLL_ALLREDUCE_ALG forces (docs/protocol.md §9). */
+static int core_team_max(struct arcoll_team *t, int32_t mine, int32_t *out)
+{
+    coll_args_t a = {.type = COLL_ALLREDUCE,
+                     .sbuf = (const char *)&mine,
+                     .rbuf = (char *)out,
+                     .count = 1,
+                     .dtype = ARCOLL_INT32,
+                     .op = ARCOLL_MAX,
+                     .internal = 1};
+
+    return core_team_run(t, &a);
+}
+
 /* Collective over parent: every member of parent calls it, with the parent
  * ranks of the team it joins (members[0..n), its own index me) or n = 0.
  * Records go to the team's members by an alltoallv on parent, and the
@@ -435,16 +451,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     }
     /* Everyone has imported (names may go), and everyone learns of a failure. */
     bad = rc != ARCOLL_OK;
-    {
-        coll_args_t a = {.type = COLL_ALLREDUCE,
-                         .sbuf = (const char *)&bad,
-                         .rbuf = (char *)&anybad,
-                         .count = 1,
-                         .dtype = ARCOLL_INT32,
-                         .op = ARCOLL_MAX,
-                         .internal = 1};
-        brc = core_team_run(parent, &a);
-    }
+    brc = core_team_max(parent, bad, &anybad);
     if (t != NULL && c->ops->mem_seal != NULL)
         c->ops->mem_seal(c, &t->region);
     if (t != NULL)
@@ -524,16 +531,7 @@ static int core_split_xchg(void *arg, uint32_t to, const void *sbuf, size_t slen
  * else 1 + the highest failing parent rank. Doubles as a barrier. */
 static int core_team_agree(struct arcoll_team *parent, int ok, int32_t *worst)
 {
-    int32_t mine = ok ? 0 : (int32_t)parent->rank + 1;
-    coll_args_t a = {.type = COLL_ALLREDUCE,
-                     .sbuf = (const char *)&mine,
-                     .rbuf = (char *)worst,
-                     .count = 1,
-                     .dtype = ARCOLL_INT32,
-                     .op = ARCOLL_MAX,
-                     .internal = 1};
-
-    return core_team_run(parent, &a);
+    return core_team_max(parent, ok ? 0 : (int32_t)parent->rank + 1, worst);
 }
 
 /* Collective over parent: split it by (color, key) and make the new team
@@ -1030,7 +1028,7 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team)
 int arcoll_team_free(arcoll_team_t team)
 {
     struct arcoll_context *ctx;
-    int32_t zero = 0, any = 0;
+    int32_t any = 0;
     int rc = core_team_check(team, "arcoll_team_free");
 
     if (rc != ARCOLL_OK)
@@ -1044,16 +1042,8 @@ int arcoll_team_free(arcoll_team_t team)
     /* The barrier: once every member started this full exchange, none writes into
      * our region again (docs/protocol.md §13). A failed team cannot run it: its
      * peers are lost or out of step, so we release locally. */
-    if (!team->failed) {
-        coll_args_t a = {.type = COLL_ALLREDUCE,
-                         .sbuf = (const char *)&zero,
-                         .rbuf = (char *)&any,
-                         .count = 1,
-                         .dtype = ARCOLL_INT32,
-                         .op = ARCOLL_MAX,
-                         .internal = 1};
-        rc = core_team_run(team, &a);
-    }
+    if (!team->failed)
+        rc = core_team_max(team, 0, &any);
     for (struct arcoll_team **pp = &ctx->teams; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == team) {
             *pp = team->next;
