@@ -109,14 +109,13 @@ struct chan_ops {
      * node memory, a reduction); the channel's clock moves on first, so what
      * the work writes appears no earlier than its cost allows. */
     void (*cost)(chan_t *c, int kind, size_t bytes);
-    /* Optional, the simulator's: a count that moves whenever a put lands in
-     * this rank's memory. A poll loop whose last look found nothing need not
-     * look again while it stands still (real channels cannot know: NULL). */
+    /* Optional, the simulator's, both or neither: a count of the puts that
+     * landed in this rank's memory, and where landing number seq (from 0)
+     * wrote, or NULL once the channel no longer remembers it (it keeps the
+     * last few hundred). The executor's receive pass then looks only at what
+     * changed: O(1) per landing instead of a look at every pending slot
+     * (real channels cannot know what an RDMA write did: NULL). */
     uint64_t (*landed)(chan_t *c);
-    /* Optional, with landed: where landing number seq (counted as landed()
-     * counts, from 0) wrote, or NULL once the channel no longer remembers it
-     * (it keeps the last few hundred). A poll loop then looks only at what
-     * changed: O(1) per landing instead of a look at every pending slot. */
     const void *(*landed_at)(chan_t *c, uint64_t seq);
 };
 

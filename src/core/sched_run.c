@@ -248,6 +248,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     x->recv_ok = x->send_ok = x->local_ok = 0;
     x->local_next = x->order_next = 0;
     x->scan_valid = 0;
+    x->rx_retry = 0;
     return ARCOLL_OK;
 
 bad_peer:
@@ -773,7 +774,8 @@ static int sx_recvs(coll_req_t *r, sched_exec_t *x)
         nc = sx_landed_peers(r, x, landed);
     x->rx_retry = 0;
     for (i = 0; nc >= 0 && i < (uint32_t)nc && rc == ARCOLL_OK; i++)
-        rc = sx_rx(r, x, x->rx_cand[i]);
+        if (x->rx_head[x->rx_cand[i]] != SX_NONE) /* one taken before may have ended another */
+            rc = sx_rx(r, x, x->rx_cand[i]);
     for (i = 0; nc < 0 && i < x->nrx_peers && rc == ARCOLL_OK; i++) {
         uint32_t p = x->rx_peers[i];
         if (x->rx_head[p] != SX_NONE)

@@ -98,6 +98,14 @@ enum { SIM_EV_FLAG = 1, SIM_EV_NODATA = 2, SIM_EV_POOL = 4 };
 static const uint32_t ev_class_len[] = {0, 8, 16, 32, 64};
 #define SIM_EV_CLASSES (sizeof(ev_class_len) / sizeof(ev_class_len[0]))
 #define SIM_SLAB_BYTES (1u << 20)
+_Static_assert(CHAN_PUT_COPY <= 64, "ev_class_len must have a class for CHAN_PUT_COPY bytes");
+/* Under ASan every event is its own allocation, so that its redzones catch a
+ * write past an event's data. */
+#ifdef SIM_ASAN
+#define SIM_EV_MALLOC 1
+#else
+#define SIM_EV_MALLOC 0
+#endif
 
 enum { SIM_READY, SIM_RUNNING, SIM_WAIT_PUT, SIM_WAIT_OOB, SIM_DONE };
 
@@ -432,7 +440,7 @@ static sim_ev_t *ev_new(size_t len)
     size_t sz;
     sim_ev_t *e;
 
-    if (len > CHAN_PUT_COPY) {
+    if (len > CHAN_PUT_COPY || SIM_EV_MALLOC) {
         e = malloc(sizeof(*e) + len);
         if (e != NULL)
             e->flag = 0;

@@ -650,7 +650,8 @@ run sim-internal-agree-ignores-forced-alg "text:^same [0-9]+ puts$" bash -c \
 # The receive scan that looks only at the slots puts landed in (chan_ops.landed_at) changes
 # no row: --rescan scans every pending peer on every pass, as a real channel must. With
 # payload: the linear, logarithmic, routed and node-memory families, PAP's unordered
-# receives, several calls in flight (landings in other banks) and fragmented streams.
+# receives, 4 calls in flight (landings in other banks; the flat allgather would not reach the
+# executor, allgatherv and allreduce do) and fragmented streams.
 run sim-landed-skip-same-rows-direct ok $SIMCMP eq -n 64 --ppn 4 --coll allreduce --alg direct \
     --size 8,4096 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll allreduce --alg direct \
     --size 8,4096 --iters 2 --params ib-edr --rescan
@@ -660,15 +661,17 @@ run sim-landed-skip-same-rows-sloav ok $SIMCMP eq -n 64 --ppn 4 --coll alltoallv
 run sim-landed-skip-same-rows-mn_co ok $SIMCMP eq -n 64 --ppn 4 --coll alltoall --alg mn_co \
     --size 8,512 --iters 2 --params ib-edr --vs -n 64 --ppn 4 --coll alltoall --alg mn_co \
     --size 8,512 --iters 2 --params ib-edr --rescan
-run sim-landed-skip-same-rows-pap-window ok $SIMCMP eq -n 64 --ppn 4 --coll allgather \
-    --alg pap --size 8,4096 --iters 4 --window 4 --params ib-edr --vs -n 64 --ppn 4 \
-    --coll allgather --alg pap --size 8,4096 --iters 4 --window 4 --params ib-edr --rescan
-run sim-landed-skip-same-rows-sloavx-frag ok $SIMCMP eq -n 64 --ppn 4 --coll alltoallv \
-    --alg sloavx --size 8,512 --iters 2 --bounce 64 --params ib-edr --vs -n 64 --ppn 4 \
+run sim-landed-skip-same-rows-allgatherv-window ok $SIMCMP eq -n 64 --ppn 4 --coll allgatherv \
+    --alg pap --size 8,4096 --iters 4 --window 4 --bounce 64 --params ib-edr --vs -n 64 \
+    --ppn 4 --coll allgatherv --alg pap --size 8,4096 --iters 4 --window 4 --bounce 64 \
+    --params ib-edr --rescan
+run sim-landed-skip-same-rows-sloavx-frag ok $SIMCMP eq -n 32 --ppn 4 --coll alltoallv \
+    --alg sloavx --size 8,512 --iters 2 --bounce 64 --params ib-edr --vs -n 32 --ppn 4 \
     --coll alltoallv --alg sloavx --size 8,512 --iters 2 --bounce 64 --params ib-edr --rescan
 run sim-landed-skip-same-rows-allreduce-pap ok $SIMCMP eq -n 64 --ppn 4 --coll allreduce \
-    --alg pap --size 8,4096 --iters 2 --skew 32 --params ib-edr --vs -n 64 --ppn 4 \
-    --coll allreduce --alg pap --size 8,4096 --iters 2 --skew 32 --params ib-edr --rescan
+    --alg pap --size 8,4096 --iters 4 --window 4 --skew 32 --params ib-edr --vs -n 64 --ppn 4 \
+    --coll allreduce --alg pap --size 8,4096 --iters 4 --window 4 --skew 32 --params ib-edr \
+    --rescan
 # --set KEY=VALUE changes one parameter exactly as a file would (the same rows), and a wrong
 # key is refused by name.
 run sim-model-set-equals-file ok $SIMCMP eq -n 32 --ppn 4 --coll alltoall --alg direct \
