@@ -731,6 +731,8 @@ static int sx_landed_peers(coll_req_t *r, sched_exec_t *x, uint64_t landed)
     uint64_t span = (uint64_t)t->size * l->banks * l->slot_stride;
     uint32_t n = 0, k = 0;
 
+    if (landed == x->scan_landed)
+        return 0; /* the common poll: nothing new */
     if (landed - x->scan_landed > SX_CAND_MAX)
         return -1;
     if (x->rx_cand == NULL && (x->rx_cand = malloc(SX_CAND_MAX * sizeof(uint32_t))) == NULL)
@@ -748,7 +750,8 @@ static int sx_landed_peers(coll_req_t *r, sched_exec_t *x, uint64_t landed)
         if (q % l->banks == r->bank && x->rx_head[q / l->banks] != SX_NONE)
             x->rx_cand[n++] = (uint32_t)(q / l->banks);
     }
-    qsort(x->rx_cand, n, sizeof(uint32_t), sx_cmp_u32);
+    if (n > 1)
+        qsort(x->rx_cand, n, sizeof(uint32_t), sx_cmp_u32);
     for (uint32_t i = 0; i < n; i++)
         if (k == 0 || x->rx_cand[k - 1] != x->rx_cand[i])
             x->rx_cand[k++] = x->rx_cand[i];
