@@ -49,10 +49,12 @@ int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv)
     chan_t *c = t->ctx->chan;
     uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank);
     int cr = t->ranks[peer];
+    wire_ctrl_t body = *adv;
     int rc;
 
-    rc = c->ops->put(c, cr, &adv->size, sizeof(*adv) - sizeof(adv->flag), NULL,
-                     &t->peer_region[peer], off + sizeof(adv->flag));
+    body.epoch = r->epoch; /* every body says which call it is for (coll_ctrl_read) */
+    rc = c->ops->put(c, cr, &body.size, sizeof(body) - sizeof(body.flag), NULL,
+                     &t->peer_region[peer], off + sizeof(body.flag));
     if (rc != ARCOLL_OK)
         return rc;
     return c->ops->put_u64(c, cr, r->epoch, &t->peer_region[peer], off);
@@ -119,12 +121,35 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
     if (wire_load(&t->region, off) != r->epoch)
         return 0;
     memcpy(out, (char *)t->region.addr + off, sizeof(*out));
+    if (out->epoch != r->epoch) {
+        /* The flag alone (coll_ready_to): the body is an earlier call's, and
+         * its key must never be used. */
+        memset(out, 0, sizeof(*out));
+        out->flag = r->epoch;
+        out->size = WIRE_SIZE_NONE;
+    }
     return 1;
+}
+
+int coll_ready_to(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+
+    return c->ops->put_u64(c, t->ranks[peer], r->epoch, &t->peer_region[peer],
+                           wire_ctrl_off(&t->layout, t->rank, r->bank));
 }
 
 void coll_log_sizes(const coll_req_t *r, const char *what, uint32_t peer, uint64_t theirs,
                     size_t ours, const char *note)
 {
+    if (theirs == WIRE_SIZE_NONE) {
+        log_err("%s (epoch %llu): team rank %u is in another kind of call at this epoch (its "
+                "advertisement carries no size; this rank passed %zu bytes per peer): every rank "
+                "must make the same call with the same size%s",
+                what, (unsigned long long)r->epoch, peer, ours, note);
+        return;
+    }
     if (theirs == HIER_OTHER_CALL) {
         log_err("%s (epoch %llu): team rank %u is in another call of this team: some call passed "
                 "0 bytes on one rank and data on another, so the calls no longer line up (every "
@@ -154,7 +179,7 @@ int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
     if (r->type == COLL_ALLTOALLV && their_size == UINT64_MAX)
         log_err("%s (epoch %llu): team rank %u %s (%zu bytes here): its length differs there", what,
                 e, peer, tx ? "refused the block we send it" : "refused to send its block", ours);
-    else if (r->type == COLL_ALLTOALLV)
+    else if (r->type == COLL_ALLTOALLV && their_size != WIRE_SIZE_NONE)
         log_err("%s (epoch %llu): the block %s team rank %u is %llu bytes there, %zu here: "
                 "message sizes must agree",
                 what, e, tx ? "to" : "from", peer, (unsigned long long)their_size, ours);
@@ -292,7 +317,8 @@ int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size)
     uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
 
     if (wire_load(&t->region, off) == r->epoch) {
-        *size = ((const wire_ctrl_t *)((const char *)t->region.addr + off))->size;
+        const wire_ctrl_t *adv = (const wire_ctrl_t *)((const char *)t->region.addr + off);
+        *size = adv->epoch == r->epoch ? adv->size : WIRE_SIZE_NONE;
         return 1;
     }
     off = wire_slot_off(&t->layout, peer, r->bank);
@@ -567,8 +593,20 @@ static int coll_lineup_check(coll_req_t *r)
         if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
             continue;
         noted = coll_note_says(r, peer, &num);
-        if (!noted && !coll_other_call(r, peer, &num))
+        if (!noted && !coll_other_call(r, peer, &num)) {
+            /* A flat peer in another kind of call refuses a schedule with its
+             * done word (§8), which nothing else of a schedule reads; our own
+             * done word answers it, the word a zero-copy receive waits for. */
+            if (r->proto == &coll_proto_none && coll_refused(r, peer)) {
+                if (!r->deferred)
+                    (void)coll_mismatch(r, peer, 0, UINT64_MAX);
+                eng_sched_drop_peer(r, peer);
+                rc = coll_refuse(r, peer);
+                if (rc != ARCOLL_OK)
+                    return rc;
+            }
             continue;
+        }
         if (!r->deferred)
             coll_log_lineup(r, peer, noted, num);
         if (r->mm_peer == 0) {

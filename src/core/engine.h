@@ -131,8 +131,12 @@ int eng_zcopy_pick(const coll_req_t *r, size_t len);
 /* The same for a team, a collective (coll_type_t) and a message length, outside
  * a call (arcoll_info). */
 int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);
-/* Read a peer's advertisement for this epoch; 1 if present. */
+/* Read a peer's advertisement for this epoch; 1 if present. A flag alone
+ * (coll_ready_to) reads as size WIRE_SIZE_NONE and no key. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);
+/* Tell one peer this rank is in the call with the control flag alone, no
+ * body: for a peer that only waits for the flag (schedules). */
+int coll_ready_to(coll_req_t *r, uint32_t peer);
 /* The block to (tx) or from the peer has their_size bytes there (UINT64_MAX:
  * the peer refused it) and another length here: log in the caller's terms
  * (inner calls only note it, for their outer call), ARCOLL_ERR_MISMATCH. */

@@ -131,8 +131,10 @@ int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t
                     const sched_seg_t *src, uint32_t nsrc)
 {
     sched_msg_t m = {.round = round, .nseg = ndst, .src_nseg = nsrc};
+    uint32_t src_seg;
 
-    if (sched_segs_add(s, dst, ndst, &m.seg) != 0 || sched_segs_add(s, src, nsrc, &m.src_seg) != 0)
+    /* The source segments follow the destination ones (sched_src_seg). */
+    if (sched_segs_add(s, dst, ndst, &m.seg) != 0 || sched_segs_add(s, src, nsrc, &src_seg) != 0)
         return ARCOLL_ERR_NOMEM;
     return sched_msg_add(s, &s->local, &s->nlocal, &s->cap_local, &m, 0);
 }

@@ -60,15 +60,21 @@ enum { SCHED_BUF_SEND = 0, SCHED_BUF_RECV = 1, SCHED_BUF_TMP = 2, SCHED_NBUF };
  * or combine them elementwise into what is there (the call's dtype and op). */
 enum { SCHED_COPY = 0, SCHED_REDUCE = 1 };
 
+/* 16 bytes: a large schedule holds one per pair and peer (a 4096-rank
+ * allreduce 4 per pair). No buffer is 2^56 bytes long. */
 typedef struct sched_seg {
-    uint64_t off, len;
-    uint8_t buf; /* SCHED_BUF_* */
+    uint64_t off : 56;
+    uint64_t buf : 8; /* SCHED_BUF_* */
+    uint64_t len;
 } sched_seg_t;
 
 /* A message (send or receive) or a local copy: its bytes are the
  * concatenation of its segments, in order. */
 typedef struct sched_msg {
-    uint32_t peer;      /* team rank (sends, receives); unused for local copies */
+    union {
+        uint32_t peer;     /* sends, receives: the team rank */
+        uint32_t src_nseg; /* local copies: source segments, after the dest ones */
+    };
     uint32_t round;     /* dependency level, rule 1 and 4 */
     uint32_t seg, nseg; /* segments: segs[seg .. seg + nseg) */
     uint8_t action;     /* receives: SCHED_COPY or SCHED_REDUCE */
@@ -81,8 +87,17 @@ typedef struct sched_msg {
      * and sched_t.on_size places the message when its first fragment lands
      * (one round where two-phase would need a size message first). */
     uint8_t open;
-    uint32_t src_seg, src_nseg; /* local copies: source segments (dest: seg/nseg) */
 } sched_msg_t;
+
+_Static_assert(sizeof(sched_seg_t) == 16 && sizeof(sched_msg_t) == 20,
+               "schedule entries stay small: a 4096-rank schedule has millions");
+
+/* A local copy's source segments: segs[sched_src_seg(m) .. + m->src_nseg),
+ * right after its destination ones (sched_add_local adds them so). */
+static inline uint32_t sched_src_seg(const sched_msg_t *m)
+{
+    return m->seg + m->nseg;
+}
 
 /* The buffers a schedule runs on (the engine's, or a test's). */
 typedef struct sched_mem {

@@ -336,7 +336,7 @@ static int sx_locals(coll_req_t *r, sched_exec_t *x, int outstanding)
         /* Sends of earlier rounds must be complete here before we overwrite. */
         if (round > 0 && s->nsend > 0 && outstanding != 0)
             return ARCOLL_OK;
-        sx_copy_segs(r, x, s->segs + m->seg, m->nseg, s->segs + m->src_seg, m->src_nseg);
+        sx_copy_segs(r, x, s->segs + m->seg, m->nseg, s->segs + sched_src_seg(m), m->src_nseg);
         x->local_next++;
         x->locals--;
         x->local_left[round]--;
@@ -697,14 +697,14 @@ int eng_sched_start(coll_req_t *r, int mode)
     }
     sx_rounds(x);
     /* Direct waits for each receiver's readiness: receivers advertise it to
-     * everyone; a partial schedule only to the peers it receives from. */
-    if (mode == ENG_SCHED_DIRECT)
-        return coll_advertise(r, NULL, 0);
-    for (uint32_t p = 0; mode == ENG_SCHED_PARTIAL && p < t->size; p++) {
-        if (x->rx_head[p] == SX_NONE)
+     * everyone; a partial schedule only to the peers it receives from. The
+     * sender reads the flag only (sx_tx), so it goes alone, without a body:
+     * one write per pair (docs/protocol.md §2). */
+    for (uint32_t i = 0; mode != ENG_SCHED_PAP && i < t->size; i++) {
+        uint32_t p = mode == ENG_SCHED_DIRECT ? (t->rank + 1 + i) % t->size : i;
+        if (p == t->rank || (mode == ENG_SCHED_PARTIAL && x->rx_head[p] == SX_NONE))
             continue;
-        rc = t->ctx->chan->ops->put_u64(t->ctx->chan, t->ranks[p], r->epoch, &t->peer_region[p],
-                                        wire_ctrl_off(&t->layout, t->rank, r->bank));
+        rc = coll_ready_to(r, p);
         if (rc != ARCOLL_OK)
             return rc;
     }

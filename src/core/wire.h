@@ -43,9 +43,14 @@ typedef struct wire_ctrl {
     uint64_t flag; /* epoch of the advertisement */
     uint64_t size; /* sender's bytes per peer, checked by the reader */
     chan_rkey_t rkey;
-    uint64_t boff; /* the buffer starts boff bytes into the keyed memory */
-    uint64_t pad;
+    uint64_t boff;  /* the buffer starts boff bytes into the keyed memory */
+    uint64_t epoch; /* the call the body is for; a flag alone leaves an older body */
 } wire_ctrl_t;
+
+/* The size a reader sees in an advertisement that is a flag alone (a
+ * schedule's readiness, docs/protocol.md §2): no size and no key for this
+ * call, whatever an earlier call of the bank left in the body. */
+#define WIRE_SIZE_NONE (UINT64_MAX - 1)
 
 /* Header of a bounce slot; the payload follows at WIRE_LINE. */
 typedef struct wire_slot_hdr {

@@ -869,6 +869,59 @@ out:
  * before any communication: the team stays usable), then disagreements
  * across ranks, each on a fresh team split off the world (a mismatch fails
  * the team): every rank must see ARCOLL_ERR_MISMATCH, none a hang or OK. */
+/* Two kinds of call at one epoch: rank 0 runs allreduce direct, whose
+ * advertisement is the control flag alone (docs/protocol.md §2), where the
+ * others run alltoall on the zero-copy path. The body under rank 0's flag is
+ * an earlier zero-copy alltoall's, key included: nobody may write into that
+ * buffer, and every rank fails the call. */
+static void vbad_kinds(arcoll_context_t ctx, arcoll_team_t world)
+{
+    const size_t blk = 32 * 1024;
+    int n = nranks, me = rank, bad = 0;
+    arcoll_team_t t = NULL;
+    unsigned char *sbuf = malloc((size_t)n * blk), *keep = malloc((size_t)n * blk),
+                  *out = malloc((size_t)n * blk);
+    int64_t in[16] = {0}, res[16];
+    int rc;
+
+    CHECK(sbuf != NULL && keep != NULL && out != NULL, "vbad kinds: out of memory");
+    rc = arcoll_team_split(world, 0, 0, &t);
+    CHECK(rc == ARCOLL_OK && t != NULL, "split for kinds: %s", arcoll_strerror(rc));
+    if (sbuf == NULL || keep == NULL || out == NULL || t == NULL)
+        goto out;
+    set(ctx, "ARCOLL_PATH", "zcopy");
+    set(ctx, "ARCOLL_ALLTOALL_ALG", "direct");
+    set(ctx, "ARCOLL_ALLREDUCE_ALG", "direct");
+    memset(sbuf, me + 1, (size_t)n * blk);
+    /* Every bank (at most 16) gets a zero-copy advertisement of keep. */
+    for (int i = 0; i < 16; i++) {
+        rc = arcoll_alltoall(t, sbuf, keep, blk);
+        CHECK(rc == ARCOLL_OK, "kinds: alltoall %d: %s", i, arcoll_strerror(rc));
+        if (rc != ARCOLL_OK)
+            goto out;
+    }
+    memset(keep, 0xab, (size_t)n * blk);
+    if (me == 0)
+        rc = arcoll_allreduce(t, in, res, 16, ARCOLL_INT64, ARCOLL_SUM);
+    else
+        rc = arcoll_alltoall(t, sbuf, out, blk);
+    CHECK(rc == ARCOLL_ERR_MISMATCH, "kinds: %s against %s: got %s, want a mismatch (%s)",
+          me == 0 ? "allreduce" : "alltoall", me == 0 ? "alltoall" : "allreduce",
+          arcoll_strerror(rc), arcoll_last_error(NULL));
+    for (size_t i = 0; i < (size_t)n * blk; i++)
+        bad += keep[i] != 0xab;
+    CHECK(bad == 0, "kinds: %d bytes of an earlier call's buffer were written", bad);
+out:
+    set(ctx, "ARCOLL_PATH", "auto");
+    if (t != NULL) {
+        rc = arcoll_team_destroy(ctx, t);
+        CHECK(rc == ARCOLL_OK, "destroy after kinds: %s", arcoll_strerror(rc));
+    }
+    free(out);
+    free(keep);
+    free(sbuf);
+}
+
 static void test_vbad(arcoll_context_t ctx)
 {
     static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh", "sloav", "sloavx"};
@@ -992,6 +1045,7 @@ static void test_vbad(arcoll_context_t ctx)
             CHECK(rc == ARCOLL_OK, "destroy after mismatch: %s", arcoll_strerror(rc));
         }
     }
+    vbad_kinds(ctx, world);
     set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
     set(ctx, "ARCOLL_SLOAV_MAX", "2k");
     set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");

@@ -249,8 +249,8 @@ static int sim_check_overlaps(sim_t *sim, uint32_t i)
     for (uint32_t k = 0; k < s->nlocal; k++) {
         uint32_t id = s->nsend + s->nrecv + k;
         acc_push(v, &nv, s, s->local[k].seg, s->local[k].nseg, ACC_LW, s->local[k].round, id, 0);
-        acc_push(v, &nv, s, s->local[k].src_seg, s->local[k].src_nseg, ACC_LR, s->local[k].round,
-                 id, 0);
+        acc_push(v, &nv, s, sched_src_seg(&s->local[k]), s->local[k].src_nseg, ACC_LR,
+                 s->local[k].round, id, 0);
     }
     qsort(v, nv, sizeof(*v), acc_cmp);
     for (size_t x = 0; x < nv && rc == 0; x++) {
@@ -338,14 +338,14 @@ static int sim_check_static(sim_t *sim)
             const sched_msg_t *m = &s->local[k];
             uint64_t dl = sched_msg_len(s, m), sl = 0;
             for (uint32_t g = 0; g < m->src_nseg; g++)
-                sl += s->segs[m->src_seg + g].len;
+                sl += s->segs[sched_src_seg(m) + g].len;
             if (dl != sl || (k > 0 && m->round < s->local[k - 1].round))
                 rc = sim_fail(sim, "rank %u: local copy %u: %llu bytes from %llu", i, k,
                               (unsigned long long)dl, (unsigned long long)sl);
             if (rc == 0)
                 rc = sim_check_segs(sim, i, m, m->seg, m->nseg, 0);
             if (rc == 0)
-                rc = sim_check_segs(sim, i, m, m->src_seg, m->src_nseg, 0);
+                rc = sim_check_segs(sim, i, m, sched_src_seg(m), m->src_nseg, 0);
         }
         if (rc == 0 && !sim->no_static)
             rc = sim_check_overlaps(sim, i);
@@ -553,7 +553,7 @@ static int sim_do(sim_t *sim, act_t a)
             return sim_fail(sim, "rank %u: local copy %u writes bytes a pending send reads", a.rank,
                             a.idx);
         }
-        sim_gather(r, m->src_seg, m->src_nseg, tmp);
+        sim_gather(r, sched_src_seg(m), m->src_nseg, tmp);
         for (uint32_t k = 0; k < m->nseg; k++) {
             const sched_seg_t *g = &s->segs[m->seg + k];
             memcpy(r->buf[g->buf] + g->off, p, g->len);

@@ -89,7 +89,7 @@ static void count_msgs(const sim_t *sim, uint32_t i, uint32_t *out0, uint32_t *o
         (s->recv[k].round == 0 ? (*in0)++ : (*in1)++);
     for (uint32_t k = 0; k < s->nlocal; k++) {
         const sched_msg_t *m = &s->local[k];
-        self0 |= s->segs[m->src_seg].buf == SCHED_BUF_SEND;
+        self0 |= s->segs[sched_src_seg(m)].buf == SCHED_BUF_SEND;
         self1 |= s->segs[m->seg].buf == SCHED_BUF_RECV;
     }
     *out0 += self0;
@@ -184,7 +184,7 @@ static void test_bytes(void **state)
             for (uint32_t k = 0; k < s.nsend; k++)
                 sent += sched_msg_len(&s, &s.send[k]);
             for (uint32_t k = 0; k < s.nlocal; k++)
-                if (s.segs[s.local[k].src_seg].buf == SCHED_BUF_SEND ||
+                if (s.segs[sched_src_seg(&s.local[k])].buf == SCHED_BUF_SEND ||
                     s.segs[s.local[k].seg].buf == SCHED_BUF_RECV)
                     copied += sched_msg_len(&s, &s.local[k]);
             assert_int_equal(sent + copied,

@@ -617,6 +617,7 @@ static void advertise(uint32_t q, uint64_t epoch, size_t bytes)
     c->size = bytes;
     c->rkey.key = 5000 + q;
     c->rkey.kind = 1; /* a real key: kind 0 means "no key, use my bounce slots" */
+    c->epoch = epoch;
     c->flag = epoch;
 }
 
@@ -686,6 +687,40 @@ static void test_pap_zcopy_direction(void **state)
     real_fini();
 }
 
+/* A control flag alone (a schedule's readiness, coll_ready_to) over the body
+ * an earlier zero-copy call of the same bank left: its key must not be used.
+ * The zero-copy sender finds no size for this call, writes nothing but its
+ * refusal, and fails the call (docs/protocol.md §2, §8). */
+static void test_zcopy_flag_alone(void **state)
+{
+    const uint64_t epoch = 5 + WIRE_BANKS;
+    coll_req_t *r = real_init(4, 0, &coll_proto_zcopy, epoch, 8);
+    wire_ctrl_t *c = (wire_ctrl_t *)((char *)team.region.addr +
+                                     wire_ctrl_off(&team.layout, 2, wire_bank(epoch, WIRE_BANKS)));
+
+    (void)state;
+    advertise(2, epoch - WIRE_BANKS, 8); /* the bank's last call: size 8, key 5002 */
+    c->flag = epoch;                     /* this call: the flag alone */
+    assert_int_equal(r->alg->tx_progress(r), ARCOLL_OK);
+    assert_int_equal(r->deferred, ARCOLL_ERR_MISMATCH);
+    assert_int_equal(peers[2].tx_state, COLL_TX_DONE);
+    assert_true(nputs > 0);
+    for (size_t i = 0; i < nputs; i++) {
+        assert_true(puts[i].is_u64); /* the refusal's words, never data */
+        assert_int_equal(puts[i].peer, RANK_BASE + 2);
+        assert_int_not_equal(puts[i].key, 5002);
+    }
+    /* The same body with its own call's stamp is an advertisement. */
+    real_fini();
+    r = real_init(4, 0, &coll_proto_zcopy, epoch, 8);
+    advertise(2, epoch, 8);
+    assert_int_equal(r->alg->tx_progress(r), ARCOLL_OK);
+    assert_int_equal(r->deferred, ARCOLL_OK);
+    assert_int_equal(puts[0].is_u64, 0);
+    assert_int_equal(puts[0].key, 5002);
+    real_fini();
+}
+
 /* Peer q's first fragment for epoch e landed in our slot (copy path). */
 static void slot_filled(uint32_t q, uint64_t epoch)
 {
@@ -742,7 +777,8 @@ int main(void)
         cmocka_unit_test(test_direct_order_and_stall), cmocka_unit_test(test_direct_one_at_a_time),
         cmocka_unit_test(test_random_schedules),       cmocka_unit_test(test_single_rank),
         cmocka_unit_test(test_multi_fragment),         cmocka_unit_test(test_tx_errors),
-        cmocka_unit_test(test_pap_zcopy_direction),    cmocka_unit_test(test_pap_bounce_direction),
+        cmocka_unit_test(test_pap_zcopy_direction),    cmocka_unit_test(test_zcopy_flag_alone),
+        cmocka_unit_test(test_pap_bounce_direction),
     };
 
     return cmocka_run_group_tests_name("sched", tests, NULL, NULL);

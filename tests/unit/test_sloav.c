@@ -196,7 +196,7 @@ static int sim_run(sim_t *sim, int kind, uint64_t seed, size_t max, uint64_t thr
             assert_int_equal(rc, 0);
             for (uint32_t k = 0; h == 0 && k < r->s.nlocal; k++) {
                 const sched_msg_t *l = &r->s.local[k];
-                const sched_seg_t *d = r->s.segs + l->seg, *s = r->s.segs + l->src_seg;
+                const sched_seg_t *d = r->s.segs + l->seg, *s = r->s.segs + sched_src_seg(l);
                 assert_int_equal(l->nseg, 1);
                 memcpy(r->m.buf[d->buf] + d->off, r->m.buf[s->buf] + s->off, d->len);
             }
