@@ -221,6 +221,8 @@ static void shm_inner_mismatch(coll_req_t *r, const coll_req_t *in)
         log_err("%s (epoch %llu): the master of the node of team rank %u reported a size mismatch "
                 "with this node",
                 shm_coll_name(r), ep, m);
+    else if (in->mm_size == WIRE_SIZE_NONE) /* that master is in another kind of call */
+        coll_log_sizes(r, shm_coll_name(r), m, WIRE_SIZE_NONE, r->bytes, "");
     else if (in->mm_size % per != 0)
         log_err("%s (epoch %llu): the ranks of the node of team rank %u pass different sizes",
                 shm_coll_name(r), ep, m);
