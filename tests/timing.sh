@@ -22,3 +22,28 @@ timing_top() {
         "$TIMING_FILE"):"
     sort -rn -k1,1 "$TIMING_FILE" | head -n "$n" | awk '{ printf "  %6s  %s\n", $1, $2 }'
 }
+
+# TEST_MAX_NP (make asan): a test whose name gives a rank count above it is skipped. The count
+# is the name's first all-digit field between dashes ("shim-coll-8-fail": 8; "sim-512x16-...":
+# none, runs). Every family runs at 2-4 ranks (4: two pretend nodes of 2), so the sanitizer
+# still sees each code path; larger counts repeat it (tests/README.md, "Time budget").
+#   over_max_np NAME        true if NAME is to be skipped (and counted in MAXNP_SKIPPED)
+#   max_np_note SUITE       one line on what was skipped, if anything
+MAXNP_SKIPPED=0
+over_max_np() {
+    local f
+    [ -n "${TEST_MAX_NP:-}" ] || return 1
+    IFS=- read -ra f <<<"$1"
+    for f in "${f[@]}"; do
+        if [[ $f =~ ^[0-9]+$ ]]; then
+            [ "$f" -gt "$TEST_MAX_NP" ] || return 1
+            MAXNP_SKIPPED=$((MAXNP_SKIPPED + 1))
+            return 0
+        fi
+    done
+    return 1
+}
+
+max_np_note() {
+    [ "$MAXNP_SKIPPED" -eq 0 ] || echo "$1 time: skipped $MAXNP_SKIPPED tests above TEST_MAX_NP=$TEST_MAX_NP ranks"
+}

@@ -52,6 +52,7 @@ run() {
     if [ -n "$FILTER" ] && [[ "$name" != *$FILTER* ]]; then
         return
     fi
+    over_max_np "$name" && return
     local log="$LOG/$name.log" start=$SECONDS rc verdict=FAIL
     timeout 300 "$@" >"$log" 2>&1
     rc=$?
@@ -725,5 +726,6 @@ run sim-trends-smoke "text:^002: direct over pap|^004: direct over mn_co pap|^00
     env SIM_TRENDS_SMOKE=1 "$(dirname "$0")/../../bench/sim-trends.sh" "$B" "$LOG/sim-trends"
 
 timing_top integ
+max_np_note integ
 echo "integ: $pass passed, $fail failed"
 [ $fail -eq 0 ] || { echo "failed: ${failed_names[*]}"; exit 1; }

@@ -29,6 +29,7 @@ t() {
     local name=$1 expect=$2 rc good=0 start=$SECONDS
     shift 2
     [ -z "$FILTER" ] || [[ $name == *$FILTER* ]] || return 0
+    ! over_max_np "$name" || return 0
     timeout 300 "$@" >"$LOG/$name.log" 2>&1
     rc=$?
     timing_add "$name" $((SECONDS - start))
@@ -351,6 +352,7 @@ else
 fi
 
 timing_top mpi
+max_np_note mpi
 echo "mpi: $pass passed, $fail failed"
 [ $fail -eq 0 ] || {
     echo "failed: ${failed[*]}"
