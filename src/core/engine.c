@@ -121,7 +121,7 @@ int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
     if (wire_load(&t->region, off) != r->epoch)
         return 0;
     memcpy(out, (char *)t->region.addr + off, sizeof(*out));
-    if (out->epoch != r->epoch) {
+    if (wire_ctrl_size(out, r->epoch) == WIRE_SIZE_NONE) {
         /* The flag alone (coll_ready_to): the body is an earlier call's, and
          * its key must never be used. */
         memset(out, 0, sizeof(*out));
@@ -318,7 +318,7 @@ int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size)
 
     if (wire_load(&t->region, off) == r->epoch) {
         const wire_ctrl_t *adv = (const wire_ctrl_t *)((const char *)t->region.addr + off);
-        *size = adv->epoch == r->epoch ? adv->size : WIRE_SIZE_NONE;
+        *size = wire_ctrl_size(adv, r->epoch);
         return 1;
     }
     off = wire_slot_off(&t->layout, peer, r->bank);

@@ -534,10 +534,9 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         }
         if (cred != wire_frag_word(r->epoch, k - 1))
             return 0;
-    } else if (x->wait_adv) {
-        wire_ctrl_t adv;
-        if (!coll_ctrl_read(r, p, &adv))
-            return 0; /* not before the receiver is in this call (protocol.md §5) */
+    } else if (x->wait_adv &&
+               wire_load(&t->region, wire_ctrl_off(&t->layout, p, r->bank)) != r->epoch) {
+        return 0; /* not before the receiver is in this call (protocol.md §5); its flag is all */
     }
     len = sched_msg_len(&x->s, m);
     flen = len - at < b ? len - at : b;

@@ -52,6 +52,13 @@ typedef struct wire_ctrl {
  * call, whatever an earlier call of the bank left in the body. */
 #define WIRE_SIZE_NONE (UINT64_MAX - 1)
 
+/* The size an advertisement whose flag is this epoch's gives: the body's if
+ * the body is this call's, else WIRE_SIZE_NONE (a flag alone). */
+static inline uint64_t wire_ctrl_size(const wire_ctrl_t *adv, uint64_t epoch)
+{
+    return adv->epoch == epoch ? adv->size : WIRE_SIZE_NONE;
+}
+
 /* Header of a bounce slot; the payload follows at WIRE_LINE. */
 typedef struct wire_slot_hdr {
     uint64_t flag; /* wire_frag_word(epoch, fragment) */
