@@ -7,7 +7,7 @@
 # N defaults to 4096 (256 nodes x 16, --params ib-edr --set qp_ns=0); FILTER (a regex on
 # "coll:alg") picks runs. Flat algorithms run on nodes of 16 too (the model charges intra- and
 # inter-node puts differently either way). --window 1 keeps the team regions small (2 banks per
-# peer); 1 warm-up and 1 timed call. pap and direct write to every peer, so every slot of every
+# peer); 1 warm-up (SIM_WARMUP) and 1 timed call. pap and direct write to every peer, so every slot of every
 # rank's region is touched: they run with --bounce 64 (their 8 B blocks fit; 1 KiB slots would
 # be 37 GiB at 4096). The others keep the default slots (1 KiB at this N): their aggregated
 # messages would fragment into 64 B (pap_shm at 1024: 1224.8 us instead of 41.5), and the slots
@@ -35,6 +35,11 @@ POLL=${SIM_POLL:-}
 # at 4096 ranks its 25 ms of virtual time were most of a node-aware run's turns (the node's other
 # ranks polling while their master connects). The timed call, QPs and init are identical
 # without it (checked at 256 ranks for pap, pap_shm, sa, mn_co, sloavx, rdh).
+# SIM_WARMUP (1): warm-up calls. With qp_ns 0 the warm-up changes nothing in allreduce direct's
+# timed call (identical to the digit at 1024 and 4096 ranks), and at 4096 it was 350 of its 645 s
+# of wall time; SIM_WARMUP=0 measures that row within 10 minutes (docs/scale.md).
+WARMUP=${SIM_WARMUP:-1}
+[[ $WARMUP =~ ^[0-9]+$ ]] || { echo "sim-scale: SIM_WARMUP wants a count" >&2; exit 2; }
 # SIM_MEM_GIB: wait before each run until the host has this much memory available (two lanes of
 # this script at once: a 4096-rank alltoall pap or direct takes 13-15 GiB).
 MEM_GIB=${SIM_MEM_GIB:-0}
@@ -68,7 +73,7 @@ for ca in $RUNS; do
     [[ $a == pap || $a == direct ]] && bounce=(--bounce 64)
     /usr/bin/time -f "TIME %e %U %S %M" env ARCOLL_SHM_MAX="$SHM_MAX" nice -n 19 "$SIM" -n "$N" \
         --ppn "$PPN" --params ib-edr "${sets[@]}" ${bounce[@]+"${bounce[@]}"} \
-        --coll "$c" --alg "$a" --size 8 --iters 1 --warmup 1 --window 1 \
+        --coll "$c" --alg "$a" --size 8 --iters 1 --warmup "$WARMUP" --window 1 \
         --no-payload --resources --progress 30 --csv >"$log" 2>&1
     rc=$?
     t=$(grep '^TIME ' "$log" | tail -1)

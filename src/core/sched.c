@@ -85,8 +85,10 @@ static int sched_grow(void **arr, uint32_t *cap, uint32_t n, uint32_t more, size
     return 0;
 }
 
-static int sched_segs_add(sched_t *s, const sched_seg_t *segs, uint32_t n, uint32_t *first)
+int sched_add_segs(sched_t *s, const sched_seg_t *segs, uint32_t n, uint32_t *first)
 {
+    if (n > SCHED_NSEG_MAX)
+        return ARCOLL_ERR_UNSUPPORTED;
     if (sched_grow((void **)&s->segs, &s->cap_segs, s->nsegs, n, sizeof(*segs)) != 0)
         return ARCOLL_ERR_NOMEM;
     memcpy(s->segs + s->nsegs, segs, sizeof(*segs) * n);
@@ -107,24 +109,41 @@ static int sched_msg_add(sched_t *s, sched_msg_t **arr, uint32_t *n, uint32_t *c
     return 0;
 }
 
+int sched_add_send_at(sched_t *s, uint32_t round, uint32_t peer, uint32_t first, uint32_t nseg)
+{
+    sched_msg_t m = {.peer = peer, .round = round, .seg = first, .nseg = nseg};
+
+    if (nseg > SCHED_NSEG_MAX)
+        return ARCOLL_ERR_UNSUPPORTED;
+    return sched_msg_add(s, &s->send, &s->nsend, &s->cap_send, &m, 1);
+}
+
+int sched_add_recv_at(sched_t *s, uint32_t round, uint32_t peer, int action, uint32_t first,
+                      uint32_t nseg)
+{
+    sched_msg_t m = {.peer = peer, .round = round, .seg = first, .nseg = nseg, .action = action};
+
+    if (nseg > SCHED_NSEG_MAX)
+        return ARCOLL_ERR_UNSUPPORTED;
+    return sched_msg_add(s, &s->recv, &s->nrecv, &s->cap_recv, &m, 1);
+}
+
 int sched_add_send(sched_t *s, uint32_t round, uint32_t peer, const sched_seg_t *segs,
                    uint32_t nseg)
 {
-    sched_msg_t m = {.peer = peer, .round = round, .nseg = nseg};
+    uint32_t first;
+    int rc = sched_add_segs(s, segs, nseg, &first);
 
-    if (sched_segs_add(s, segs, nseg, &m.seg) != 0)
-        return ARCOLL_ERR_NOMEM;
-    return sched_msg_add(s, &s->send, &s->nsend, &s->cap_send, &m, 1);
+    return rc != 0 ? rc : sched_add_send_at(s, round, peer, first, nseg);
 }
 
 int sched_add_recv(sched_t *s, uint32_t round, uint32_t peer, int action, const sched_seg_t *segs,
                    uint32_t nseg)
 {
-    sched_msg_t m = {.peer = peer, .round = round, .nseg = nseg, .action = (uint8_t)action};
+    uint32_t first;
+    int rc = sched_add_segs(s, segs, nseg, &first);
 
-    if (sched_segs_add(s, segs, nseg, &m.seg) != 0)
-        return ARCOLL_ERR_NOMEM;
-    return sched_msg_add(s, &s->recv, &s->nrecv, &s->cap_recv, &m, 1);
+    return rc != 0 ? rc : sched_add_recv_at(s, round, peer, action, first, nseg);
 }
 
 int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t ndst,
@@ -132,11 +151,15 @@ int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t
 {
     sched_msg_t m = {.round = round, .nseg = ndst, .src_nseg = nsrc};
     uint32_t src_seg;
+    int rc;
 
+    if (ndst > SCHED_NSEG_MAX)
+        return ARCOLL_ERR_UNSUPPORTED;
     /* The source segments follow the destination ones (sched_src_seg). */
-    if (sched_segs_add(s, dst, ndst, &m.seg) != 0 || sched_segs_add(s, src, nsrc, &src_seg) != 0)
-        return ARCOLL_ERR_NOMEM;
-    return sched_msg_add(s, &s->local, &s->nlocal, &s->cap_local, &m, 0);
+    rc = sched_add_segs(s, dst, ndst, &m.seg);
+    if (rc == 0)
+        rc = sched_add_segs(s, src, nsrc, &src_seg);
+    return rc != 0 ? rc : sched_msg_add(s, &s->local, &s->nlocal, &s->cap_local, &m, 0);
 }
 
 uint64_t sched_msg_len(const sched_t *s, const sched_msg_t *m)

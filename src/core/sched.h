@@ -60,6 +60,11 @@ enum { SCHED_BUF_SEND = 0, SCHED_BUF_RECV = 1, SCHED_BUF_TMP = 2, SCHED_NBUF };
  * or combine them elementwise into what is there (the call's dtype and op). */
 enum { SCHED_COPY = 0, SCHED_REDUCE = 1 };
 
+/* A message has fewer than 2^24 segments (sched_add_* refuse more with
+ * ARCOLL_ERR_UNSUPPORTED): the count shares a word with the flags. */
+#define SCHED_NSEG_BITS 24
+#define SCHED_NSEG_MAX  ((1u << SCHED_NSEG_BITS) - 1)
+
 /* 16 bytes: a large schedule holds one per pair and peer (a 4096-rank
  * allreduce 4 per pair). No buffer is 2^56 bytes long. */
 typedef struct sched_seg {
@@ -75,21 +80,22 @@ typedef struct sched_msg {
         uint32_t peer;     /* sends, receives: the team rank */
         uint32_t src_nseg; /* local copies: source segments, after the dest ones */
     };
-    uint32_t round;     /* dependency level, rule 1 and 4 */
-    uint32_t seg, nseg; /* segments: segs[seg .. seg + nseg) */
-    uint8_t action;     /* receives: SCHED_COPY or SCHED_REDUCE */
+    uint32_t round; /* dependency level, rule 1 and 4 */
+    uint32_t seg;   /* segments: segs[seg .. seg + nseg) */
+    uint32_t nseg : SCHED_NSEG_BITS;
+    uint32_t action : 6; /* receives: SCHED_COPY or SCHED_REDUCE */
     /* Sends and receives of round 0 only: outside the round order (they
      * neither wait for nor hold back any round; the call still completes
      * only after them). For messages nothing else depends on, such as
      * SLOAV's direct blocks. Set it on the message just added. */
-    uint8_t unordered;
+    uint32_t unordered : 1;
     /* Receives of dynamic schedules: the sender's header gives the length,
      * and sched_t.on_size places the message when its first fragment lands
      * (one round where two-phase would need a size message first). */
-    uint8_t open;
+    uint32_t open : 1;
 } sched_msg_t;
 
-_Static_assert(sizeof(sched_seg_t) == 16 && sizeof(sched_msg_t) == 20,
+_Static_assert(sizeof(sched_seg_t) == 16 && sizeof(sched_msg_t) == 16,
                "schedule entries stay small: a 4096-rank schedule has millions");
 
 /* A local copy's source segments: segs[sched_src_seg(m) .. + m->src_nseg),
@@ -143,12 +149,24 @@ void sched_init(sched_t *s);
 void sched_free(sched_t *s);
 /* Forget the messages, keep the memory (a schedule rebuilt per call). */
 void sched_reset(sched_t *s);
-/* Append a message; segments are copied. 0 or ARCOLL_ERR_NOMEM. Messages of
+/* Append a message; segments are copied. 0, ARCOLL_ERR_NOMEM, or
+ * ARCOLL_ERR_UNSUPPORTED (more than SCHED_NSEG_MAX segments). Messages of
  * one kind must be added in nondecreasing round order. */
 int sched_add_send(sched_t *s, uint32_t round, uint32_t peer, const sched_seg_t *segs,
                    uint32_t nseg);
 int sched_add_recv(sched_t *s, uint32_t round, uint32_t peer, int action, const sched_seg_t *segs,
                    uint32_t nseg);
+/* Segments that several messages share: sched_add_segs stores them once
+ * (their index in *first), and the _at forms add a message over segments
+ * [first, first + nseg) already stored. A linear schedule sends one block to
+ * every peer, or reduces every peer's block into one: stored once, that is
+ * 16 bytes less per peer and message (256 MiB at 4096 ranks). Only for
+ * static schedules: a hook or on_size that rewrites one message's segments
+ * would rewrite them for all that share them. */
+int sched_add_segs(sched_t *s, const sched_seg_t *segs, uint32_t nseg, uint32_t *first);
+int sched_add_send_at(sched_t *s, uint32_t round, uint32_t peer, uint32_t first, uint32_t nseg);
+int sched_add_recv_at(sched_t *s, uint32_t round, uint32_t peer, int action, uint32_t first,
+                      uint32_t nseg);
 /* dst and src describe the same number of bytes. */
 int sched_add_local(sched_t *s, uint32_t round, const sched_seg_t *dst, uint32_t ndst,
                     const sched_seg_t *src, uint32_t nsrc);

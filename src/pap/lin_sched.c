@@ -88,15 +88,19 @@ static int lin_allgatherv(const coll_req_t *r, sched_t *s)
     sched_seg_t mine = lin_seg(SCHED_BUF_RECV, lin_rdispl(a, me), lin_rcount(a, me));
     int rc = 0;
 
+    uint32_t first = 0;
+
     if (!a->in_place) {
         sched_seg_t g = lin_seg(SCHED_BUF_SEND, 0, a->bytes);
         rc = sched_add_local(s, 0, &mine, 1, &g, 1);
         mine = g;
     }
+    if (rc == 0 && n > 1)
+        rc = sched_add_segs(s, &mine, 1, &first); /* every send's, stored once */
     for (uint32_t i = 1; rc == 0 && i < n; i++) {
         uint32_t to = (me + i) % n, from = (me + n - i) % n;
         sched_seg_t d = lin_seg(SCHED_BUF_RECV, lin_rdispl(a, from), lin_rcount(a, from));
-        rc = sched_add_send(s, 0, to, &mine, 1);
+        rc = sched_add_send_at(s, 0, to, first, 1);
         if (rc == 0)
             rc = sched_add_recv(s, 0, from, SCHED_COPY, &d, 1);
     }
@@ -104,25 +108,29 @@ static int lin_allgatherv(const coll_req_t *r, sched_t *s)
 }
 
 /* Reduce-scatter of blocks [lo_j, hi_j) (elements) of src into acc_buf at
- * acc_off for our block, in round 0. */
+ * acc_off for our block, in round 0; own_there: our own block is there
+ * already (no copy). */
 static int lin_reduce_round(const coll_req_t *r, sched_t *s, int src, const uint64_t *lo,
-                            const uint64_t *hi, int acc_buf, uint64_t acc_off)
+                            const uint64_t *hi, int acc_buf, uint64_t acc_off, int own_there)
 {
     const coll_args_t *a = &r->args;
     uint32_t n = r->team->size, me = r->team->rank;
     uint64_t e = a->elem;
     sched_seg_t acc = lin_seg(acc_buf, acc_off, (hi[me] - lo[me]) * e);
     sched_seg_t own = lin_seg(src, lo[me] * e, (hi[me] - lo[me]) * e);
+    uint32_t first = 0;
     int rc = 0;
 
-    if (src != acc_buf || acc_off != lo[me] * e)
+    if (!own_there)
         rc = sched_add_local(s, 0, &acc, 1, &own, 1);
+    if (rc == 0 && n > 1)
+        rc = sched_add_segs(s, &acc, 1, &first); /* every receive's, stored once */
     for (uint32_t i = 1; rc == 0 && i < n; i++) {
         uint32_t to = (me + i) % n, from = (me + n - i) % n;
         sched_seg_t g = lin_seg(src, lo[to] * e, (hi[to] - lo[to]) * e);
         rc = sched_add_send(s, 0, to, &g, 1);
         if (rc == 0)
-            rc = sched_add_recv(s, 0, from, SCHED_REDUCE, &acc, 1);
+            rc = sched_add_recv_at(s, 0, from, SCHED_REDUCE, first, 1);
     }
     return rc;
 }
@@ -151,15 +159,31 @@ static int lin_reductions(const coll_req_t *r, sched_t *s, uint64_t *lo, uint64_
         if (rc != 0)
             return rc;
     }
-    if (a->type == COLL_REDUCE_SCATTER)
-        return lin_reduce_round(r, s, src, lo, hi, SCHED_BUF_RECV, 0);
-    /* allreduce: our block reduced in place in the receive buffer, then shared. */
-    rc = lin_reduce_round(r, s, src, lo, hi, SCHED_BUF_RECV, lo[me] * e);
+    /* In place, the copy to scratch is a round-0 local copy that reads the
+     * whole receive buffer: no other round-0 copy may write it (local copies
+     * of one round are unordered, sched.h). */
+    if (a->type == COLL_REDUCE_SCATTER && !a->in_place)
+        return lin_reduce_round(r, s, src, lo, hi, SCHED_BUF_RECV, 0, 0);
+    if (a->type == COLL_REDUCE_SCATTER) {
+        /* Reduced in scratch, where our block is, and moved to the front of
+         * the receive buffer after everything (round 1 >= nrounds). */
+        sched_seg_t d = lin_seg(SCHED_BUF_RECV, 0, (hi[me] - lo[me]) * e);
+        sched_seg_t g = lin_seg(SCHED_BUF_TMP, lo[me] * e, d.len);
+        rc = lin_reduce_round(r, s, src, lo, hi, SCHED_BUF_TMP, lo[me] * e, 1);
+        return rc != 0 ? rc : sched_add_local(s, 1, &d, 1, &g, 1);
+    }
+    /* allreduce: our block reduced in place in the receive buffer (where it
+     * is already in place), then shared. */
+    sched_seg_t g = lin_seg(SCHED_BUF_RECV, lo[me] * e, (hi[me] - lo[me]) * e);
+    uint32_t first = 0;
+
+    rc = lin_reduce_round(r, s, src, lo, hi, SCHED_BUF_RECV, lo[me] * e, a->in_place);
+    if (rc == 0 && n > 1)
+        rc = sched_add_segs(s, &g, 1, &first); /* every send's, stored once */
     for (uint32_t i = 1; rc == 0 && i < n; i++) {
         uint32_t to = (me + i) % n, from = (me + n - i) % n;
-        sched_seg_t g = lin_seg(SCHED_BUF_RECV, lo[me] * e, (hi[me] - lo[me]) * e);
         sched_seg_t d = lin_seg(SCHED_BUF_RECV, lo[from] * e, (hi[from] - lo[from]) * e);
-        rc = sched_add_send(s, 1, to, &g, 1);
+        rc = sched_add_send_at(s, 1, to, first, 1);
         if (rc == 0)
             rc = sched_add_recv(s, 1, from, SCHED_COPY, &d, 1);
     }

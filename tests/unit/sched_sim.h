@@ -58,6 +58,31 @@ static uint8_t input_byte(uint32_t r, uint64_t k, uint32_t salt)
 
 /* ---- the simulator ----------------------------------------------------- */
 
+/* Reference of the reductions: the element at byte_off of the vector every
+ * rank contributes (input_byte), summed over n ranks, wrapping. */
+static inline uint64_t sim_ref_elem(uint32_t n, uint64_t byte_off, uint64_t elem, uint32_t salt)
+{
+    uint64_t sum = 0;
+
+    for (uint32_t r = 0; r < n; r++) {
+        uint64_t v = 0;
+        for (uint64_t b = 0; b < elem; b++)
+            v |= (uint64_t)input_byte(r, byte_off + b, salt) << (8 * b);
+        sum += v;
+    }
+    return elem == 4 ? (uint32_t)sum : sum;
+}
+
+/* The little-endian element of elem bytes at p. */
+static inline uint64_t sim_get_elem(const uint8_t *p, uint64_t elem)
+{
+    uint64_t v = 0;
+
+    for (uint64_t b = 0; b < elem; b++)
+        v |= (uint64_t)p[b] << (8 * b);
+    return v;
+}
+
 enum { ST_IDLE = 0, ST_PENDING = 1, ST_DONE = 2 };
 enum { ACT_SEND, ACT_RECV, ACT_COMPLETE, ACT_LOCAL };
 enum { ACC_SR, ACC_LR, ACC_RW, ACC_LW }; /* send read, local read, receive write, local write */

@@ -202,29 +202,6 @@ static void test_allgatherv_uneven(void **state)
                     }
 }
 
-/* Reference: element e of block j reduced over all ranks, wrapping. */
-static uint64_t ref_elem(uint32_t n, uint64_t byte_off, uint64_t elem, uint32_t salt)
-{
-    uint64_t sum = 0;
-
-    for (uint32_t r = 0; r < n; r++) {
-        uint64_t v = 0;
-        for (uint64_t b = 0; b < elem; b++)
-            v |= (uint64_t)input_byte(r, byte_off + b, salt) << (8 * b);
-        sum += v;
-    }
-    return elem == 4 ? (uint32_t)sum : sum;
-}
-
-static uint64_t get_elem(const uint8_t *p, uint64_t elem)
-{
-    uint64_t v = 0;
-
-    for (uint64_t b = 0; b < elem; b++)
-        v |= (uint64_t)p[b] << (8 * b);
-    return v;
-}
-
 /* allreduce if counts == NULL (count elements), else reduce-scatter. */
 static void check_reduction(int variant, uint32_t n, const uint64_t *counts, uint64_t count,
                             uint64_t elem, int in_place, uint64_t seed)
@@ -246,7 +223,7 @@ static void check_reduction(int variant, uint32_t n, const uint64_t *counts, uin
     ref = malloc(sizeof(*ref) * (total / elem + 1));
     assert_non_null(ref);
     for (uint64_t k = 0; k < total; k += elem)
-        ref[k / elem] = ref_elem(n, k, elem, salt);
+        ref[k / elem] = sim_ref_elem(n, k, elem, salt);
     sim_init(&sim, n, elem);
     for (uint32_t i = 0; i < n; i++) {
         sim_rank_t *r = &sim.r[i];
@@ -265,7 +242,7 @@ static void check_reduction(int variant, uint32_t n, const uint64_t *counts, uin
         const uint8_t *rb = r->buf[SCHED_BUF_RECV];
         uint64_t from = counts ? off[i] : 0, out = counts ? len[i] : total;
         for (uint64_t k = 0; k < out; k += elem)
-            if (get_elem(rb + k, elem) != ref[(from + k) / elem])
+            if (sim_get_elem(rb + k, elem) != ref[(from + k) / elem])
                 fail_msg("%s %s n=%u elem=%llu in_place=%d: rank %u byte %llu wrong", what,
                          vname[variant], n, (unsigned long long)elem, in_place, i,
                          (unsigned long long)k);
