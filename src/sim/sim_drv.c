@@ -734,17 +734,17 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         arr = sim_net(s, d, len);
     }
     arr += handshake;
-    if (arr > SIM_EV_T_MAX) {
-        ev_free(e, evflag);
-        log_err("sim: virtual time passed 2^%d ns", SIM_EV_T_BITS);
-        return ARCOLL_ERR_UNSUPPORTED;
-    }
     if (W.fault == SIM_FAULT_REORDER && payload) {
         arr += 20000; /* data after its flag: the ordering rule broken on purpose */
     } else {
         if (arr < *last)
             arr = *last; /* one pair's puts land in order (RC) */
         *last = arr;
+    }
+    if (arr > SIM_EV_T_MAX) {
+        ev_free(e, evflag);
+        log_err("sim: virtual time passed 2^%d ns", SIM_EV_T_BITS);
+        return ARCOLL_ERR_UNSUPPORTED;
     }
     e->seq = d->evseq++;
     e->dst = to;
