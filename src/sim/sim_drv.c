@@ -768,43 +768,38 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     return ARCOLL_OK;
 }
 
-/* Apply the first put of the rank's queue to its memory. */
-static void sim_apply(sim_rank_t *r)
-{
-    sim_ev_t *e = r->evq[0].e;
-    uint32_t flag = r->evq[0].flag;
-
-    r->evq[0] = r->evq[--r->nev];
-    if (r->nev > 0)
-        ev_sift(r, 0);
-    if (flag & SIM_EV_FLAG) {
-        uint64_t v;
-        memcpy(&v, e->data, sizeof(v));
-        __atomic_store_n((uint64_t *)e->dst, v, __ATOMIC_RELEASE);
-    } else {
-        if (!(flag & SIM_EV_NODATA))
-            memcpy(e->dst, e->data, e->len);
-        else
-            W.dropped++;
-        r->clock += (uint64_t)((double)e->len * W.p.copy_G);
-    }
-    r->log[r->landed++ % SIM_LOG] = e->dst;
-    ev_free(e, flag);
-    W.events++;
-    W.inflight--;
-    sim_activity(r);
-    r->changed = 1;
-    r->quiet = 0;
-}
-
 /* Apply the puts due by the rank's clock; 1 if there were any. */
 static int sim_deliver(sim_rank_t *r)
 {
     int applied = 0;
 
     while (r->nev > 0 && r->evq[0].t <= r->clock) {
-        sim_apply(r);
+        sim_ev_t *e = r->evq[0].e;
+        uint32_t flag = r->evq[0].flag;
+        r->evq[0] = r->evq[--r->nev];
+        if (r->nev > 0)
+            ev_sift(r, 0);
+        if (flag & SIM_EV_FLAG) {
+            uint64_t v;
+            memcpy(&v, e->data, sizeof(v));
+            __atomic_store_n((uint64_t *)e->dst, v, __ATOMIC_RELEASE);
+        } else {
+            if (!(flag & SIM_EV_NODATA))
+                memcpy(e->dst, e->data, e->len);
+            else
+                W.dropped++;
+            r->clock += (uint64_t)((double)e->len * W.p.copy_G);
+        }
+        r->log[r->landed++ % SIM_LOG] = e->dst;
+        ev_free(e, flag);
+        W.events++;
+        W.inflight--;
+        sim_activity(r);
         applied = 1;
+    }
+    if (applied) {
+        r->changed = 1;
+        r->quiet = 0;
     }
     return applied;
 }
