@@ -211,11 +211,13 @@ int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes
 int arcoll_alltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 int arcoll_allgather(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes);
 
-/* Nonblocking forms: buffers belong to the library until completion. Up to
- * ARCOLL_MAX_INFLIGHT collectives of a team may be in flight, started in the
- * same order on every member and completed in any order; a start beyond that
- * first progresses the team until its oldest call has completed locally.
- * [serialized] */
+/* Nonblocking forms: buffers belong to the library until completion. Calls
+ * are started in the same order on every member and completed in any order.
+ * A start never waits for another rank: up to ARCOLL_MAX_INFLIGHT calls of a
+ * team move data at once, and a start beyond that (or behind one still
+ * queued) is queued locally and starts, in order, as earlier calls complete,
+ * from any progress of the team (arcoll_test, _wait, _progress, another
+ * call). A blocking call waits for the queued ones first. [serialized] */
 #define ARCOLL_MAX_INFLIGHT 8
 int arcoll_ialltoall(arcoll_team_t team, const void *sbuf, void *rbuf, size_t bytes,
                      arcoll_request_t *req);
@@ -308,6 +310,14 @@ int arcoll_wait(arcoll_request_t *req);
 int arcoll_waitall(int n, arcoll_request_t *reqs);
 /* Progress every outstanding request of the context. [serialized] */
 int arcoll_progress(arcoll_context_t ctx);
+/* fn(arg) is called now and then while arcoll waits for peers (a blocking
+ * collective, arcoll_wait, a blocking call behind a full window, destroy and
+ * finalize): an embedding MPI library passes its own progress function, so
+ * that its operations which a peer may have to finish before it reaches
+ * arcoll's (a nonblocking barrier it waits for) keep moving, as MPI's
+ * progress rule requires. Never called from within itself. fn NULL: none
+ * (the default). [serialized] */
+int arcoll_context_progress_hook(arcoll_context_t ctx, void (*fn)(void *arg), void *arg);
 
 /* For a layer that calls arcoll on an application's behalf (an MPI
  * library): attribute the next collective this thread starts to the code

@@ -46,4 +46,61 @@ over_max_np() {
 
 max_np_note() {
     [ "$MAXNP_SKIPPED" -eq 0 ] || echo "$1 time: skipped $MAXNP_SKIPPED tests above TEST_MAX_NP=$TEST_MAX_NP ranks"
+    test_set_note "$1"
+}
+
+# TEST_SET=NAME (make asan sets TEST_SET=asan): only the runner's subset NAME runs. A runner
+# lists each subset in one place at its top, as TEST_SET_<NAME>="PATTERN ..." (bash glob
+# patterns on test names, e.g. sim-*); every other test is skipped and counted. Without
+# TEST_SET (make check) every test runs. Unless a FILTER narrows the run, a pattern that matched
+# no test (a test renamed or removed under it) counts as a failed test of the suite, so that a
+# subset cannot shrink unseen (tests/README.md, "Time budget").
+#   not_in_test_set NAME    true if NAME is to be skipped (and counted in SET_SKIPPED)
+#   test_set_note SUITE     (called by max_np_note) the subset's line, and its dead patterns
+#                           counted into the runner's $fail
+SET_SKIPPED=0
+SET_RAN=0
+SET_HIT=" "
+test_set_patterns() { # the subset's patterns (any lines) into the array SET_PATS, unglobbed
+    local v=TEST_SET_${TEST_SET^^}
+    SET_PATS=()
+    read -rd '' -a SET_PATS <<<"${!v-}" || true
+}
+
+not_in_test_set() {
+    local p
+    [ -n "${TEST_SET:-}" ] || return 1
+    test_set_patterns
+    for p in "${SET_PATS[@]}"; do
+        # shellcheck disable=SC2053 # a pattern, not a string
+        if [[ $1 == $p ]]; then
+            SET_RAN=$((SET_RAN + 1))
+            [[ $SET_HIT == *" $p "* ]] || SET_HIT+="$p "
+            return 1
+        fi
+    done
+    SET_SKIPPED=$((SET_SKIPPED + 1))
+    return 0
+}
+
+test_set_note() {
+    local v p dead=()
+    [ -n "${TEST_SET:-}" ] || return 0
+    v=TEST_SET_${TEST_SET^^}
+    if [ -z "${!v+x}" ]; then
+        echo "FAIL TEST_SET=$TEST_SET: no such subset in this runner ($v)"
+        fail=$((fail + 1))
+        return 0
+    fi
+    echo "$1 time: TEST_SET=$TEST_SET: ran $SET_RAN tests, skipped $SET_SKIPPED"
+    [ -z "${FILTER:-}" ] || return 0
+    test_set_patterns
+    for p in "${SET_PATS[@]}"; do
+        [[ $SET_HIT == *" $p "* ]] || dead+=("$p")
+    done
+    if [ ${#dead[@]} -gt 0 ]; then
+        echo "FAIL TEST_SET=$TEST_SET names tests that did not run (renamed, removed, or" \
+            "skipped here?): ${dead[*]}"
+        fail=$((fail + 1))
+    fi
 }

@@ -304,7 +304,14 @@ static int coll_cfg_alg(const core_config_t *cfg, coll_type_t type)
 int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void *site,
                     coll_req_t **out)
 {
+    return coll_submit(t, given, site, NULL, out);
+}
+
+int coll_submit(struct arcoll_team *t, const coll_args_t *given, const void *site,
+                struct arcoll_request *u, coll_req_t **out)
+{
     coll_args_t a = *given;
+    const coll_alg_t *alg;
     int noop, rc, id;
 
     *out = NULL;
@@ -317,8 +324,11 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
     rc = coll_validate(t, &a, &noop);
     if (rc != ARCOLL_OK)
         return rc;
-    if (noop)
-        return eng_noop(t); /* counted and noted: peers that passed data see it (§8) */
+    if (noop) /* counted and noted: peers that passed data see it (§8); in order */
+        return eng_must_queue(t, NULL) ? (eng_enqueue(t, &a, NULL, 0, site, NULL) < 0
+                                              ? ARCOLL_ERR_NOMEM
+                                              : ARCOLL_OK)
+                                       : eng_noop(t);
     if (a.in_place)
         a.sbuf = NULL;
     a.sig = coll_sig(t, &a);
@@ -332,8 +342,12 @@ int coll_start_args(struct arcoll_team *t, const coll_args_t *given, const void 
     } else {
         id = a.internal ? CORE_ALG_AUTO : coll_cfg_alg(&t->ctx->cfg, a.type);
     }
-    return eng_start(t, &a, coll_alg_pick(t, &a, id), id == CORE_ALG_AUTO ? COLL_F_AUTO : 0, site,
-                     out);
+    alg = coll_alg_pick(t, &a, id);
+    /* A nonblocking start never waits for a peer: behind a full window it
+     * queues (MPI's rule that a start is local; docs/protocol.md §5). */
+    if (u != NULL && eng_must_queue(t, alg))
+        return eng_enqueue(t, &a, alg, id == CORE_ALG_AUTO ? COLL_F_AUTO : 0, site, u);
+    return eng_start(t, &a, alg, id == CORE_ALG_AUTO ? COLL_F_AUTO : 0, site, out);
 }
 
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,

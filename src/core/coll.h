@@ -18,6 +18,11 @@ int coll_alg_serves(int id, coll_type_t type);
  * (*out set) or an error. */
 int coll_start_args(struct arcoll_team *t, const coll_args_t *a, const void *site,
                     coll_req_t **out);
+/* The same for a nonblocking call whose handle is u: behind a full window
+ * (or calls queued before it) it queues and returns ARCOLL_INPROGRESS with
+ * *out NULL; u then follows it (u->pend, later u->r). */
+int coll_submit(struct arcoll_team *t, const coll_args_t *a, const void *site,
+                struct arcoll_request *u, coll_req_t **out);
 /* alltoall/allgather of bytes per rank (the profiler's own calls too). */
 int coll_start(struct arcoll_team *t, coll_type_t type, const void *sbuf, void *rbuf, size_t bytes,
                const void *site, coll_req_t **out);

@@ -1106,6 +1106,9 @@ static void core_ureqs_drop(struct arcoll_context *ctx)
 {
     struct arcoll_request **pp = &core_ureqs;
 
+    for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
+        eng_pend_drop(t); /* a failed team's queued calls never started */
+
     while (*pp != NULL) {
         struct arcoll_request *u = *pp;
         if (u->ctx != ctx) {
@@ -1120,27 +1123,36 @@ static void core_ureqs_drop(struct arcoll_context *ctx)
     }
 }
 
-/* Started call r (or rc) -> the caller's handle. A call that finished (or
- * was a no-op) at once is handed back as NULL, which test/wait treat as
- * complete. */
-static int core_ureq_make(struct arcoll_context *ctx, coll_req_t *r, int rc, arcoll_request_t *req)
+/* A nonblocking call: its handle first, which the engine links to the call
+ * when it starts (at once, or from the queue behind a full window). A call
+ * that finished (or was a no-op) at once is handed back as NULL, which
+ * test/wait treat as complete. */
+static int core_coll_nb(arcoll_team_t team, coll_args_t *a, arcoll_request_t *req, const void *site)
 {
-    struct arcoll_request *u;
+    struct arcoll_request *u = calloc(1, sizeof(*u));
+    coll_req_t *r;
+    int rc;
 
     *req = NULL;
-    if (rc != ARCOLL_INPROGRESS)
-        return rc;
-    u = calloc(1, sizeof(*u));
     if (u == NULL) {
-        /* The call is under way on every rank: finish it here rather than fail. */
+        /* The others start it: run it to the end here rather than fail. */
         log_warn("nonblocking call: out of memory for a handle; completing it now");
-        return coll_wait(r);
+        rc = coll_start_args(team, a, site, &r);
+        return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
     }
     u->magic = CORE_REQ_MAGIC;
-    u->ctx = ctx;
-    u->r = r;
+    u->ctx = team->ctx;
+    u->team = team;
     u->status = ARCOLL_INPROGRESS;
-    r->ureq = u;
+    rc = coll_submit(team, a, site, u, &r);
+    if (rc != ARCOLL_INPROGRESS) {
+        free(u);
+        return rc;
+    }
+    if (u->pend == NULL) {
+        r->ureq = u;
+        u->r = r;
+    }
     u->next = core_ureqs;
     core_ureqs = u;
     *req = u;
@@ -1162,9 +1174,9 @@ static int core_coll_args(arcoll_team_t team, coll_args_t *a, arcoll_request_t *
     if (rc != ARCOLL_OK)
         return rc;
     a->in_place = a->sbuf == ARCOLL_IN_PLACE;
-    rc = coll_start_args(team, a, site, &r);
     if (req != NULL)
-        return core_ureq_make(team->ctx, r, rc, req);
+        return core_coll_nb(team, a, req, site);
+    rc = coll_start_args(team, a, site, &r);
     return rc == ARCOLL_INPROGRESS ? coll_wait(r) : rc;
 }
 
@@ -1362,9 +1374,9 @@ int arcoll_test(arcoll_request_t *req)
 
     if (rc != ARCOLL_OK || u == NULL)
         return rc;
-    if (u->r != NULL) {
-        coll_progress_all(u->r->team);
-        if (u->r != NULL)
+    if (u->r != NULL || u->pend != NULL) {
+        coll_progress_all(u->r != NULL ? u->r->team : u->team);
+        if (u->r != NULL || u->pend != NULL)
             return ARCOLL_INPROGRESS;
     }
     return core_req_spend(req, u);
@@ -1377,8 +1389,7 @@ int arcoll_wait(arcoll_request_t *req)
 
     if (rc != ARCOLL_OK || u == NULL)
         return rc;
-    if (u->r != NULL)
-        coll_wait(u->r);
+    eng_ureq_wait(u);
     return core_req_spend(req, u);
 }
 
@@ -1406,6 +1417,17 @@ int arcoll_progress(arcoll_context_t ctx)
         return rc;
     for (struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
         coll_team_progress(t); /* errors are reported by arcoll_test/wait */
+    return ARCOLL_OK;
+}
+
+int arcoll_context_progress_hook(arcoll_context_t ctx, void (*fn)(void *arg), void *arg)
+{
+    int rc = core_ctx_check(ctx, "arcoll_context_progress_hook");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    ctx->hook = fn;
+    ctx->hook_arg = arg;
     return ARCOLL_OK;
 }
 

@@ -35,6 +35,13 @@ struct arcoll_team {
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];
     unsigned window;
     unsigned nactive; /* of reqs */
+    /* Nonblocking calls accepted while their window slot (or the node
+     * segment of a serial family) was still busy: started in order, as slots
+     * free up, by any progress of the team, so that a start never waits for
+     * a peer (MPI's rule; docs/protocol.md §5). Later calls, 0-byte ones
+     * included, queue behind them: epochs follow the order of the calls. */
+    struct eng_pend *pend_head, *pend_tail;
+    unsigned npend;
     uint32_t nsplits; /* arcoll_team_split calls on this team (team ids) */
     /* The last call was a partial exchange (docs/protocol.md §5): the next
      * schedule waits for its receivers' advertisements. */
@@ -61,6 +68,13 @@ struct arcoll_context {
     int heapmr_odp;     /* it is one on-demand-paged MR over the slot */
     uint64_t call_regs; /* per-call registrations of user buffers (zmem_get) */
     struct prof *prof;  /* PAP profiler, when any rank sets ARCOLL_PROFILE */
+    /* The embedding's progress (arcoll_context_progress_hook): called while
+     * arcoll waits, so that the host library's own operations, which a peer
+     * may need before it can reach ours, keep moving. */
+    void (*hook)(void *arg);
+    void *hook_arg;
+    unsigned hook_polls;
+    int in_hook; /* no re-entry from the hook itself */
     char cfgbuf[CORE_CONFIG_PATH];
 };
 

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -672,12 +673,27 @@ static long coll_spin_limit(const struct arcoll_context *ctx)
     return ctx->oversubscribed ? 32 : LONG_MAX;
 }
 
+/* The embedding's progress hook, every 64th idle pass of a wait (a short
+ * wait never pays for it): a peer may have to finish one of the host
+ * library's operations (a nonblocking barrier the program waits for before
+ * its next arcoll call) before it reaches ours, and that needs this rank's
+ * host progress too (MPI's progress rule). */
+static void coll_hook(struct arcoll_context *ctx)
+{
+    if (ctx->hook == NULL || ctx->in_hook || (++ctx->hook_polls & 63) != 0)
+        return;
+    ctx->in_hook = 1;
+    ctx->hook(ctx->hook_arg);
+    ctx->in_hook = 0;
+}
+
 /* One idle pass of a wait loop: spin until the limit, then yield. No pause
  * instruction: oversubscribed, it only delays the yield the peer needs (8 B
  * alltoall, 4 ranks on 2 cores, through the shim: 1.12-1.39x Open MPI with
  * it, 1.06-1.12x without; noisy runs). */
-static void coll_relax(const struct arcoll_context *ctx, long *polls, long limit)
+static void coll_relax(struct arcoll_context *ctx, long *polls, long limit)
 {
+    coll_hook(ctx);
     if (ctx->chan->ops->idle != NULL) {
         ctx->chan->ops->idle(ctx->chan); /* the simulator: its scheduler runs another rank */
         return;
@@ -690,19 +706,135 @@ static void coll_relax(const struct arcoll_context *ctx, long *polls, long limit
     }
 }
 
-/* Progress the team until the call of request slot r has completed (the
- * window: the call t->window epochs back must be done here before
- * its slot and banks are reused; docs/protocol.md §5). */
-static int coll_slot_wait(struct arcoll_team *t, coll_req_t *r)
+/* Whether a call of alg may take the team's next epoch now: no call queued
+ * before it, its window slot free (the call t->window epochs back is done
+ * here before its slot and banks are reused; docs/protocol.md §5), and for a
+ * serial family the node segment free. */
+static int eng_slot_free(const struct arcoll_team *t, const coll_alg_t *alg)
+{
+    return !t->reqs[(t->seq + 1) % t->window].active && !(alg->serial && t->hier->busy);
+}
+
+/* A blocking call (or a step of another call): progress until it may start,
+ * queued calls first. */
+static int eng_start_wait(struct arcoll_team *t, const coll_alg_t *alg)
 {
     long polls = 0, limit = coll_spin_limit(t->ctx);
 
-    while (r->active) {
+    while (!t->failed && (t->npend != 0 || !eng_slot_free(t, alg))) {
         coll_progress_all(t);
-        if (r->active)
+        if (!t->failed && (t->npend != 0 || !eng_slot_free(t, alg)))
             coll_relax(t->ctx, &polls, limit);
     }
     return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
+}
+
+/* A queued call: what eng_start needs, and whose handle it completes. A
+ * 0-byte call has no algorithm and no handle (it is complete for its caller
+ * at once; queued, it only keeps its place in the numbering). */
+typedef struct eng_pend {
+    struct eng_pend *next;
+    coll_args_t a;
+    const coll_alg_t *alg; /* NULL: a 0-byte call */
+    unsigned flags;
+    const void *site;
+    struct arcoll_request *ureq;
+} eng_pend_t;
+
+int eng_must_queue(const struct arcoll_team *t, const coll_alg_t *alg)
+{
+    return t->npend != 0 || (alg != NULL && !eng_slot_free(t, alg));
+}
+
+int eng_enqueue(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
+                const void *site, struct arcoll_request *u)
+{
+    eng_pend_t *p = calloc(1, sizeof(*p));
+
+    if (p == NULL) {
+        log_err("%s: out of memory for a queued call (%u queued on this team)",
+                coll_type_name(a->type), t->npend);
+        return ARCOLL_ERR_NOMEM;
+    }
+    p->a = *a;
+    p->alg = alg;
+    p->flags = flags;
+    p->site = site;
+    p->ureq = u;
+    if (u != NULL) {
+        u->pend = p;
+        u->r = NULL;
+        u->status = ARCOLL_INPROGRESS;
+    }
+    if (t->pend_tail != NULL)
+        t->pend_tail->next = p;
+    else
+        t->pend_head = p;
+    t->pend_tail = p;
+    t->npend++;
+    return ARCOLL_INPROGRESS;
+}
+
+static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg,
+                         unsigned flags, const void *site, coll_req_t **out);
+
+/* Start queued calls, in order, while their slots are free. A start may
+ * progress everything (a family's step on another team) and so come back
+ * here: each call is off the queue before its start and takes its epoch
+ * before anything progresses, so the order holds. */
+static void eng_pend_run(struct arcoll_team *t)
+{
+    while (t->pend_head != NULL) {
+        eng_pend_t *p = t->pend_head;
+        struct arcoll_request *u = p->ureq;
+        coll_req_t *r = NULL;
+        int rc;
+
+        if (p->alg != NULL && !t->failed && !eng_slot_free(t, p->alg))
+            return;
+        t->pend_head = p->next;
+        if (t->pend_head == NULL)
+            t->pend_tail = NULL;
+        t->npend--;
+        if (t->failed) {
+            /* Its peers may disagree on epochs from here on: it never starts. */
+            if (p->alg != NULL)
+                log_err("%s: an earlier call of this team failed while this one was queued",
+                        coll_type_name(p->a.type));
+            rc = ARCOLL_ERR_STATE;
+        } else if (p->alg == NULL) {
+            rc = eng_noop(t);
+            if (rc != ARCOLL_OK)
+                t->failed = rc; /* a note not written: the peers' numbering may differ */
+        } else {
+            rc = eng_start_now(t, &p->a, p->alg, p->flags, p->site, &r);
+        }
+        if (u != NULL) {
+            u->pend = NULL;
+            if (rc == ARCOLL_INPROGRESS) {
+                r->ureq = u;
+                u->r = r;
+            } else {
+                u->status = rc;
+            }
+        }
+        free(p);
+    }
+}
+
+void eng_pend_drop(struct arcoll_team *t)
+{
+    while (t->pend_head != NULL) {
+        eng_pend_t *p = t->pend_head;
+        t->pend_head = p->next;
+        if (p->ureq != NULL) {
+            p->ureq->pend = NULL;
+            p->ureq->status = ARCOLL_ERR_STATE;
+        }
+        free(p);
+    }
+    t->pend_tail = NULL;
+    t->npend = 0;
 }
 
 void coll_team_progress(struct arcoll_team *t)
@@ -710,6 +842,8 @@ void coll_team_progress(struct arcoll_team *t)
     for (unsigned i = 0; t->nactive && i < t->window; i++)
         if (t->reqs[i].active)
             coll_progress(&t->reqs[i]);
+    if (t->npend != 0)
+        eng_pend_run(t);
 }
 
 void coll_progress_all(struct arcoll_team *t)
@@ -828,23 +962,30 @@ static int eng_flat_begin(coll_req_t *r)
 int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
               const void *site, coll_req_t **out)
 {
-    struct arcoll_context *ctx = t->ctx;
-    coll_req_t *r;
     int rc;
 
     *out = NULL;
-    /* The window, then (node-segment algorithms) one such call at a time. */
-    r = &t->reqs[(t->seq + 1) % t->window];
-    rc = coll_slot_wait(t, r);
-    while (rc == ARCOLL_OK && alg->serial && t->hier->busy) {
-        coll_progress_all(t);
-        rc = t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
-    }
+    /* Queued calls, the window, then (node-segment algorithms) one such call
+     * at a time. */
+    rc = eng_start_wait(t, alg);
     if (rc != ARCOLL_OK) {
         log_err("%s: an earlier call of this team failed while this one waited to start",
                 coll_type_name(a->type));
         return rc;
     }
+    return eng_start_now(t, a, alg, flags, site, out);
+}
+
+/* eng_start once the call may start (its slot and the node segment free, no
+ * call queued before it). */
+static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg,
+                         unsigned flags, const void *site, coll_req_t **out)
+{
+    struct arcoll_context *ctx = t->ctx;
+    coll_req_t *r = &t->reqs[(t->seq + 1) % t->window];
+    int rc;
+
+    *out = NULL;
     {
         coll_peer_t *peers = &t->peer_mem[(size_t)(r - t->reqs) * t->size];
         struct sched_exec *sx = r->sx; /* kept across calls */
@@ -908,6 +1049,22 @@ int eng_switch_flat(coll_req_t *r, const coll_alg_t *alg)
     return eng_flat_begin(r);
 }
 
+void eng_ureq_wait(struct arcoll_request *u)
+{
+    long polls = 0, limit;
+
+    if (u->pend != NULL) {
+        limit = coll_spin_limit(u->team->ctx);
+        while (u->pend != NULL) {
+            coll_progress_all(u->team);
+            if (u->pend != NULL)
+                coll_relax(u->team->ctx, &polls, limit);
+        }
+    }
+    if (u->r != NULL)
+        coll_wait(u->r);
+}
+
 int coll_wait(coll_req_t *r)
 {
     long polls = 0, limit = coll_spin_limit(r->team->ctx);
@@ -919,5 +1076,8 @@ int coll_wait(coll_req_t *r)
             coll_progress_all(r->team);
         coll_relax(r->team->ctx, &polls, limit);
     }
+    /* Its slot is free: calls queued behind it may start. */
+    if (r->team->npend != 0)
+        coll_team_progress(r->team);
     return rc;
 }

@@ -108,8 +108,21 @@ void coll_progress_all(struct arcoll_team *t);
 int coll_team_drain(struct arcoll_team *t);
 static inline int coll_team_busy(const struct arcoll_team *t)
 {
-    return t->nactive != 0;
+    return t->nactive != 0 || t->npend != 0;
 }
+/* Whether a nonblocking call of alg (NULL: a 0-byte call) must queue on t
+ * rather than start now: calls queued before it, or its window slot (or the
+ * node segment) still busy. */
+int eng_must_queue(const struct arcoll_team *t, const coll_alg_t *alg);
+/* Queue a validated nonblocking call (alg NULL: a 0-byte call, u NULL) in
+ * order behind the team's calls; it starts from the team's progress once it
+ * may, and u follows it. ARCOLL_INPROGRESS, or ARCOLL_ERR_NOMEM. */
+int eng_enqueue(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
+                const void *site, struct arcoll_request *u);
+/* Until the call of handle u is complete (queued, then started). */
+void eng_ureq_wait(struct arcoll_request *u);
+/* The team goes: its queued calls never start (their handles: ERR_STATE). */
+void eng_pend_drop(struct arcoll_team *t);
 /* End a call with rc (< 0): the team is failed from now on. */
 int coll_fail(coll_req_t *r, int rc);
 /* Finish a call: OK, or the deferred error. */

@@ -154,8 +154,10 @@ struct arcoll_request {
     uint64_t magic;
     struct arcoll_request *next; /* live handles of the process */
     struct arcoll_context *ctx;
-    coll_req_t *r; /* NULL once the call completed */
-    int status;    /* the final status, once r is NULL */
+    struct arcoll_team *team;
+    coll_req_t *r;         /* NULL once the call completed, or while it is queued */
+    struct eng_pend *pend; /* queued, not started yet (the window was full) */
+    int status;            /* the final status, once r and pend are NULL */
 };
 
 #endif

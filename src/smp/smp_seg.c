@@ -336,7 +336,7 @@ int smp_seg_agree(boot_t *b, int want, int *named)
                     why);
             rc = ARCOLL_ERR_CHANNEL;
         } else {
-            log_info("smp: %s: shared segments are named in " SMP_SEG_DIR
+            log_warn("smp: %s: shared segments are named in " SMP_SEG_DIR
                      " (random names, removed once mapped)",
                      why);
         }
