@@ -6,22 +6,25 @@ B=${1:-build}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
+# suite NAME CMD...: one suite, its output also into $out, its wall time after it.
+suite() {
+    local name=$1 t=$SECONDS
+    shift
+    "$@" 2>&1 | tee -a "$out"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    echo "check time: $name $((SECONDS - t)) s"
+}
 # Unit tests under valgrind too, except in the sanitizer build (the two do not mix).
 vg=1
 [ -n "${ASAN_OPTIONS:-}" ] && vg=0
-UNIT_VALGRIND=$vg tests/run-unit.sh "$B" 2>&1 | tee -a "$out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-tests/integ/run.sh "$B" 2>&1 | tee -a "$out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+suite unit env UNIT_VALGRIND=$vg tests/run-unit.sh "$B"
+suite integ tests/integ/run.sh "$B"
 # Embedding: the example channel and the PMPI shim (tests/mpi/).
-tests/mpi/run.sh "$B" 2>&1 | tee -a "$out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+suite mpi tests/mpi/run.sh "$B"
 # srun --mpi=pmix on a single-node Slurm started for it; skipped where Slurm cannot be had.
-tests/slurm/run.sh "$B" 2>&1 | tee -a "$out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+suite slurm tests/slurm/run.sh "$B"
 # Soft-RoCE guests (verbs channel); skipped with a clear line where qemu cannot be had.
-tests/vm/run.sh "$B" all 2>&1 | tee -a "$out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+suite vm tests/vm/run.sh "$B" all
 p=0
 f=0
 while read -r _ np _ nf _; do
