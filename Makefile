@@ -25,10 +25,16 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread -lm $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard src/core/*.c src/smp/*.c src/pap/*.c src/nonleader/*.c \
-	src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c src/sim/*.c) \
-	$(wildcard bootstrap/*.c)
+LIB_SRC := $(filter-out src/heap/heap_none.c,$(wildcard src/core/*.c src/smp/*.c src/pap/*.c \
+	src/nonleader/*.c src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c \
+	src/sim/*.c)) $(wildcard bootstrap/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# libarcoll_nh.so: the same objects without the node heap's jemalloc (heap.o, whose
+# initial-exec TLS marks a library STATIC_TLS) but src/heap/heap_none.c, for a library opened
+# late with dlopen: the Open MPI component (docs/embedding.md, "The Open MPI component").
+NH_OBJ := $(filter-out $(BUILD)/obj/src/heap/heap.o,$(LIB_OBJ)) $(BUILD)/obj/src/heap/heap_none.o
+NH_SONAME := libarcoll_nh.so.$(SOMAJOR)
+NH_SHLIB := $(BUILD)/lib/libarcoll_nh.so.$(VERSION)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
 
 SONAME := libarcoll.so.$(SOMAJOR)
@@ -46,7 +52,7 @@ PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll-sim $(BUILD)/bin/arcoll_i
 .PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
 
 all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN) \
-	$(BUILD)/lib/libarcoll_heap.so
+	$(BUILD)/lib/libarcoll_heap.so $(BUILD)/lib/libarcoll_nh.so
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
 	@mkdir -p $(dir $@)
@@ -81,6 +87,15 @@ $(SHLIB): $(LIB_OBJ)
 $(BUILD)/lib/libarcoll.so: $(SHLIB)
 	$(Q)ln -sf libarcoll.so.$(VERSION) $(BUILD)/lib/$(SONAME)
 	$(Q)ln -sf $(SONAME) $@
+
+$(NH_SHLIB): $(NH_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(NH_SONAME) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/lib/libarcoll_nh.so: $(NH_SHLIB)
+	$(Q)ln -sf libarcoll_nh.so.$(VERSION) $(BUILD)/lib/$(NH_SONAME)
+	$(Q)ln -sf $(NH_SONAME) $@
 
 $(STLIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -135,7 +150,7 @@ MPI_COMMON := src/mpi/arcoll_mpi_common.c src/mpi/arcoll_mpi_common.h
 # exists, like arcoll-bench-mpi.
 SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
 	$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/tests/shim_a2av_test \
-	$(BUILD)/tests/shim_nb_test \
+	$(BUILD)/tests/shim_nb_test $(BUILD)/tests/shim_soak_test \
 	$(BUILD)/bin/arcoll-mpi-lat $(BUILD)/bin/arcoll-transpose)
 all: $(SHIM)
 
@@ -158,6 +173,11 @@ $(BUILD)/tests/shim_coll_test: tests/mpi/shim_coll_test.c include/arcoll_mpi.h
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
 
 $(BUILD)/tests/shim_split_test: tests/mpi/shim_split_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+
+$(BUILD)/tests/shim_soak_test: tests/mpi/shim_soak_test.c include/arcoll_mpi.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
@@ -207,6 +227,59 @@ $(BUILD)/bin/arcoll-transpose: bench/arcoll_transpose.c bench/bench_clock.h benc
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+
+# The Open MPI coll component (docs/embedding.md, "The Open MPI component"): arcoll selected
+# per communicator by Open MPI itself, with the shim's decision layer. Built with Open MPI's
+# internal headers (Debian: libopenmpi-dev ships them), for the release they belong to; the
+# component refuses any other at run time. make install puts it into $(PREFIX)/lib/openmpi.
+# It links libarcoll_nh.so (no jemalloc, hence no static TLS for Open MPI's late dlopen); a
+# libarcoll.so loaded at start (LD_PRELOAD=libarcoll_heap.so) comes first in symbol lookup.
+OMPI_INC ?= $(firstword $(shell $(MPICC) --showme:incdirs 2>/dev/null))
+OMPI_LIBDIR ?= $(firstword $(shell $(MPICC) --showme:libdirs 2>/dev/null))
+OMPI_COMPONENT := $(if $(OMPI_INC),$(if $(wildcard $(OMPI_INC)/openmpi/ompi/mca/coll/coll.h),\
+	$(BUILD)/lib/openmpi/mca_coll_arcoll.so))
+OMPI_CTEST := $(if $(OMPI_COMPONENT),$(BUILD)/tests/ompi_coll_test)
+.PHONY: ompi-component-skip install-ompi-component uninstall-ompi-component
+all: $(or $(OMPI_COMPONENT),ompi-component-skip) $(OMPI_CTEST)
+
+ompi-component-skip:
+	@echo "  SKIP    mca_coll_arcoll.so: no Open MPI internal headers (ompi/mca/coll/coll.h; Debian package libopenmpi-dev)"
+
+$(BUILD)/lib/openmpi/mca_coll_arcoll.so: src/ompi/coll_arcoll.c $(MPI_COMMON) include/arcoll_mpi.h \
+		$(BUILD)/lib/libarcoll_nh.so
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -isystem $(OMPI_INC) -isystem $(OMPI_INC)/openmpi -shared $< \
+		src/mpi/arcoll_mpi_common.c -o $@ -L$(OMPI_LIBDIR) -lmpi -lopen-pal \
+		-L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -Wl,-rpath,$(PREFIX)/lib -larcoll_nh \
+		-Wl,-z,defs
+
+# Plain MPI (no arcoll header): every served collective through the component (threads in
+# its MPI_THREAD_MULTIPLE mode).
+$(BUILD)/tests/ompi_coll_test: tests/mpi/ompi_coll_test.c include/arcoll_mpi.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -pthread $< -o $@
+
+# Fortran through `include 'mpif.h'` (the `use mpi` and `use mpi_f08` programs are the shim's).
+OMPI_FTEST := $(if $(and $(OMPI_COMPONENT),$(SHIM_FTEST)),$(BUILD)/tests/ompi_ftest_h)
+all: $(OMPI_FTEST)
+
+$(BUILD)/tests/ompi_ftest_h: tests/mpi/ompi_ftest_h.f90
+	@mkdir -p $(dir $@)
+	$(Q)if fc=$$($(MPIFC) --showme:command 2>/dev/null) && command -v $$fc >/dev/null; then \
+		$(if $(Q),echo "  FC      $@";) \
+		$(MPIFC) -O1 -g -Wall -Werror $< -o $@; \
+	else echo "  SKIP    $@: no $(MPIFC) or its Fortran compiler (Debian package gfortran)"; fi
+
+install: install-ompi-component
+install-ompi-component: all
+	$(if $(OMPI_COMPONENT),install -d $(DESTDIR)$(PREFIX)/lib/openmpi)
+	$(if $(OMPI_COMPONENT),install -m 755 $(OMPI_COMPONENT) $(DESTDIR)$(PREFIX)/lib/openmpi/)
+
+uninstall: uninstall-ompi-component
+uninstall-ompi-component:
+	rm -f $(DESTDIR)$(PREFIX)/lib/openmpi/mca_coll_arcoll.so
 
 # A toy MPI channel embedding arcoll through the public API (docs/embedding.md).
 EXAMPLES := $(BUILD)/examples/oob_channel
@@ -305,6 +378,12 @@ mpi: all
 slurm: all
 	@tests/slurm/run.sh $(BUILD)
 
+# The soak test (tests/mpi/soak.sh): SOAK_SECONDS of random jobs through the PMPI shim, with
+# faults injected in some; not part of make check (which runs a 2-minute version of it).
+.PHONY: soak
+soak: all
+	@tests/mpi/soak.sh $(BUILD) $(or $(SOAK_SECONDS),600)
+
 # Only the Soft-RoCE guests: make vm [VM=single|pair|all]
 vm: all
 	@tests/vm/run.sh $(BUILD) $(or $(VM),all)
@@ -389,6 +468,8 @@ install: all
 	install -m 755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libarcoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libarcoll.so
+	install -m 755 $(NH_SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libarcoll_nh.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(NH_SONAME)
 	install -m 644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' arcoll.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc
@@ -400,7 +481,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/arcoll.h $(DESTDIR)$(PREFIX)/include/arcoll_mpi.h \
-		$(DESTDIR)$(PREFIX)/lib/libarcoll.* $(DESTDIR)$(PREFIX)/lib/libarcoll_mpi.so \
+		$(DESTDIR)$(PREFIX)/lib/libarcoll.* $(DESTDIR)$(PREFIX)/lib/libarcoll_nh.so.* \
+		$(DESTDIR)$(PREFIX)/lib/libarcoll_mpi.so \
 		$(DESTDIR)$(PREFIX)/lib/libarcoll_heap.so \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig/arcoll.pc $(DESTDIR)$(PREFIX)/bin/arcoll-bench \
 		$(DESTDIR)$(PREFIX)/bin/arcoll_info $(DESTDIR)$(PREFIX)/bin/arcoll-pap-report

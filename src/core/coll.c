@@ -325,10 +325,9 @@ int coll_submit(struct arcoll_team *t, const coll_args_t *given, const void *sit
     if (rc != ARCOLL_OK)
         return rc;
     if (noop) /* counted and noted: peers that passed data see it (§8); in order */
-        return eng_must_queue(t, NULL) ? (eng_enqueue(t, &a, NULL, 0, site, NULL) < 0
-                                              ? ARCOLL_ERR_NOMEM
-                                              : ARCOLL_OK)
-                                       : eng_noop(t);
+        return eng_must_queue(t, NULL)
+                   ? (eng_enqueue(t, &a, NULL, 0, site, NULL) < 0 ? ARCOLL_ERR_NOMEM : ARCOLL_OK)
+                   : eng_noop(t);
     if (a.in_place)
         a.sbuf = NULL;
     a.sig = coll_sig(t, &a);

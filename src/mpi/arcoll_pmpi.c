@@ -70,265 +70,31 @@
 
 #include "arcoll.h"
 #include "arcoll_mpi.h"
+#include "arcoll_mpi_common.h"
 
-enum { SHIM_LOG_NONE, SHIM_LOG_ERROR, SHIM_LOG_WARN, SHIM_LOG_INFO, SHIM_LOG_DEBUG };
 enum { SHIM_UNKNOWN = 0, SHIM_ON = 1, SHIM_OFF = -1 };
-/* Test hooks (ARCOLL_MPI_FAULT): world rank 1 alone takes a split team as
- * failed, or as ordered unlike the communicator, so that tests can see that
- * every rank of the new communicator still makes the same choice; or
- * (coll_fail) its first blocking collective on MPI_COMM_WORLD that arcoll
- * ran as failed (a timeout), as if the others had completed it and it had
- * not: the failure agreement's hardest case; (icoll_fail) the same for its
- * first nonblocking one, seen in the wait or test that completes it; or
- * (setattr_fail) every other MPI_Comm_set_attr of the shim (the first, the
- * third, ...) as failed, a local failure in setting up a communicator. */
-enum {
-    SHIM_FAULT_NONE,
-    SHIM_FAULT_SPLIT_FAIL,
-    SHIM_FAULT_SPLIT_ORDER,
-    SHIM_FAULT_COLL_FAIL,
-    SHIM_FAULT_ICOLL_FAIL,
-    SHIM_FAULT_SETATTR_FAIL
-};
-/* A communicator's team: healthy; failed as this rank saw it (the others may
- * not know yet); failed as every rank agreed (calls from `from` on go to
- * PMPI). */
-enum { SHIM_TEAM_OK, SHIM_TEAM_SEEN, SHIM_TEAM_AGREED };
-
-/* The collectives, blocking first; SHIM_NB + k is the nonblocking form of k. */
-enum {
-    K_ALLTOALL,
-    K_ALLGATHER,
-    K_ALLTOALLV,
-    K_ALLGATHERV,
-    K_RSB,
-    K_ALLREDUCE,
-    SHIM_NB,
-    SHIM_NKINDS = 2 * SHIM_NB
-};
-static const char *const shim_names[SHIM_NKINDS] = {"MPI_Alltoall",
-                                                    "MPI_Allgather",
-                                                    "MPI_Alltoallv",
-                                                    "MPI_Allgatherv",
-                                                    "MPI_Reduce_scatter_block",
-                                                    "MPI_Allreduce",
-                                                    "MPI_Ialltoall",
-                                                    "MPI_Iallgather",
-                                                    "MPI_Ialltoallv",
-                                                    "MPI_Iallgatherv",
-                                                    "MPI_Ireduce_scatter_block",
-                                                    "MPI_Iallreduce"};
-
-/* A context and how many communicators of this process use it. */
-typedef struct shim_ctx {
-    struct shim_ctx *next, *prev; /* live list, newest first */
-    arcoll_context_t ctx;
-    MPI_Comm oob;   /* private copy of its root communicator: bootstrap, agreements */
-    int size;       /* its ranks */
-    int split;      /* every rank allows team splits (ARCOLL_MPI_SPLIT) */
-    unsigned users; /* communicators of this process on it */
-} shim_ctx_t;
-
-/* One communicator's state, its attribute value. */
-typedef struct shim_comm {
-    struct shim_comm *next, *prev; /* live list, newest first */
-    MPI_Comm comm;                 /* the application's */
-    shim_ctx_t *sc;                /* NULL: every call on comm goes to PMPI */
-    arcoll_team_t team;
-    int split; /* team made by arcoll_team_split: freed with comm */
-    int size;  /* ranks of comm */
-    /* After a failure (docs/reliability.md, "The PMPI shim after a failure"):
-     * a private copy of comm for the agreement, the calls that were bound
-     * for arcoll so far (the same count on every rank), the state, this
-     * rank's word and its sends, and the first call that goes to PMPI once
-     * all agree. */
-    MPI_Comm agree;
-    unsigned long long calls, from, word;
-    MPI_Request *sends;
-    int fail;
-    char reason[160];
-    /* The last serve decision per collective (K_*): a loop
-     * calls one size again and again, and the shim's contexts' settings never
-     * change after init, so the answer does not either. */
-    size_t host_bytes[SHIM_NB]; /* 0: none yet (a call of 0 bytes never asks) */
-    int host[SHIM_NB];
-} shim_comm_t;
 
 static int shim_state = SHIM_UNKNOWN;
 static int shim_keyval = MPI_KEYVAL_INVALID;
-static int shim_level = SHIM_LOG_WARN;
-static int shim_wrank = -1;    /* rank in MPI_COMM_WORLD, for log lines */
-static int shim_led;           /* communicators this process was rank 0 of (profile names) */
-static int shim_busy;          /* inside a shim call: MPI calls from within go straight through */
-static int shim_split_env = 1; /* ARCOLL_MPI_SPLIT is not off */
-static int shim_fault;         /* ARCOLL_MPI_FAULT (tests): SHIM_FAULT_* */
-static int shim_finalizing;    /* in MPI_Finalize: contexts go whole, teams with them */
-static shim_ctx_t *shim_ctxs;
-static shim_comm_t *shim_live;
-static unsigned shim_nlive;
+static int shim_busy; /* inside a shim call: MPI calls from within go straight through */
 /* The communicator of the last lookup and its record (a one-entry cache in
  * front of MPI_Comm_get_attr, the costliest step of a small call): cleared
  * by the attribute's delete callback, so a freed handle reused for a new
  * communicator never finds the old record. */
 static MPI_Comm shim_last_comm = MPI_COMM_NULL;
-static shim_comm_t *shim_last_rec;
-/* The attribute of a communicator this rank had no memory for: it uses PMPI,
- * as the others learn from the first allreduce of shim_comm_create or
- * shim_derive. */
-static shim_comm_t shim_comm_nomem;
-static arcoll_mpi_stats_t shim_stats;
-static unsigned long long shim_served[SHIM_NKINDS], shim_passed[SHIM_NKINDS];
-/* arcoll_context_counters of the contexts freed so far: the report at MPI_Finalize. */
-static arcoll_counters_t shim_counters;
-
-/* Named datatypes and what they are. Only named ones are cached: their
- * handles are never freed, so an entry cannot come to mean another type. */
-typedef struct shim_type {
-    size_t size;     /* bytes of data in one element */
-    MPI_Aint extent; /* from one element to the next */
-    MPI_Aint tlb;    /* where an element's data starts */
-    int contig;      /* count elements are count * size bytes at buf + tlb */
-} shim_type_t;
-#define SHIM_TYPE_CACHE 16
-static MPI_Datatype shim_types[SHIM_TYPE_CACHE];
-static shim_type_t shim_type_info[SHIM_TYPE_CACHE];
-static unsigned shim_ntypes;
+static amc_comm_t *shim_last_rec;
 
 static void shim_req_drain(MPI_Comm comm);
-
-static void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void shim_log(int level, const char *fmt, ...)
-{
-    static const char *const names[] = {"", "error", "warning", "info", "debug"};
-    char msg[2048];
-    va_list ap;
-
-    if (level > shim_level)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "arcoll-mpi[%d] %s: %s\n", shim_wrank, names[level], msg);
-}
-
-/* ARCOLL_LOG as the library reads it; the library reports a bad value. */
-static int shim_level_parse(void)
-{
-    static const char *const names[] = {"none", "error", "warn", "info", "debug"};
-    const char *s = getenv("ARCOLL_LOG");
-
-    for (int i = 0; s != NULL && i <= SHIM_LOG_DEBUG; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return SHIM_LOG_WARN;
-}
-
-static int shim_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
-{
-    const shim_ctx_t *x = user;
-
-    if (len > INT_MAX)
-        return -1;
-    return PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE, x->oob) == MPI_SUCCESS
-               ? 0
-               : -1;
-}
-
-static int shim_oob_barrier(void *user)
-{
-    const shim_ctx_t *x = user;
-
-    return PMPI_Barrier(x->oob) == MPI_SUCCESS ? 0 : -1;
-}
-
-static void shim_comm_link(shim_comm_t *c)
-{
-    c->prev = NULL;
-    c->next = shim_live;
-    if (shim_live != NULL)
-        shim_live->prev = c;
-    shim_live = c;
-    shim_nlive++;
-}
-
-static void shim_comm_unlink(shim_comm_t *c)
-{
-    if (c->prev == NULL && shim_live != c)
-        return; /* never linked */
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        shim_live = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    c->next = c->prev = NULL;
-    shim_nlive--;
-}
-
-/* Collective over the context's ranks: finalize it and forget it. */
-static void shim_ctx_free(shim_ctx_t *x)
-{
-    arcoll_counters_t c;
-    int rc;
-
-    if (x->prev != NULL)
-        x->prev->next = x->next;
-    else
-        shim_ctxs = x->next;
-    if (x->next != NULL)
-        x->next->prev = x->prev;
-    if (arcoll_context_counters(x->ctx, &c, sizeof(c)) == ARCOLL_OK) {
-        shim_counters.sh_co_calls += c.sh_co_calls;
-        shim_counters.sh_co_fallbacks += c.sh_co_fallbacks;
-    }
-    rc = arcoll_finalize(x->ctx);
-    if (rc != ARCOLL_OK)
-        shim_log(SHIM_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
-                 arcoll_last_error(NULL));
-    if (x->oob != MPI_COMM_NULL)
-        PMPI_Comm_free(&x->oob);
-    free(x);
-    shim_stats.contexts_live--;
-}
-
-/*
- * Collective over c's communicator (in its MPI_Comm_free): free its own
- * team, then drop its use of the context. The context goes only where the
- * communicator spans all of its ranks, so that all of them take part, and
- * only once none uses it (MAX of the users left): on other frees the ranks
- * may drop their last use at different times, and the context waits for a
- * later whole free or MPI_Finalize.
- */
-static void shim_comm_release(shim_comm_t *c)
-{
-    shim_ctx_t *x = c->sc;
-    unsigned left, most = 1;
-    int rc;
-
-    if (c->split) {
-        rc = arcoll_team_free(c->team);
-        if (rc != ARCOLL_OK)
-            shim_log(SHIM_LOG_WARN, "arcoll_team_free: %s: %s", arcoll_strerror(rc),
-                     arcoll_last_error(NULL));
-        shim_stats.teams_freed++;
-    }
-    left = --x->users;
-    if (c->size == x->size &&
-        PMPI_Allreduce(&left, &most, 1, MPI_UNSIGNED, MPI_MAX, x->oob) == MPI_SUCCESS &&
-        most == 0) {
-        shim_ctx_free(x);
-        shim_stats.contexts_freed++;
-    }
-}
+static void shim_mpi_progress(void *arg);
 
 /* Collective over the communicator: the attribute's delete callback. */
-static void shim_comm_destroy(shim_comm_t *c)
+static void shim_comm_destroy(amc_comm_t *c)
 {
     if (c == shim_last_rec) {
         shim_last_comm = MPI_COMM_NULL;
         shim_last_rec = NULL;
     }
-    shim_comm_unlink(c);
+    amc_comm_unlink(c);
     if (c->sends != NULL) {
         /* Its word, sent before an agreement that never came: eight bytes,
          * sent eagerly; the buffer goes with c. */
@@ -340,9 +106,9 @@ static void shim_comm_destroy(shim_comm_t *c)
     if (c->sc != NULL) {
         shim_req_drain(c->comm);
         /* At MPI_Finalize arcoll_finalize frees the teams with their contexts. */
-        if (!shim_finalizing)
-            shim_comm_release(c);
-        shim_stats.comms_freed++;
+        if (!amc_finalizing)
+            amc_comm_release(c);
+        amc_stats.comms_freed++;
     }
     free(c);
 }
@@ -355,7 +121,7 @@ static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
         shim_last_comm = MPI_COMM_NULL;
         shim_last_rec = NULL;
     }
-    if (val == &shim_comm_nomem)
+    if (val == &amc_comm_nomem)
         return MPI_SUCCESS;
     shim_busy++;
     shim_comm_destroy(val);
@@ -375,16 +141,17 @@ static void shim_setup(int world)
     const char *split = getenv("ARCOLL_MPI_SPLIT"), *fault = getenv("ARCOLL_MPI_FAULT");
     int level = MPI_THREAD_SINGLE, ok[2], all[2];
 
-    shim_level = shim_level_parse();
-    PMPI_Comm_rank(MPI_COMM_WORLD, &shim_wrank);
-    shim_split_env = split == NULL || (strcmp(split, "off") != 0 && strcmp(split, "0") != 0);
-    if (fault != NULL && shim_wrank == 1)
-        shim_fault = strcmp(fault, "split_fail") == 0     ? SHIM_FAULT_SPLIT_FAIL
-                     : strcmp(fault, "split_order") == 0  ? SHIM_FAULT_SPLIT_ORDER
-                     : strcmp(fault, "coll_fail") == 0    ? SHIM_FAULT_COLL_FAIL
-                     : strcmp(fault, "icoll_fail") == 0   ? SHIM_FAULT_ICOLL_FAIL
-                     : strcmp(fault, "setattr_fail") == 0 ? SHIM_FAULT_SETATTR_FAIL
-                                                          : SHIM_FAULT_NONE;
+    amc_level = amc_level_parse();
+    amc_progress_hook = shim_mpi_progress;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &amc_wrank);
+    amc_split_env = split == NULL || (strcmp(split, "off") != 0 && strcmp(split, "0") != 0);
+    if (fault != NULL && amc_wrank == 1)
+        amc_fault = strcmp(fault, "split_fail") == 0     ? AMC_FAULT_SPLIT_FAIL
+                    : strcmp(fault, "split_order") == 0  ? AMC_FAULT_SPLIT_ORDER
+                    : strcmp(fault, "coll_fail") == 0    ? AMC_FAULT_COLL_FAIL
+                    : strcmp(fault, "icoll_fail") == 0   ? AMC_FAULT_ICOLL_FAIL
+                    : strcmp(fault, "setattr_fail") == 0 ? AMC_FAULT_SETATTR_FAIL
+                                                         : AMC_FAULT_NONE;
     ok[0] = PMPI_Query_thread(&level) == MPI_SUCCESS && level != MPI_THREAD_MULTIPLE;
     ok[1] = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, shim_comm_delete, &shim_keyval, NULL) ==
             MPI_SUCCESS;
@@ -400,12 +167,12 @@ static void shim_setup(int world)
     if (ok[1])
         PMPI_Comm_free_keyval(&shim_keyval);
     if (!all[0])
-        shim_log(ok[0] && shim_wrank == 0 ? SHIM_LOG_INFO : SHIM_LOG_DEBUG,
-                 "MPI_THREAD_MULTIPLE%s: arcoll is not thread safe, every collective goes to PMPI",
-                 ok[0] ? " on another rank" : "");
+        amc_log(ok[0] && amc_wrank == 0 ? AMC_LOG_INFO : AMC_LOG_DEBUG,
+                "MPI_THREAD_MULTIPLE%s: arcoll is not thread safe, every collective goes to PMPI",
+                ok[0] ? " on another rank" : "");
     else
-        shim_log(SHIM_LOG_WARN, "MPI_Comm_create_keyval failed%s: every collective goes to PMPI",
-                 ok[1] ? " on another rank" : "");
+        amc_log(AMC_LOG_WARN, "MPI_Comm_create_keyval failed%s: every collective goes to PMPI",
+                ok[1] ? " on another rank" : "");
 }
 
 /* After PMPI's MPI_Init(_thread) returned rc: the agreed setup. */
@@ -426,97 +193,18 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return shim_init(PMPI_Init_thread(argc, argv, required, provided));
 }
 
-/* ARCOLL_PROFILE, when set: MPI_COMM_WORLD profiles into FILE itself, any
- * other root communicator into FILE.comm<L>_<n> (L: world rank of its rank
- * 0, n: how many communicators L had led before), a name all its ranks agree
- * on and no other communicator of the job has. Collective over oob. */
-static int shim_profile_name(MPI_Comm comm, MPI_Comm oob, char *name, size_t len)
+/* arcoll's progress hook: while it waits for peers, MPI's own operations
+ * (a nonblocking barrier a peer waits for before it reaches arcoll's call)
+ * must move too. An Iprobe on the context's private communicator matches
+ * nothing (no message there has this tag) and runs MPI's progress engine. */
+enum { SHIM_TAG_PROGRESS = 2 };
+static void shim_mpi_progress(void *arg)
 {
-    const char *base = getenv("ARCOLL_PROFILE");
-    int me, id[2] = {shim_wrank, shim_led};
+    const amc_ctx_t *x = arg;
+    int flag = 0;
 
-    name[0] = '\0';
-    PMPI_Comm_rank(oob, &me);
-    if (me == 0)
-        shim_led++;
-    if (PMPI_Bcast(id, 2, MPI_INT, 0, oob) != MPI_SUCCESS)
-        return -1;
-    if (base == NULL || base[0] == '\0' || strcmp(base, "off") == 0 || comm == MPI_COMM_WORLD)
-        return 0;
-    if ((size_t)snprintf(name, len, "%s.comm%d_%d", base, id[0], id[1]) >= len) {
-        shim_log(SHIM_LOG_WARN, "ARCOLL_PROFILE=%s: too long for a per-communicator name", base);
-        name[0] = '\0';
-    } else if (me == 0) {
-        shim_log(SHIM_LOG_INFO, "a communicator led by world rank %d profiles into %s", id[0],
-                 name);
-    }
-    return 0;
-}
-
-/* Collective over x->oob (the private copy of comm, which has n ranks):
- * create the context and agree that every rank has one. -1 when some rank
- * failed: then x and its copy are freed. */
-static int shim_ctx_create(shim_ctx_t *x, MPI_Comm comm, int n)
-{
-    arcoll_oob_t oob = {0};
-    char prof[1024];
-    const char *cfg[3] = {NULL, NULL, NULL};
-    int ok[2], all[2] = {0, 0}, rc;
-
-    PMPI_Comm_rank(x->oob, &oob.rank);
-    if (shim_profile_name(comm, x->oob, prof, sizeof(prof)) == 0 && prof[0] != '\0') {
-        cfg[0] = "ARCOLL_PROFILE";
-        cfg[1] = prof;
-    }
-    oob.allgather = shim_oob_allgather;
-    oob.barrier = shim_oob_barrier;
-    oob.user = x;
-    oob.size = n;
-    rc = arcoll_init_config(&oob, cfg, &x->ctx);
-    /* With it, whether every rank lets its communicators split teams. */
-    ok[0] = rc == ARCOLL_OK;
-    ok[1] = shim_split_env;
-    if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, x->oob) != MPI_SUCCESS)
-        all[0] = 0;
-    if (!all[0]) {
-        if (ok[0])
-            /* Finalizing is collective and some rank has no context: keep it
-             * unused; the process's exit releases it. */
-            shim_log(SHIM_LOG_WARN,
-                     "arcoll_init failed on another rank: this communicator "
-                     "(%d ranks) uses PMPI",
-                     n);
-        else
-            shim_log(SHIM_LOG_WARN, "arcoll_init: %s: %s; this communicator (%d ranks) uses PMPI",
-                     arcoll_strerror(rc), arcoll_last_error(NULL), n);
-        PMPI_Comm_free(&x->oob);
-        free(x);
-        return -1;
-    }
-    x->size = n;
-    x->split = all[1];
-    x->next = shim_ctxs;
-    if (shim_ctxs != NULL)
-        shim_ctxs->prev = x;
-    shim_ctxs = x;
-    shim_stats.contexts++;
-    shim_stats.contexts_live++;
-    return 0;
-}
-
-/* A private copy of comm (collective over it): a split, not a dup, which
- * would run the application's attribute copy callbacks on it. */
-static int shim_copy(MPI_Comm comm, MPI_Comm *out)
-{
-    int me = 0;
-
-    PMPI_Comm_rank(comm, &me);
-    if (PMPI_Comm_split(comm, 0, me, out) != MPI_SUCCESS) {
-        *out = MPI_COMM_NULL;
-        return -1;
-    }
-    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
-    return 0;
+    if (!amc_finalizing)
+        PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_PROGRESS, x->oob, &flag, MPI_STATUS_IGNORE);
 }
 
 /* PMPI_Comm_set_attr of the shim's key (ARCOLL_MPI_FAULT=setattr_fail: every
@@ -525,8 +213,8 @@ static int shim_attr_set(MPI_Comm comm, void *val)
 {
     static unsigned tries;
 
-    if (shim_fault == SHIM_FAULT_SETATTR_FAIL && tries++ % 2 == 0) {
-        shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=setattr_fail: MPI_Comm_set_attr taken as failed");
+    if (amc_fault == AMC_FAULT_SETATTR_FAIL && tries++ % 2 == 0) {
+        amc_log(AMC_LOG_WARN, "ARCOLL_MPI_FAULT=setattr_fail: MPI_Comm_set_attr taken as failed");
         return MPI_ERR_OTHER;
     }
     return PMPI_Comm_set_attr(comm, shim_keyval, val);
@@ -534,19 +222,19 @@ static int shim_attr_set(MPI_Comm comm, void *val)
 
 /* The attribute could not be set on some rank: none keeps one (set: this
  * rank's is), so every rank creates the record again at the next call. */
-static void shim_attr_drop(MPI_Comm comm, int set, shim_comm_t *c)
+static void shim_attr_drop(MPI_Comm comm, int set, amc_comm_t *c)
 {
     static int said;
 
     if (set)
         PMPI_Comm_delete_attr(comm, shim_keyval); /* its callback frees c */
-    else if (c != &shim_comm_nomem)
+    else if (c != &amc_comm_nomem)
         free(c);
     if (said++ == 0)
-        shim_log(SHIM_LOG_WARN,
-                 "MPI_Comm_set_attr failed%s: a communicator's collectives go to "
-                 "PMPI until every rank can set it",
-                 set ? " on another rank" : "");
+        amc_log(AMC_LOG_WARN,
+                "MPI_Comm_set_attr failed%s: a communicator's collectives go to "
+                "PMPI until every rank can set it",
+                set ? " on another rank" : "");
 }
 
 /*
@@ -557,10 +245,10 @@ static void shim_attr_drop(MPI_Comm comm, int set, shim_comm_t *c)
  * rank only (memory, the attribute, the private copies, arcoll_init) is
  * agreed before its outcome is used, so that all ranks choose alike.
  */
-static shim_comm_t *shim_comm_create(MPI_Comm comm)
+static amc_comm_t *shim_comm_create(MPI_Comm comm)
 {
-    shim_comm_t *c = calloc(1, sizeof(*c));
-    shim_ctx_t *x = NULL;
+    amc_comm_t *c = calloc(1, sizeof(*c));
+    amc_ctx_t *x = NULL;
     MPI_Comm oob = MPI_COMM_NULL, agree = MPI_COMM_NULL;
     int inter = 0, n = 0, set, ok[2], all[2] = {0, 0};
 
@@ -571,22 +259,22 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
         c->size = n;
         c->agree = MPI_COMM_NULL;
     } else {
-        c = &shim_comm_nomem;
+        c = &amc_comm_nomem;
     }
     /* The attribute first: a rank without it would create the record again
      * at its next call, collective where the others' would not be. */
     set = shim_attr_set(comm, c) == MPI_SUCCESS;
     if (inter) {
         /* Every rank knows it is one: nothing to agree on. */
-        shim_log(SHIM_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
+        amc_log(AMC_LOG_DEBUG, "intercommunicator: its collectives go to PMPI");
         ok[0] = all[0] = set;
     } else {
         /* Collective even where this rank lacks memory or the attribute. */
-        x = c != &shim_comm_nomem ? calloc(1, sizeof(*x)) : NULL;
+        x = c != &amc_comm_nomem ? calloc(1, sizeof(*x)) : NULL;
         ok[0] = set;
         ok[1] = x != NULL;
-        ok[1] &= shim_copy(comm, &oob) == 0;
-        ok[1] &= shim_copy(comm, &agree) == 0;
+        ok[1] &= amc_copy(comm, &oob) == 0;
+        ok[1] &= amc_copy(comm, &agree) == 0;
         if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
             all[0] = all[1] = 0;
         if (all[0] && all[1]) {
@@ -604,11 +292,11 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
         shim_attr_drop(comm, set, c);
         return NULL;
     }
-    if (c == &shim_comm_nomem) {
-        shim_log(SHIM_LOG_WARN, "out of memory: a communicator uses PMPI");
+    if (c == &amc_comm_nomem) {
+        amc_log(AMC_LOG_WARN, "out of memory: a communicator uses PMPI");
         return c;
     }
-    if (x != NULL && shim_ctx_create(x, comm, n) == 0) {
+    if (x != NULL && amc_ctx_create(x, comm, n) == 0) {
         c->sc = x;
         c->team = arcoll_team_world(x->ctx);
         c->agree = agree;
@@ -616,18 +304,18 @@ static shim_comm_t *shim_comm_create(MPI_Comm comm)
     } else if (agree != MPI_COMM_NULL) {
         PMPI_Comm_free(&agree);
     }
-    shim_comm_link(c);
+    amc_comm_link(c);
     if (c->sc != NULL)
-        shim_stats.comms_arcoll++;
+        amc_stats.comms_arcoll++;
     else
-        shim_stats.comms_mpi++;
+        amc_stats.comms_mpi++;
     return c;
 }
 
 /* This process's record of comm, created at its first call; NULL: PMPI. */
-static shim_comm_t *shim_comm_get(MPI_Comm comm)
+static amc_comm_t *shim_comm_get(MPI_Comm comm)
 {
-    shim_comm_t *c = NULL;
+    amc_comm_t *c = NULL;
     int flag = 0;
 
     if (shim_state == SHIM_UNKNOWN)
@@ -650,605 +338,9 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
 /* The communicator's team; NULL: use PMPI. */
 static arcoll_team_t shim_comm_team(MPI_Comm comm)
 {
-    shim_comm_t *c = shim_comm_get(comm);
+    amc_comm_t *c = shim_comm_get(comm);
 
     return c != NULL && c->sc != NULL ? c->team : NULL;
-}
-
-/* The datatype's layout; -1 for an invalid handle. */
-static int shim_type_get(MPI_Datatype t, shim_type_t *ti)
-{
-    int ni, na, nd, comb, size;
-    MPI_Aint lb, textent;
-
-    for (unsigned i = 0; i < shim_ntypes; i++)
-        if (shim_types[i] == t) {
-            *ti = shim_type_info[i];
-            return 0;
-        }
-    if (t == MPI_DATATYPE_NULL || PMPI_Type_size(t, &size) != MPI_SUCCESS || size < 0 ||
-        PMPI_Type_get_extent(t, &lb, &ti->extent) != MPI_SUCCESS ||
-        PMPI_Type_get_true_extent(t, &ti->tlb, &textent) != MPI_SUCCESS)
-        return -1;
-    ti->size = (size_t)size;
-    /* No gap inside an element (size == true extent) nor between two (size ==
-     * extent): count elements are one run of bytes. */
-    ti->contig = size == 0 || (textent == size && ti->extent == size);
-    if (shim_ntypes < SHIM_TYPE_CACHE &&
-        PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) == MPI_SUCCESS &&
-        comb == MPI_COMBINER_NAMED) {
-        shim_types[shim_ntypes] = t;
-        shim_type_info[shim_ntypes++] = *ti;
-    }
-    return 0;
-}
-
-/* buf + off, also for MPI_BOTTOM (NULL) with absolute displacements. */
-static char *shim_at(const void *buf, MPI_Aint off)
-{
-    return (char *)(uintptr_t)((uintptr_t)buf + (uintptr_t)off);
-}
-
-/* count elements of t at buf, packed at byte off of out (len bytes long). */
-static int shim_pack(const void *buf, int count, MPI_Datatype t, size_t size, char *out, size_t len,
-                     size_t off, MPI_Comm comm)
-{
-    int pos = (int)off, rc;
-
-    if (len > INT_MAX)
-        return MPI_ERR_COUNT;
-    rc = PMPI_Pack(buf, count, t, out, (int)len, &pos, comm);
-    /* arcoll moves the bytes as they are: the packed form must be exactly
-     * the data (Open MPI on one architecture adds nothing). */
-    if (rc == MPI_SUCCESS && (size_t)pos != off + (size_t)count * size)
-        rc = MPI_ERR_INTERN;
-    return rc;
-}
-
-/* Reduction datatypes and ops that arcoll has: by size, for C and Fortran. */
-static int shim_dtype(MPI_Datatype t, arcoll_dtype_t *out)
-{
-    /* kind: 's' signed, 'u' unsigned, 'f' floating */
-    const struct {
-        MPI_Datatype t;
-        char kind;
-    } map[] = {{MPI_INT, 's'},           {MPI_INT32_T, 's'},
-               {MPI_LONG, 's'},          {MPI_LONG_LONG, 's'},
-               {MPI_LONG_LONG_INT, 's'}, {MPI_INT64_T, 's'},
-               {MPI_UNSIGNED_LONG, 'u'}, {MPI_UNSIGNED_LONG_LONG, 'u'},
-               {MPI_UINT64_T, 'u'},      {MPI_FLOAT, 'f'},
-               {MPI_DOUBLE, 'f'},        {MPI_INTEGER, 's'},
-               {MPI_INTEGER4, 's'},      {MPI_INTEGER8, 's'},
-               {MPI_REAL, 'f'},          {MPI_REAL4, 'f'},
-               {MPI_REAL8, 'f'},         {MPI_DOUBLE_PRECISION, 'f'}};
-    int size;
-
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        if (map[i].t != t)
-            continue;
-        if (PMPI_Type_size(t, &size) != MPI_SUCCESS)
-            return -1;
-        if (map[i].kind == 's' && (size == 4 || size == 8))
-            *out = size == 4 ? ARCOLL_INT32 : ARCOLL_INT64;
-        else if (map[i].kind == 'u' && size == 8)
-            *out = ARCOLL_UINT64;
-        else if (map[i].kind == 'f' && (size == 4 || size == 8))
-            *out = size == 4 ? ARCOLL_FLOAT : ARCOLL_DOUBLE;
-        else
-            return -1;
-        return 0;
-    }
-    return -1;
-}
-
-static int shim_op(MPI_Op op, arcoll_dtype_t dt, arcoll_op_t *out)
-{
-    const MPI_Op map[ARCOLL_OP_COUNT] = {MPI_SUM,  MPI_PROD, MPI_MIN, MPI_MAX,
-                                         MPI_BAND, MPI_BOR,  MPI_BXOR};
-
-    for (int i = 0; i < ARCOLL_OP_COUNT; i++)
-        if (map[i] == op) {
-            /* Bitwise ops on floating types are erroneous MPI: PMPI says so. */
-            if (i >= ARCOLL_BAND && (dt == ARCOLL_FLOAT || dt == ARCOLL_DOUBLE))
-                return -1;
-            *out = (arcoll_op_t)i;
-            return 0;
-        }
-    return -1;
-}
-
-/* An arcoll status as an MPI error class, raised on comm as MPI would. */
-static int shim_error(MPI_Comm comm, int rc, const char *what)
-{
-    int code;
-
-    switch (rc) {
-    case ARCOLL_OK: return MPI_SUCCESS;
-    case ARCOLL_ERR_INVALID: code = MPI_ERR_BUFFER; break;
-    case ARCOLL_ERR_NOMEM: code = MPI_ERR_NO_MEM; break;
-    case ARCOLL_ERR_MISMATCH: code = MPI_ERR_TRUNCATE; break;
-    case ARCOLL_ERR_UNSUPPORTED: code = MPI_ERR_UNSUPPORTED_OPERATION; break;
-    default: code = MPI_ERR_OTHER; break; /* a peer lost or late, transport, state */
-    }
-    shim_stats.errors++;
-    shim_log(SHIM_LOG_ERROR, "%s on arcoll: %s: %s", what, arcoll_strerror(rc),
-             arcoll_last_error(NULL));
-    PMPI_Comm_call_errhandler(comm, code);
-    return code;
-}
-
-/* An MPI error this rank found by itself (bad argument, no memory). */
-static int shim_raise(MPI_Comm comm, int code, const char *what, const char *why)
-{
-    shim_stats.errors++;
-    shim_log(SHIM_LOG_ERROR, "%s: %s", what, why);
-    PMPI_Comm_call_errhandler(comm, code);
-    return code;
-}
-
-/*
- * After a failure (docs/reliability.md, "The PMPI shim after a failure"). A
- * rank that saw its team fail (SEEN) cannot hand calls to PMPI alone: the
- * others may have completed the failing call and wait in arcoll for the
- * next. So when it sees the failure it sends every other rank its word (a
- * message on the private copy): "call + 1", the first call it may hand to
- * PMPI, and goes on without waiting. A rank that was still healthy sees the
- * failure when its own call fails (a timeout, since the SEEN rank no longer
- * comes) and sends its word likewise. A rank decides once it has every
- * rank's word: in the call that failed if they are all there already, else
- * at its next arcoll-bound call on the communicator, where it waits for
- * them. from, the highest word: the first call every rank hands to PMPI;
- * calls before it fail at once. Since no rank waits before it has sent its
- * own word, and every rank sends it at the latest in the call that times
- * out for want of the others, no MPI call in between (one the shim does not
- * see) can wait for a rank stuck here. Healthy communicators pay nothing per
- * call.
- */
-enum { SHIM_TAG_WORD = 1 };
-
-/* The end of the agreement: every other rank's word (all sent, or being
- * sent without waiting), the highest wins. */
-static void shim_agree(shim_comm_t *c)
-{
-    unsigned long long top = c->word, theirs;
-    char name[MPI_MAX_OBJECT_NAME] = "";
-    int me = 0, n = 0, len = 0, ok = 1;
-
-    if (c->agree == MPI_COMM_NULL)
-        return; /* stays SEEN: every later call fails, as arcoll's would */
-    PMPI_Comm_rank(c->agree, &me);
-    PMPI_Comm_size(c->agree, &n);
-    shim_log(SHIM_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu",
-             c->calls);
-    for (int r = 0; r < n; r++) {
-        if (r == me)
-            continue;
-        if (PMPI_Recv(&theirs, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
-                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            ok = 0;
-        else if (theirs > top)
-            top = theirs;
-    }
-    if (c->sends != NULL)
-        PMPI_Waitall(n, c->sends, MPI_STATUSES_IGNORE);
-    free(c->sends);
-    c->sends = NULL;
-    c->fail = SHIM_TEAM_AGREED;
-    c->from = ok ? top : ULLONG_MAX;
-    shim_stats.comms_failed++;
-    PMPI_Comm_get_name(c->comm, name, &len);
-    shim_log(me == 0 ? SHIM_LOG_WARN : SHIM_LOG_INFO,
-             "arcoll team of communicator %s (%d ranks) failed (%s); its collectives go to MPI "
-             "from now on",
-             len > 0 ? name : "<unnamed>", n, c->reason);
-}
-
-/* Whether every other rank's word is here: probed for up to 10 ms (a
- * message may need some progress to be seen; only after a failure). */
-static int shim_words_here(shim_comm_t *c)
-{
-    int me = 0, n = 0, flag, here;
-
-    PMPI_Comm_rank(c->agree, &me);
-    PMPI_Comm_size(c->agree, &n);
-    for (double end = PMPI_Wtime() + 0.01;;) {
-        here = 0;
-        for (int r = 0; r < n; r++) {
-            flag = 0;
-            if (r != me &&
-                (PMPI_Iprobe(r, SHIM_TAG_WORD, c->agree, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-                 !flag))
-                break;
-            here += r != me;
-        }
-        if (here == n - 1)
-            return 1;
-        if (PMPI_Wtime() > end)
-            return 0;
-    }
-}
-
-/* This rank saw c's team fail: an arcoll error, or a call it could not take
- * part in. Sends its word; in_call: inside the call that failed (or the wait
- * that saw it), which decides at once if every word is here. */
-static void shim_fail_seen(shim_comm_t *c, const char *reason, int in_call)
-{
-    int me = 0, n = 0, now;
-
-    if (c == NULL || c == &shim_comm_nomem || c->fail != SHIM_TEAM_OK)
-        return;
-    c->fail = SHIM_TEAM_SEEN;
-    snprintf(c->reason, sizeof(c->reason), "%s", reason);
-    if (c->agree == MPI_COMM_NULL)
-        return;
-    c->word = c->calls + 1;
-    PMPI_Comm_rank(c->agree, &me);
-    PMPI_Comm_size(c->agree, &n);
-    c->sends = malloc((size_t)n * sizeof(*c->sends));
-    for (int r = 0; r < n; r++) {
-        if (c->sends != NULL)
-            c->sends[r] = MPI_REQUEST_NULL;
-        if (r == me)
-            continue;
-        if (c->sends != NULL)
-            PMPI_Isend(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree,
-                       &c->sends[r]);
-        else /* eight bytes: sent eagerly */
-            PMPI_Send(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, SHIM_TAG_WORD, c->agree);
-    }
-    now = in_call && shim_words_here(c);
-    shim_log(SHIM_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
-             now ? "every rank's word is here, agreeing now" : "agreeing at the next call");
-    if (now)
-        shim_agree(c);
-}
-
-/* A call that the rules so far send to arcoll (team): counted, and once the
- * team failed sent to PMPI (NULL) or failed (NULL, *code raised; a
- * nonblocking call's *req is then MPI_REQUEST_NULL). */
-static arcoll_team_t shim_gate(int kind, MPI_Comm comm, arcoll_team_t team, int *code,
-                               MPI_Request *req)
-{
-    shim_comm_t *c;
-
-    *code = MPI_SUCCESS;
-    if (team == NULL || (c = shim_comm_get(comm)) == NULL || c == &shim_comm_nomem)
-        return team;
-    c->calls++;
-    if (c->fail == SHIM_TEAM_OK)
-        return team;
-    if (c->fail == SHIM_TEAM_SEEN)
-        shim_agree(c);
-    if (c->fail == SHIM_TEAM_AGREED && c->calls >= c->from) {
-        shim_passed[kind]++;
-        return NULL;
-    }
-    if (req != NULL)
-        *req = MPI_REQUEST_NULL;
-    *code = shim_raise(comm, MPI_ERR_OTHER, shim_names[kind],
-                       "the communicator's arcoll team failed; this call failed with it");
-    return NULL;
-}
-
-/*
- * One collective as arcoll runs it: buffers, byte counts, and the packed
- * copies that stand for non-contiguous user buffers.
- */
-typedef struct shim_job {
-    int kind;
-    MPI_Comm comm;
-    arcoll_team_t team;
-    const void *sbuf; /* as arcoll sees them */
-    void *rbuf;
-    size_t bytes;         /* alltoall/allgather: per block; allgatherv: this rank's */
-    size_t count;         /* reductions: elements */
-    arcoll_dtype_t dtype; /* reductions */
-    arcoll_op_t op;       /* reductions */
-    size_t *v;            /* v-forms: scounts, sdispls, rcounts, rdispls in bytes */
-    char *stmp, *rtmp;    /* copies owned by the job */
-    size_t rlen;          /* bytes of rtmp */
-    int packed;           /* a datatype was packed */
-    /* rtmp goes back to ubuf at the end: ucount elements of utype (uniform
-     * forms), or un blocks ucounts[j] at udispls[j] * uext, packed at upos[j]. */
-    void *ubuf;
-    MPI_Datatype utype;
-    int utype_dup; /* utype is the job's own copy */
-    MPI_Aint uext;
-    int ucount;
-    const int *ucounts, *udispls;
-    const size_t *upos;
-    int un;
-    int err;          /* an MPI error this rank raises after taking part */
-    shim_comm_t *rec; /* comm's record */
-    int in_call;      /* inside the call that started it (not a wait or test) */
-} shim_job_t;
-
-static void shim_job_free(shim_job_t *j)
-{
-    free(j->stmp);
-    free(j->rtmp);
-    free(j->v);
-    if (j->utype_dup)
-        PMPI_Type_free(&j->utype);
-    j->stmp = j->rtmp = NULL;
-    j->v = NULL;
-    j->utype_dup = 0;
-}
-
-/* Unpack rtmp into the user's buffer. */
-static int shim_unpack(shim_job_t *j)
-{
-    int pos = 0, rc = MPI_SUCCESS;
-
-    if (j->rlen > INT_MAX)
-        return MPI_ERR_COUNT;
-    if (j->ucounts == NULL)
-        return PMPI_Unpack(j->rtmp, (int)j->rlen, &pos, j->ubuf, j->ucount, j->utype, j->comm);
-    for (int b = 0; b < j->un && rc == MPI_SUCCESS; b++) {
-        if (j->ucounts[b] == 0)
-            continue;
-        pos = (int)j->upos[b];
-        rc = PMPI_Unpack(j->rtmp, (int)j->rlen, &pos,
-                         shim_at(j->ubuf, (MPI_Aint)j->udispls[b] * j->uext), j->ucounts[b],
-                         j->utype, j->comm);
-    }
-    return rc;
-}
-
-/* The end of a job that arcoll ran with status rc: unpack, free, raise. */
-static int shim_finish(shim_job_t *j, int rc)
-{
-    const char *what = shim_names[j->kind];
-    int code = MPI_SUCCESS;
-
-    if (rc == ARCOLL_OK && j->ubuf != NULL)
-        code = shim_unpack(j);
-    shim_job_free(j);
-    if (rc != ARCOLL_OK) {
-        shim_fail_seen(j->rec, arcoll_strerror(rc), j->in_call);
-        return shim_error(j->comm, rc, what);
-    }
-    if (code != MPI_SUCCESS)
-        return shim_raise(j->comm, code, what, "MPI_Unpack failed");
-    if (j->err != MPI_SUCCESS)
-        return shim_raise(j->comm, j->err, what,
-                          "send and receive sizes differ (zeros sent in their place)");
-    return MPI_SUCCESS;
-}
-
-/* Where arcoll's input or output for n blocks of count elements of t at buf
- * is: buf itself when t is contiguous, else a packed copy (in: filled now). */
-static int shim_side_uniform(shim_job_t *j, const void *buf, int count, MPI_Datatype t,
-                             const shim_type_t *ti, int n, int in, char **where, char **tmp)
-{
-    size_t len = (size_t)count * ti->size * (size_t)n;
-
-    if (ti->contig) {
-        *where = shim_at(buf, ti->tlb);
-        return MPI_SUCCESS;
-    }
-    *tmp = malloc(len ? len : 1);
-    if (*tmp == NULL)
-        return MPI_ERR_NO_MEM;
-    *where = *tmp;
-    j->packed = 1;
-    return in ? shim_pack(buf, count * n, t, ti->size, *tmp, len, 0, j->comm) : MPI_SUCCESS;
-}
-
-/* alltoall/allgather (j->kind, j->comm, j->team set). */
-static int shim_plan_uniform(shim_job_t *j, const void *sbuf, int scount, MPI_Datatype stype,
-                             void *rbuf, int rcount, MPI_Datatype rtype)
-{
-    int a2a = j->kind % SHIM_NB == K_ALLTOALL, n = arcoll_team_size(j->team);
-    int me = arcoll_team_rank(j->team), nsend = a2a ? n : 1, rc;
-    shim_type_t st, rt;
-    char *rwhere, *swhere;
-    size_t rblk, sblk;
-
-    if (rcount < 0 || (sbuf != MPI_IN_PLACE && scount < 0))
-        return MPI_ERR_COUNT;
-    if (shim_type_get(rtype, &rt) != 0 || (sbuf != MPI_IN_PLACE && shim_type_get(stype, &st)))
-        return MPI_ERR_TYPE;
-    rblk = (size_t)rcount * rt.size;
-    rc = shim_side_uniform(j, rbuf, rcount, rtype, &rt, n, 0, &rwhere, &j->rtmp);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    j->rbuf = rwhere;
-    j->bytes = rblk;
-    if (j->rtmp != NULL) {
-        j->ubuf = rbuf;
-        j->utype = rtype;
-        j->ucount = rcount * n;
-        j->rlen = rblk * (size_t)n;
-    }
-    if (sbuf == MPI_IN_PLACE) {
-        /* The input is in rbuf (alltoall: all of it; allgather: this rank's
-         * block): a copy of it, since arcoll's buffers must not overlap. */
-        const char *in = a2a ? rbuf : shim_at(rbuf, (MPI_Aint)me * rcount * rt.extent);
-        size_t len = rblk * (size_t)nsend;
-        j->stmp = malloc(len ? len : 1);
-        if (j->stmp == NULL)
-            return MPI_ERR_NO_MEM;
-        j->sbuf = j->stmp;
-        if (rt.contig) {
-            if (len > 0)
-                memcpy(j->stmp, shim_at(in, rt.tlb), len);
-            return MPI_SUCCESS;
-        }
-        j->packed = 1;
-        return shim_pack(in, rcount * nsend, rtype, rt.size, j->stmp, len, 0, j->comm);
-    }
-    sblk = (size_t)scount * st.size;
-    if (sblk != rblk) {
-        /* Erroneous MPI; take part with zeros rather than leave the others
-         * waiting, and report it here. */
-        j->err = MPI_ERR_TRUNCATE;
-        j->stmp = calloc(1, rblk * (size_t)nsend + 1);
-        j->sbuf = j->stmp;
-        return j->stmp != NULL ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-    }
-    rc = shim_side_uniform(j, sbuf, scount, stype, &st, nsend, 1, &swhere, &j->stmp);
-    j->sbuf = swhere;
-    return rc;
-}
-
-/*
- * One side of a v-form: n blocks of counts[b] elements of t at buf +
- * displs[b] * extent. Gives arcoll's base and byte counts/displacements;
- * a non-contiguous t gets a packed copy (blocks in order), filled with the
- * block `only` (or all of them when only < 0) if in.
- */
-static int shim_side_v(shim_job_t *j, const void *buf, const int *counts, const int *displs,
-                       MPI_Datatype t, int n, int in, int only, size_t *bc, size_t *bd, char **base,
-                       char **tmp, size_t *tlen, shim_type_t *ti)
-{
-    MPI_Aint lo = 0, off;
-    size_t total = 0;
-    int any = 0, rc = MPI_SUCCESS;
-
-    if (shim_type_get(t, ti) != 0)
-        return MPI_ERR_TYPE;
-    for (int b = 0; b < n; b++) {
-        if (counts[b] < 0)
-            return MPI_ERR_COUNT;
-        bc[b] = (size_t)counts[b] * ti->size;
-    }
-    if (ti->contig) {
-        /* Byte offsets from the lowest block with data, the base. */
-        for (int b = 0; b < n; b++) {
-            off = (MPI_Aint)displs[b] * ti->extent + ti->tlb;
-            if (bc[b] > 0 && (!any || off < lo)) {
-                lo = off;
-                any = 1;
-            }
-        }
-        for (int b = 0; b < n; b++)
-            bd[b] = bc[b] > 0 ? (size_t)((MPI_Aint)displs[b] * ti->extent + ti->tlb - lo) : 0;
-        *base = shim_at(buf, lo);
-        return MPI_SUCCESS;
-    }
-    for (int b = 0; b < n; b++) {
-        bd[b] = total;
-        total += bc[b];
-    }
-    *tmp = malloc(total ? total : 1);
-    if (*tmp == NULL)
-        return MPI_ERR_NO_MEM;
-    *base = *tmp;
-    *tlen = total;
-    j->packed = 1;
-    for (int b = 0; in && b < n && rc == MPI_SUCCESS; b++)
-        if ((only < 0 || b == only) && counts[b] > 0)
-            rc = shim_pack(shim_at(buf, (MPI_Aint)displs[b] * ti->extent), counts[b], t, ti->size,
-                           *tmp, total, bd[b], j->comm);
-    return rc;
-}
-
-static void shim_unpack_v(shim_job_t *j, void *rbuf, MPI_Datatype rtype, const shim_type_t *rt,
-                          const int *rcounts, const int *rdispls, const size_t *rpos, int n)
-{
-    j->ubuf = rbuf;
-    j->utype = rtype;
-    j->uext = rt->extent;
-    j->ucounts = rcounts;
-    j->udispls = rdispls;
-    j->upos = rpos;
-    j->un = n;
-}
-
-static int shim_plan_alltoallv(shim_job_t *j, const void *sbuf, const int *scounts,
-                               const int *sdispls, MPI_Datatype stype, void *rbuf,
-                               const int *rcounts, const int *rdispls, MPI_Datatype rtype)
-{
-    size_t n = (size_t)arcoll_team_size(j->team), unused = 0;
-    shim_type_t st, rt;
-    char *sbase = NULL, *rbase = NULL;
-    int rc, in_place = sbuf == MPI_IN_PLACE;
-
-    j->v = malloc(4 * n * sizeof(size_t));
-    if (j->v == NULL)
-        return MPI_ERR_NO_MEM;
-    /* In place, the input is rbuf's blocks: a packed copy starts with them. */
-    rc = shim_side_v(j, rbuf, rcounts, rdispls, rtype, (int)n, in_place, -1, j->v + 2 * n,
-                     j->v + 3 * n, &rbase, &j->rtmp, &j->rlen, &rt);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    j->rbuf = rbase;
-    if (j->rtmp != NULL)
-        shim_unpack_v(j, rbuf, rtype, &rt, rcounts, rdispls, j->v + 3 * n, (int)n);
-    if (in_place) {
-        memcpy(j->v, j->v + 2 * n, 2 * n * sizeof(size_t));
-        j->sbuf = ARCOLL_IN_PLACE;
-        return MPI_SUCCESS;
-    }
-    rc = shim_side_v(j, sbuf, scounts, sdispls, stype, (int)n, 1, -1, j->v, j->v + n, &sbase,
-                     &j->stmp, &unused, &st);
-    j->sbuf = sbase;
-    return rc;
-}
-
-static int shim_plan_allgatherv(shim_job_t *j, const void *sbuf, int scount, MPI_Datatype stype,
-                                void *rbuf, const int *rcounts, const int *displs,
-                                MPI_Datatype rtype)
-{
-    size_t n = (size_t)arcoll_team_size(j->team);
-    int me = arcoll_team_rank(j->team), rc, in_place = sbuf == MPI_IN_PLACE;
-    shim_type_t st, rt;
-    char *rbase = NULL, *swhere = NULL;
-
-    j->v = malloc(2 * n * sizeof(size_t));
-    if (j->v == NULL)
-        return MPI_ERR_NO_MEM;
-    rc = shim_side_v(j, rbuf, rcounts, displs, rtype, (int)n, in_place, me, j->v, j->v + n, &rbase,
-                     &j->rtmp, &j->rlen, &rt);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    j->rbuf = rbase;
-    if (j->rtmp != NULL)
-        shim_unpack_v(j, rbuf, rtype, &rt, rcounts, displs, j->v + n, (int)n);
-    if (in_place) {
-        j->sbuf = ARCOLL_IN_PLACE;
-        j->bytes = j->v[me];
-        return MPI_SUCCESS;
-    }
-    if (scount < 0)
-        return MPI_ERR_COUNT;
-    if (shim_type_get(stype, &st) != 0)
-        return MPI_ERR_TYPE;
-    j->bytes = (size_t)scount * st.size;
-    rc = shim_side_uniform(j, sbuf, scount, stype, &st, 1, 1, &swhere, &j->stmp);
-    j->sbuf = swhere;
-    return rc;
-}
-
-/* Start the job: blocking when req is NULL. An arcoll status. */
-static int shim_start(shim_job_t *j, arcoll_request_t *req)
-{
-    arcoll_team_t t = j->team;
-    size_t n = (size_t)arcoll_team_size(t);
-    size_t *v = j->v;
-
-    switch (j->kind % SHIM_NB) {
-    case K_ALLTOALL:
-        return req ? arcoll_ialltoall(t, j->sbuf, j->rbuf, j->bytes, req)
-                   : arcoll_alltoall(t, j->sbuf, j->rbuf, j->bytes);
-    case K_ALLGATHER:
-        return req ? arcoll_iallgather(t, j->sbuf, j->rbuf, j->bytes, req)
-                   : arcoll_allgather(t, j->sbuf, j->rbuf, j->bytes);
-    case K_ALLTOALLV:
-        return req ? arcoll_ialltoallv(t, j->sbuf, v, v + n, j->rbuf, v + 2 * n, v + 3 * n, req)
-                   : arcoll_alltoallv(t, j->sbuf, v, v + n, j->rbuf, v + 2 * n, v + 3 * n);
-    case K_ALLGATHERV:
-        return req ? arcoll_iallgatherv(t, j->sbuf, j->bytes, j->rbuf, v, v + n, req)
-                   : arcoll_allgatherv(t, j->sbuf, j->bytes, j->rbuf, v, v + n);
-    case K_RSB:
-        return req ? arcoll_ireduce_scatter_block(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op,
-                                                  req)
-                   : arcoll_reduce_scatter_block(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op);
-    default:
-        return req ? arcoll_iallreduce(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op, req)
-                   : arcoll_allreduce(t, j->sbuf, j->rbuf, j->count, j->dtype, j->op);
-    }
 }
 
 /*
@@ -1259,7 +351,7 @@ typedef struct shim_req {
     struct shim_req *next, *prev;
     MPI_Request greq;      /* the application's handle */
     arcoll_request_t areq; /* NULL once arcoll is done */
-    shim_job_t job;
+    amc_job_t job;
     int done; /* MPI_Grequest_complete called */
     int code; /* the MPI status the request completes with */
 } shim_req_t;
@@ -1273,25 +365,13 @@ static MPI_Request shim_fail_h[SHIM_FAILS];
 static int shim_fail_c[SHIM_FAILS];
 static unsigned shim_nfails;
 
-/* ARCOLL_MPI_FAULT=coll_fail or icoll_fail (which): the first such call on
- * MPI_COMM_WORLD that arcoll completed is taken as timed out. */
-static int shim_fault_take(int which, const shim_job_t *j, int rc)
-{
-    if (shim_fault != which || rc != ARCOLL_OK || j->comm != MPI_COMM_WORLD)
-        return rc;
-    shim_fault = SHIM_FAULT_NONE;
-    shim_log(SHIM_LOG_WARN, "ARCOLL_MPI_FAULT=%s: %s taken as failed",
-             which == SHIM_FAULT_COLL_FAIL ? "coll_fail" : "icoll_fail", shim_names[j->kind]);
-    return ARCOLL_ERR_TIMEOUT;
-}
-
 static void shim_req_done(shim_req_t *r, int rc)
 {
-    rc = shim_fault_take(SHIM_FAULT_ICOLL_FAIL, &r->job, rc);
-    r->code = shim_finish(&r->job, rc);
+    rc = amc_fault_take(AMC_FAULT_ICOLL_FAIL, &r->job, rc);
+    r->code = amc_finish(&r->job, rc);
     r->done = 1;
     shim_npending--;
-    shim_stats.requests++;
+    amc_stats.requests++;
     /* May free r at once (MPI_Request_free came first): the last use. */
     PMPI_Grequest_complete(r->greq);
 }
@@ -1370,27 +450,27 @@ static int shim_req_cancel(void *extra, int complete)
 }
 
 /* Run a planned job, blocking (req NULL) or not. */
-static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
+static int shim_run(amc_job_t *j, const void *site, MPI_Request *req)
 {
     shim_req_t *r;
     int rc;
 
-    shim_served[j->kind]++;
+    amc_served[j->kind]++;
     if (j->packed)
-        shim_stats.packed++;
+        amc_stats.packed++;
     arcoll_call_site(site);
     j->in_call = 1;
     if (req == NULL) {
-        rc = shim_fault_take(SHIM_FAULT_COLL_FAIL, j, shim_start(j, NULL));
-        return shim_finish(j, rc);
+        rc = amc_fault_take(AMC_FAULT_COLL_FAIL, j, amc_start(j, NULL));
+        return amc_finish(j, rc);
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL || PMPI_Grequest_start(shim_req_query, shim_req_free, shim_req_cancel, r,
                                          &r->greq) != MPI_SUCCESS) {
         free(r);
-        shim_job_free(j);
-        shim_fail_seen(j->rec, "no memory for a request", 1);
-        return shim_raise(j->comm, MPI_ERR_NO_MEM, shim_names[j->kind], "no memory for a request");
+        amc_job_free(j);
+        amc_fail_seen(j->rec, "no memory for a request", 1);
+        return amc_raise(j->comm, MPI_ERR_NO_MEM, amc_names[j->kind], "no memory for a request");
     }
     r->job = *j;
     /* The datatype must outlive the call: the program may free its handle. */
@@ -1401,7 +481,7 @@ static int shim_run(shim_job_t *j, const void *site, MPI_Request *req)
         shim_reqs->prev = r;
     shim_reqs = r;
     shim_npending++;
-    rc = shim_start(&r->job, &r->areq);
+    rc = amc_start(&r->job, &r->areq);
     *req = r->greq;
     /* Done already (a no-op, or failed): complete it now, the status goes
      * with the request. */
@@ -1425,68 +505,29 @@ static arcoll_team_t shim_route(int kind, MPI_Comm comm, const char *why)
     team = shim_comm_team(comm);
     shim_busy--;
     if (team != NULL && why != NULL) {
-        shim_log(SHIM_LOG_DEBUG, "%s (%d ranks): %s: to PMPI", shim_names[kind],
-                 arcoll_team_size(team), why);
+        amc_log(AMC_LOG_DEBUG, "%s (%d ranks): %s: to PMPI", amc_names[kind],
+                arcoll_team_size(team), why);
         team = NULL;
     }
     if (team == NULL)
-        shim_passed[kind]++;
+        amc_passed[kind]++;
     return team;
 }
 
-static void shim_job_init(shim_job_t *j, int kind, MPI_Comm comm, arcoll_team_t team)
+/* amc_gate; a nonblocking call that fails there returns MPI_REQUEST_NULL. */
+static arcoll_team_t shim_gate(int kind, amc_comm_t *c, MPI_Comm comm, arcoll_team_t team,
+                               int *code, MPI_Request *req)
 {
-    memset(j, 0, sizeof(*j));
-    j->kind = kind;
-    j->comm = comm;
-    j->team = team;
-    j->utype = MPI_DATATYPE_NULL;
-    j->rec = shim_comm_get(comm); /* cached by shim_route */
+    team = amc_gate(kind, c, comm, team, code);
+    if (*code != MPI_SUCCESS && req != NULL)
+        *req = MPI_REQUEST_NULL;
+    return team;
 }
 
-/* A plan that failed on this rank: free it and raise the error. */
-static int shim_plan_failed(shim_job_t *j, int code)
+/* comm's record, cached by shim_route's lookup, when it found a team. */
+static amc_comm_t *shim_rec(arcoll_team_t team, MPI_Comm comm)
 {
-    shim_job_free(j);
-    shim_fail_seen(j->rec, "this rank could not take part in a call", 1);
-    return shim_raise(j->comm, code, shim_names[j->kind],
-                      code == MPI_ERR_NO_MEM ? "out of memory" : "invalid count or datatype");
-}
-
-/* A serve rule of the tuning table (@mpi: measured faster in the MPI library)
- * keeps this call in PMPI. Every rank decides alike: bytes is a size MPI
- * makes equal on every rank (the callers say which). */
-static arcoll_team_t shim_route_bytes(int kind, MPI_Comm comm, arcoll_team_t team, size_t bytes)
-{
-    int k = kind % SHIM_NB;
-    shim_comm_t *c;
-
-    if (team == NULL || bytes == 0 || k == K_ALLTOALLV)
-        return team;
-    c = shim_comm_get(comm); /* the cached record of shim_route's lookup */
-    if (c == NULL || c == &shim_comm_nomem)
-        return team;
-    if (c->host_bytes[k] != bytes) {
-        c->host[k] = arcoll_team_host_serves(team, (arcoll_coll_t)k, bytes);
-        c->host_bytes[k] = bytes;
-    }
-    if (!c->host[k])
-        return team;
-    shim_passed[kind]++;
-    return NULL;
-}
-
-/* The same for alltoall and allgather: rcount x the receive type's size is
- * the call's bytes per peer on every rank (MPI's type-signature rule),
- * MPI_IN_PLACE or not. */
-static arcoll_team_t shim_route_size(int kind, MPI_Comm comm, arcoll_team_t team, int rcount,
-                                     MPI_Datatype rtype)
-{
-    int tsize;
-
-    if (team == NULL || rcount <= 0 || PMPI_Type_size(rtype, &tsize) != MPI_SUCCESS || tsize <= 0)
-        return team;
-    return shim_route_bytes(kind, comm, team, (size_t)rcount * (size_t)tsize);
+    return team != NULL ? shim_comm_get(comm) : NULL;
 }
 
 /* Alltoall and allgather, blocking (req NULL) or not; site: the caller. */
@@ -1494,25 +535,27 @@ static int shim_uniform(int kind, const void *site, const void *sbuf, int scount
                         MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
                         MPI_Comm comm, MPI_Request *req)
 {
-    arcoll_team_t team = shim_route_size(kind, comm, shim_route(kind, comm, NULL), rcount, rtype);
-    shim_job_t j;
+    arcoll_team_t team = shim_route(kind, comm, NULL);
+    amc_comm_t *c = shim_rec(team, comm);
+    amc_job_t j;
     int rc;
 
-    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+    team = amc_route_size(kind, c, team, rcount, rtype);
+    if ((team = shim_gate(kind, c, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
         return rc;
     if (team == NULL) {
         switch (kind) {
         case K_ALLTOALL: return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
         case K_ALLGATHER: return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-        case SHIM_NB + K_ALLTOALL:
+        case AMC_NB + K_ALLTOALL:
             return PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
         default: return PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
         }
     }
-    shim_job_init(&j, kind, comm, team);
-    rc = shim_plan_uniform(&j, sbuf, scount, stype, rbuf, rcount, rtype);
+    amc_job_init(&j, kind, comm, team, c);
+    rc = amc_plan_uniform(&j, sbuf, scount, stype, rbuf, rcount, rtype);
     if (rc != MPI_SUCCESS)
-        return shim_plan_failed(&j, rc);
+        return amc_plan_failed(&j, rc);
     return shim_run(&j, site, req);
 }
 
@@ -1521,20 +564,21 @@ static int shim_alltoallv(int kind, const void *site, const void *sbuf, const in
                           const int *rdispls, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
     arcoll_team_t team = shim_route(kind, comm, NULL);
-    shim_job_t j;
+    amc_comm_t *c = shim_rec(team, comm);
+    amc_job_t j;
     int rc;
 
-    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+    if ((team = shim_gate(kind, c, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
         return rc;
     if (team == NULL)
         return req == NULL ? PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
                                             rtype, comm)
                            : PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
                                              rtype, comm, req);
-    shim_job_init(&j, kind, comm, team);
-    rc = shim_plan_alltoallv(&j, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
+    amc_job_init(&j, kind, comm, team, c);
+    rc = amc_plan_alltoallv(&j, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
     if (rc != MPI_SUCCESS)
-        return shim_plan_failed(&j, rc);
+        return amc_plan_failed(&j, rc);
     return shim_run(&j, site, req);
 }
 
@@ -1543,28 +587,21 @@ static int shim_allgatherv(int kind, const void *site, const void *sbuf, int sco
                            MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
     arcoll_team_t team = shim_route(kind, comm, NULL);
-    shim_job_t j;
+    amc_comm_t *c = shim_rec(team, comm);
+    amc_job_t j;
     int rc;
 
-    /* The mean of recvcounts: the same array on every rank. */
-    if (team != NULL && rcounts != NULL) {
-        int n = arcoll_team_size(team), tsize = 0;
-        size_t sum = 0;
-        for (int i = 0; i < n; i++)
-            sum += rcounts[i] > 0 ? (size_t)rcounts[i] : 0;
-        if (n > 0 && PMPI_Type_size(rtype, &tsize) == MPI_SUCCESS && tsize > 0)
-            team = shim_route_bytes(kind, comm, team, sum * (size_t)tsize / (size_t)n);
-    }
-    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+    team = amc_route_mean(kind, c, team, rcounts, rtype);
+    if ((team = shim_gate(kind, c, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
         return rc;
     if (team == NULL)
         return req == NULL
                    ? PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm)
                    : PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
-    shim_job_init(&j, kind, comm, team);
-    rc = shim_plan_allgatherv(&j, sbuf, scount, stype, rbuf, rcounts, displs, rtype);
+    amc_job_init(&j, kind, comm, team, c);
+    rc = amc_plan_allgatherv(&j, sbuf, scount, stype, rbuf, rcounts, displs, rtype);
     if (rc != MPI_SUCCESS)
-        return shim_plan_failed(&j, rc);
+        return amc_plan_failed(&j, rc);
     return shim_run(&j, site, req);
 }
 
@@ -1574,30 +611,27 @@ static int shim_reduce(int kind, const void *site, const void *sbuf, void *rbuf,
 {
     arcoll_dtype_t dt = ARCOLL_INT32;
     arcoll_op_t aop = ARCOLL_SUM;
-    const char *why = shim_dtype(type, &dt) != 0   ? "datatype not in arcoll"
-                      : shim_op(op, dt, &aop) != 0 ? "op not in arcoll"
-                                                   : NULL;
+    const char *why = amc_reduce_why(type, op, &dt, &aop);
     arcoll_team_t team = shim_route(kind, comm, why);
-    shim_job_t j;
-    int tsize = 0, rc;
+    amc_comm_t *c = shim_rec(team, comm);
+    amc_job_t j;
+    int rc;
 
-    /* count (per block, or of the vector) is the same on every rank. */
-    if (team != NULL && count > 0 && PMPI_Type_size(type, &tsize) == MPI_SUCCESS && tsize > 0)
-        team = shim_route_bytes(kind, comm, team, (size_t)count * (size_t)tsize);
-    if ((team = shim_gate(kind, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
+    team = amc_route_count(kind, c, team, count, type);
+    if ((team = shim_gate(kind, c, comm, team, &rc, req)) == NULL && rc != MPI_SUCCESS)
         return rc;
     if (team == NULL) {
         switch (kind) {
         case K_RSB: return PMPI_Reduce_scatter_block(sbuf, rbuf, count, type, op, comm);
         case K_ALLREDUCE: return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
-        case SHIM_NB + K_RSB:
+        case AMC_NB + K_RSB:
             return PMPI_Ireduce_scatter_block(sbuf, rbuf, count, type, op, comm, req);
         default: return PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req);
         }
     }
-    shim_job_init(&j, kind, comm, team);
+    amc_job_init(&j, kind, comm, team, c);
     if (count < 0)
-        return shim_plan_failed(&j, MPI_ERR_COUNT);
+        return amc_plan_failed(&j, MPI_ERR_COUNT);
     j.sbuf = sbuf == MPI_IN_PLACE ? ARCOLL_IN_PLACE : sbuf;
     j.rbuf = rbuf;
     j.count = (size_t)count;
@@ -1651,14 +685,14 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MP
 int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
-    return shim_uniform(SHIM_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype,
-                        rbuf, rcount, rtype, comm, req);
+    return shim_uniform(AMC_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+                        rcount, rtype, comm, req);
 }
 
 int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
-    return shim_uniform(SHIM_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype,
+    return shim_uniform(AMC_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype,
                         rbuf, rcount, rtype, comm, req);
 }
 
@@ -1666,29 +700,29 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], M
                    void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                    MPI_Comm comm, MPI_Request *req)
 {
-    return shim_alltoallv(SHIM_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts,
-                          sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+    return shim_alltoallv(AMC_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls,
+                          stype, rbuf, rcounts, rdispls, rtype, comm, req);
 }
 
 int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                     const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
                     MPI_Request *req)
 {
-    return shim_allgatherv(SHIM_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype,
+    return shim_allgatherv(AMC_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype,
                            rbuf, rcounts, displs, rtype, comm, req);
 }
 
 int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                               MPI_Comm comm, MPI_Request *req)
 {
-    return shim_reduce(SHIM_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op,
+    return shim_reduce(AMC_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op,
                        comm, req);
 }
 
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm, MPI_Request *req)
 {
-    return shim_reduce(SHIM_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type,
+    return shim_reduce(AMC_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type,
                        op, comm, req);
 }
 
@@ -1713,18 +747,18 @@ static void shim_split_note(int verdict, int n)
     static int said[SHIM_SPLIT_FAILED + 1];
 
     if (said[verdict]++ == 0)
-        shim_log(SHIM_LOG_INFO,
-                 verdict == SHIM_SPLIT_FAILED
-                     ? "arcoll_team_split failed: a new communicator (%d ranks) uses PMPI"
-                     : "a split team's ranks differ from its communicator's (%d ranks): it gets "
-                       "a context of its own",
-                 n);
+        amc_log(AMC_LOG_INFO,
+                verdict == SHIM_SPLIT_FAILED
+                    ? "arcoll_team_split failed: a new communicator (%d ranks) uses PMPI"
+                    : "a split team's ranks differ from its communicator's (%d ranks): it gets "
+                      "a context of its own",
+                n);
 }
 
 /* Collective over parent (prc: what PMPI's constructor returned here). */
 static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, int prc)
 {
-    shim_comm_t *p, *c = NULL;
+    amc_comm_t *p, *c = NULL;
     arcoll_team_t nt = NULL;
     MPI_Comm agree = MPI_COMM_NULL;
     int inter = 0, me = -1, n = 0, mine, verdict = SHIM_SPLIT_FAILED, rc, set, copied;
@@ -1749,7 +783,7 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
     shim_req_drain(parent);
     /* A failed team cannot split (where this rank saw it fail, the others'
      * splits time out): the new communicator gets a context of its own. */
-    rc = p->fail != SHIM_TEAM_OK ? ARCOLL_ERR_STATE : arcoll_team_split(p->team, color, key, &nt);
+    rc = p->fail != AMC_TEAM_OK ? ARCOLL_ERR_STATE : arcoll_team_split(p->team, color, key, &nt);
     if (newcomm == MPI_COMM_NULL)
         goto out; /* joined none: nt is NULL */
     PMPI_Comm_rank(newcomm, &me);
@@ -1763,17 +797,17 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         c->size = n;
         c->agree = MPI_COMM_NULL;
     }
-    set = shim_attr_set(newcomm, c != NULL ? (void *)c : &shim_comm_nomem) == MPI_SUCCESS;
+    set = shim_attr_set(newcomm, c != NULL ? (void *)c : &amc_comm_nomem) == MPI_SUCCESS;
     if (set && c != NULL)
-        shim_comm_link(c);
-    copied = shim_copy(newcomm, &agree) == 0;
+        amc_comm_link(c);
+    copied = amc_copy(newcomm, &agree) == 0;
     if (!set)
         mine = SHIM_SPLIT_NOATTR;
-    else if ((rc != ARCOLL_OK && p->fail == SHIM_TEAM_OK) || c == NULL || !copied ||
-             shim_fault == SHIM_FAULT_SPLIT_FAIL)
+    else if ((rc != ARCOLL_OK && p->fail == AMC_TEAM_OK) || c == NULL || !copied ||
+             amc_fault == AMC_FAULT_SPLIT_FAIL)
         mine = SHIM_SPLIT_FAILED;
-    else if (p->fail != SHIM_TEAM_OK || nt == NULL || arcoll_team_rank(nt) != me ||
-             arcoll_team_size(nt) != n || shim_fault == SHIM_FAULT_SPLIT_ORDER)
+    else if (p->fail != AMC_TEAM_OK || nt == NULL || arcoll_team_rank(nt) != me ||
+             arcoll_team_size(nt) != n || amc_fault == AMC_FAULT_SPLIT_ORDER)
         mine = SHIM_SPLIT_ORDER;
     else
         mine = SHIM_SPLIT_OK;
@@ -1785,29 +819,29 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         c->split = 1;
         c->agree = agree;
         p->sc->users++;
-        shim_stats.comms_arcoll++;
-        shim_stats.comms_split++;
+        amc_stats.comms_arcoll++;
+        amc_stats.comms_split++;
         goto out;
     }
     if (agree != MPI_COMM_NULL)
         PMPI_Comm_free(&agree);
     /* nt's members are newcomm's, and all of them are here. */
     if (nt != NULL && arcoll_team_free(nt) != ARCOLL_OK)
-        shim_log(SHIM_LOG_WARN, "arcoll_team_free: %s", arcoll_last_error(NULL));
+        amc_log(AMC_LOG_WARN, "arcoll_team_free: %s", arcoll_last_error(NULL));
     if (verdict == SHIM_SPLIT_NOATTR) {
         /* No record anywhere: the old path, at its first call. */
-        shim_attr_drop(newcomm, set, c != NULL ? c : &shim_comm_nomem);
+        shim_attr_drop(newcomm, set, c != NULL ? c : &amc_comm_nomem);
         goto out;
     }
     shim_split_note(verdict, n);
     if (verdict == SHIM_SPLIT_ORDER) {
         /* No record: the old path, a context of its own at its first call. */
-        shim_stats.split_fallback++;
+        amc_stats.split_fallback++;
         if (c != NULL)
             PMPI_Comm_delete_attr(newcomm, shim_keyval);
     } else {
-        shim_stats.split_failed++;
-        shim_stats.comms_mpi++;
+        amc_stats.split_failed++;
+        amc_stats.comms_mpi++;
     }
 out:
     shim_busy--;
@@ -1921,7 +955,7 @@ static void shim_poll_some(void)
  * A failed shim request: Open MPI raises a generalized request's error on
  * MPI_COMM_WORLD, whose handler is not the communicator's (fatal by
  * default). So the shim raises it on the communicator itself when arcoll
- * fails it (shim_finish), its query function reports success, and the wait
+ * fails it (amc_finish), its query function reports success, and the wait
  * or test call that frees it returns its code (MPI_ERR_IN_STATUS with the
  * code in its status for the forms with several).
  */
@@ -2144,60 +1178,28 @@ int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st)
     return PMPI_Request_get_status(req, flag, st);
 }
 
-static void shim_report(void)
-{
-    static const char *const short_names[SHIM_NKINDS] = {"alltoall",
-                                                         "allgather",
-                                                         "alltoallv",
-                                                         "allgatherv",
-                                                         "reduce_scatter_block",
-                                                         "allreduce",
-                                                         "ialltoall",
-                                                         "iallgather",
-                                                         "ialltoallv",
-                                                         "iallgatherv",
-                                                         "ireduce_scatter_block",
-                                                         "iallreduce"};
-    char line[1024];
-    size_t len = 0;
-
-    for (int k = 0; k < SHIM_NKINDS; k++)
-        if (shim_served[k] + shim_passed[k] > 0 && len < sizeof(line))
-            len +=
-                (size_t)snprintf(line + len, sizeof(line) - len, "%s %llu on arcoll, %llu on MPI; ",
-                                 short_names[k], shim_served[k], shim_passed[k]);
-    shim_log(SHIM_LOG_INFO,
-             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll "
-             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors; sh_co: %llu calls, "
-             "%llu fallbacks to pap",
-             len > 0 ? line : "no collectives; ", shim_stats.packed, shim_stats.fortran,
-             shim_stats.requests, shim_stats.comms_arcoll, shim_stats.comms_split,
-             shim_stats.comms_mpi, shim_stats.contexts, shim_stats.errors,
-             shim_counters.sh_co_calls, shim_counters.sh_co_fallbacks);
-}
-
 /* Free every record, then every context still alive, newest first, while
  * MPI still works. */
 static int shim_finalize(void)
 {
     if (shim_state == SHIM_ON) {
         shim_busy++;
-        shim_finalizing = 1;
+        amc_finalizing = 1;
         shim_req_drain(MPI_COMM_NULL);
-        while (shim_live != NULL) {
-            shim_comm_t *c = shim_live;
-            unsigned n = shim_nlive;
+        while (amc_live != NULL) {
+            amc_comm_t *c = amc_live;
+            unsigned n = amc_nlive;
             /* The delete callback unlinks and frees c; should MPI refuse, do
              * it here. */
-            if (PMPI_Comm_delete_attr(c->comm, shim_keyval) != MPI_SUCCESS || shim_nlive == n)
+            if (PMPI_Comm_delete_attr(c->comm, shim_keyval) != MPI_SUCCESS || amc_nlive == n)
                 shim_comm_destroy(c);
         }
-        while (shim_ctxs != NULL)
-            shim_ctx_free(shim_ctxs);
+        while (amc_ctxs != NULL)
+            amc_ctx_free(amc_ctxs);
         PMPI_Comm_free_keyval(&shim_keyval);
         shim_busy--;
         shim_state = SHIM_OFF;
-        shim_report();
+        amc_report();
     }
     return PMPI_Finalize();
 }
@@ -2209,26 +1211,7 @@ int MPI_Finalize(void)
 
 int arcoll_mpi_stats(arcoll_mpi_stats_t *out)
 {
-    arcoll_mpi_stats_t *s = &shim_stats;
-    unsigned long long *pairs[SHIM_NKINDS][2] = {
-        {&s->alltoall_arcoll, &s->alltoall_mpi},
-        {&s->allgather_arcoll, &s->allgather_mpi},
-        {&s->alltoallv_arcoll, &s->alltoallv_mpi},
-        {&s->allgatherv_arcoll, &s->allgatherv_mpi},
-        {&s->reduce_scatter_block_arcoll, &s->reduce_scatter_block_mpi},
-        {&s->allreduce_arcoll, &s->allreduce_mpi},
-        {&s->ialltoall_arcoll, &s->ialltoall_mpi},
-        {&s->iallgather_arcoll, &s->iallgather_mpi},
-        {&s->ialltoallv_arcoll, &s->ialltoallv_mpi},
-        {&s->iallgatherv_arcoll, &s->iallgatherv_mpi},
-        {&s->ireduce_scatter_block_arcoll, &s->ireduce_scatter_block_mpi},
-        {&s->iallreduce_arcoll, &s->iallreduce_mpi}};
-
-    for (int k = 0; k < SHIM_NKINDS; k++) {
-        *pairs[k][0] = shim_served[k];
-        *pairs[k][1] = shim_passed[k];
-    }
-    *out = shim_stats;
+    amc_stats_get(out);
     return 0;
 }
 
@@ -2294,7 +1277,7 @@ static void shim_f_uniform(int kind, const void *site, void *sbuf, MPI_Fint *sco
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
-    shim_stats.fortran++;
+    amc_stats.fortran++;
     rc = shim_uniform(kind, site, shim_fbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
                       shim_fbuf(rbuf), (int)*rcount, PMPI_Type_f2c(*rtype), PMPI_Comm_f2c(*comm),
                       freq != NULL ? &req : NULL);
@@ -2326,7 +1309,7 @@ SHIM_FORTRAN(f_allgather, mpi_allgather, MPI_ALLGATHER, ompi_allgather_f,
 static void f_ialltoall(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
                         MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
 {
-    shim_f_uniform(SHIM_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+    shim_f_uniform(AMC_NB + K_ALLTOALL, __builtin_return_address(0), sbuf, scount, stype, rbuf,
                    rcount, rtype, comm, req, ierr);
 }
 SHIM_FORTRAN(f_ialltoall, mpi_ialltoall, MPI_IALLTOALL, ompi_ialltoall_f,
@@ -2337,7 +1320,7 @@ static void f_iallgather(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rb
                          MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req,
                          MPI_Fint *ierr)
 {
-    shim_f_uniform(SHIM_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+    shim_f_uniform(AMC_NB + K_ALLGATHER, __builtin_return_address(0), sbuf, scount, stype, rbuf,
                    rcount, rtype, comm, req, ierr);
 }
 SHIM_FORTRAN(f_iallgather, mpi_iallgather, MPI_IALLGATHER, ompi_iallgather_f,
@@ -2352,7 +1335,7 @@ static void shim_f_alltoallv(int kind, const void *site, void *sbuf, MPI_Fint *s
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
-    shim_stats.fortran++;
+    amc_stats.fortran++;
     rc = shim_alltoallv(kind, site, shim_fbuf(sbuf), scounts, sdispls, PMPI_Type_f2c(*stype),
                         shim_fbuf(rbuf), rcounts, rdispls, PMPI_Type_f2c(*rtype),
                         PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
@@ -2376,7 +1359,7 @@ static void f_ialltoallv(void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_F
                          void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
                          MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
 {
-    shim_f_alltoallv(SHIM_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls,
+    shim_f_alltoallv(AMC_NB + K_ALLTOALLV, __builtin_return_address(0), sbuf, scounts, sdispls,
                      stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
 }
 SHIM_FORTRAN(f_ialltoallv, mpi_ialltoallv, MPI_IALLTOALLV, ompi_ialltoallv_f,
@@ -2390,7 +1373,7 @@ static void shim_f_allgatherv(int kind, const void *site, void *sbuf, MPI_Fint *
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
-    shim_stats.fortran++;
+    amc_stats.fortran++;
     rc = shim_allgatherv(kind, site, shim_fbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
                          shim_fbuf(rbuf), rcounts, displs, PMPI_Type_f2c(*rtype),
                          PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
@@ -2414,8 +1397,8 @@ static void f_iallgatherv(void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *r
                           MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
                           MPI_Fint *req, MPI_Fint *ierr)
 {
-    shim_f_allgatherv(SHIM_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype,
-                      rbuf, rcounts, displs, rtype, comm, req, ierr);
+    shim_f_allgatherv(AMC_NB + K_ALLGATHERV, __builtin_return_address(0), sbuf, scount, stype, rbuf,
+                      rcounts, displs, rtype, comm, req, ierr);
 }
 SHIM_FORTRAN(f_iallgatherv, mpi_iallgatherv, MPI_IALLGATHERV, ompi_iallgatherv_f,
              (void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
@@ -2428,7 +1411,7 @@ static void shim_f_reduce(int kind, const void *site, void *sbuf, void *rbuf, MP
     MPI_Request req = MPI_REQUEST_NULL;
     int rc;
 
-    shim_stats.fortran++;
+    amc_stats.fortran++;
     rc =
         shim_reduce(kind, site, shim_fbuf(sbuf), shim_fbuf(rbuf), (int)*count, PMPI_Type_f2c(*type),
                     PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), freq != NULL ? &req : NULL);
@@ -2449,7 +1432,7 @@ SHIM_FORTRAN(f_allreduce, mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f,
 static void f_iallreduce(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
                          MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
 {
-    shim_f_reduce(SHIM_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type, op,
+    shim_f_reduce(AMC_NB + K_ALLREDUCE, __builtin_return_address(0), sbuf, rbuf, count, type, op,
                   comm, req, ierr);
 }
 SHIM_FORTRAN(f_iallreduce, mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f,
@@ -2469,7 +1452,7 @@ SHIM_FORTRAN(f_reduce_scatter_block, mpi_reduce_scatter_block, MPI_REDUCE_SCATTE
 static void f_ireduce_scatter_block(void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type,
                                     MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
 {
-    shim_f_reduce(SHIM_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm,
+    shim_f_reduce(AMC_NB + K_RSB, __builtin_return_address(0), sbuf, rbuf, count, type, op, comm,
                   req, ierr);
 }
 SHIM_FORTRAN(f_ireduce_scatter_block, mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,

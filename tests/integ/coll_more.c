@@ -525,8 +525,8 @@ static void test_inflight(arcoll_context_t ctx)
             case 4:
                 for (int i = 0; i < E * n; i++)
                     si[i] = me + k + i;
-                rc = arcoll_ireduce_scatter_block(world, si, ri, E, ARCOLL_INT32, ARCOLL_SUM,
-                                                  &q[k]);
+                rc =
+                    arcoll_ireduce_scatter_block(world, si, ri, E, ARCOLL_INT32, ARCOLL_SUM, &q[k]);
                 break;
             default:
                 for (int i = 0; i < E; i++)

@@ -2,7 +2,8 @@
 # Embedding tests: the example channel (examples/oob_channel.c) and the PMPI shim
 # (libarcoll_mpi.so preloaded into ordinary MPI programs: tests/mpi/shim_test.c,
 # shim_coll_test.c, shim_split_test.c, shim_a2av_test.c, and the Fortran shim_ftest.f90 /
-# shim_ftest08.f90)
+# shim_ftest08.f90), and the Open MPI component (mca_coll_arcoll.so: tests/mpi/ompi_coll_test.c,
+# ompi_ftest_h.f90 and the Fortran programs above)
 # at 2-8 ranks, its fallbacks, ARCOLL_PROFILE through it, and proof that the tests fail
 # without it.
 # Usage: tests/mpi/run.sh BUILD_DIR [FILTER]; last line "mpi: N passed, N failed".
@@ -14,7 +15,7 @@ FILTER=${2:-}
 # the other and nonblocking collectives, split communicators, alltoallv) and in Fortran at 3,
 # with the checks that read their logs. make check runs them all.
 TEST_SET_ASAN="example-oob-* shim-2 shim-coll-2 shim-split-2 shim-split-shm-left shim-a2av-2
-    shim-a2av-2-served shim_ftest-3 shim_ftest-3-served shim_ftest-3-split"
+    shim-a2av-2-served shim_ftest-3 shim_ftest-3-served shim_ftest-3-split shim-nb-3-order"
 LOG=$B/mpi-logs
 mkdir -p "$LOG"
 . "$(dirname "$0")/../timing.sh"
@@ -194,6 +195,10 @@ else
     done
     t shim-nb-3-64-in-flight ok:" 0 failed" timeout 120 $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         ARCOLL_TIMEOUT_MS=10000 "$B/tests/shim_nb_test" 2000 64
+    # The soak test's 2-minute run (make soak runs it for SOAK_SECONDS, 600 by default):
+    # random collectives, sizes, datatypes, communicators, skew, injected faults; every byte
+    # checked and resources flat after warm-up (tests/mpi/soak.sh).
+    t soak-2min ok:"soak: " tests/mpi/soak.sh "$B" 120
     t shim-coll-4-copy-small-bounce ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
         ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$CT" shim
     t shim-coll-3-debug ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" ARCOLL_LOG=debug \
@@ -371,6 +376,72 @@ else
         SHIM_A2AV_CORRUPT=1 "$AT"
     t shim-a2av-3-corrupt-digest-differs fails:"random-int world alltoallv 0:" \
         diff "$LOG/shim-a2av-3-plain.digest" "$LOG/shim-a2av-3-corrupt.digest"
+    # The Open MPI component (mca_coll_arcoll.so, src/ompi/coll_arcoll.c): stock mpirun with
+    # the component's directory before Open MPI's own and nothing else, no preload. 11 mpirun
+    # runs and one ompi_info.
+    COMP=$B/lib/openmpi/mca_coll_arcoll.so
+    if [ ! -e "$COMP" ] || [ ! -x "$B/tests/ompi_coll_test" ]; then
+        echo "SKIP ompi-*: no $COMP (Open MPI internal headers: Debian package libopenmpi-dev)"
+    else
+        CDIR=$(cd "$(dirname "$COMP")" && pwd)
+        OCP="$CDIR:$(mpicc --showme:libdirs | awk '{print $1}')/openmpi3"
+        OENV="OMPI_MCA_mca_base_component_path=$OCP"
+        OT=$B/tests/ompi_coll_test
+        # It links libarcoll_nh.so (no jemalloc): no initial-exec TLS, so Open MPI's late
+        # dlopen of it needs no static TLS block (docs/embedding.md, "The Open MPI component").
+        t ompi-component-no-static-tls ok:"libarcoll_nh.so.0, no STATIC_TLS" bash -c \
+            'readelf -d "$0" | grep -q "NEEDED.*\[libarcoll_nh.so.0\]" &&
+            ! readelf -d "$1" | grep -q STATIC_TLS && echo "libarcoll_nh.so.0, no STATIC_TLS"' \
+            "$COMP" "$B/lib/libarcoll_nh.so.0"
+        t ompi-info-lists ok:"coll_arcoll_allreduce_algorithm" env $OENV ompi_info --param coll arcoll \
+            --level 9
+        # 1000 dup/free cycles at 3 and 4 ranks; 200 at 2 (100 s for 1000 there, 10 s at 3).
+        for n in 2 3 4; do
+            t "ompi-coll-$n" ok:" 0 failed" $MPIRUN -np $n env $OENV ARCOLL_LOG=info "$OT" arcoll \
+                $([ $n = 2 ] && echo 200 || echo 1000)
+        done
+        t ompi-coll-3-served ok:"on arcoll" grep -m1 -E "coll/arcoll\[0\] info: alltoall [1-9][0-9]* on \
+arcoll.*allreduce [1-9][0-9]* on arcoll.*iallreduce [1-9][0-9]* on arcoll" "$LOG/ompi-coll-3.log"
+        # Split from a context of its own per communicator (ARCOLL_MPI_SPLIT=off: every dup bootstraps).
+        t ompi-coll-2-own-contexts ok:" 0 failed" $MPIRUN -np 2 env $OENV ARCOLL_MPI_SPLIT=off "$OT" \
+            plain 20
+        # Serve rules of the default table (no @arcoll override) and MCA variables as settings.
+        t ompi-coll-3-default-rules ok:" 0 failed" $MPIRUN -np 3 env $OENV ARCOLL_TUNE=default \
+            OMPI_MCA_coll_arcoll_alltoall_algorithm=direct OMPI_MCA_coll_arcoll_tune=default "$OT" \
+            plain 50
+        # Fortran (`use mpi`, `use mpi_f08`): no Fortran symbols needed, the bindings reach the
+        # communicator's coll table; the component's report at MPI_Finalize counts them.
+        for f in shim_ftest shim_ftest08; do
+            [ -x "$B/tests/$f" ] || continue
+            t "ompi-$f-3" ok:" 0 failed" $MPIRUN -np 3 env $OENV ARCOLL_LOG=info "$B/tests/$f"
+            t "ompi-$f-3-served" ok:"on arcoll" grep -m1 -E \
+                "coll/arcoll.*alltoall [1-9][0-9]* on arcoll.*allreduce [1-9][0-9]* on arcoll.*ialltoall [1-9][0-9]* on arcoll" \
+                "$LOG/ompi-$f-3.log"
+        done
+        # mpif.h (no Fortran module): the same, through Open MPI's mpif.h bindings.
+        if [ -x "$B/tests/ompi_ftest_h" ]; then
+            t ompi-ftest-h-3 ok:" 0 failed" $MPIRUN -np 3 env $OENV ARCOLL_LOG=info \
+                "$B/tests/ompi_ftest_h"
+            t ompi-ftest-h-3-served ok:"on arcoll" grep -m1 -E \
+                "coll/arcoll.*alltoall [1-9][0-9]* on arcoll.*allgather [1-9][0-9]* on arcoll.*allreduce [1-9][0-9]* on arcoll.*ialltoall [1-9][0-9]* on arcoll" \
+                "$LOG/ompi-ftest-h-3.log"
+        fi
+        # The node heap's fast path through the component: libarcoll_heap.so preloaded loads
+        # the full libarcoll.so at start, whose arcoll_* the component's references bind to
+        # first (global scope), so sh_co runs (libarcoll_nh.so alone has no heap).
+        t ompi-coll-3-heap-shco counted:3:"coll/arcoll\[[0-9]+\] info: .*sh_co: [1-9][0-9]* calls, 0 \
+fallbacks to pap" $MPIRUN -np 3 env $OENV LD_PRELOAD="$(cd "$B/lib" && pwd)/libarcoll_heap.so" \
+            ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_LOG=info "$OT" arcoll 10
+        # MPI_THREAD_MULTIPLE: no module on any communicator; every call (two threads at
+        # once, a dup each, too) on Open MPI's own components, results right, nothing counted.
+        t ompi-coll-2-thread-multiple ok:" 0 failed" $MPIRUN -np 2 env $OENV "$OT" multiple 10
+        # The release check: built for another release, it refuses at open; the job runs on
+        # Open MPI's own components (the test then wants the component absent).
+        t ompi-coll-2-release-refused ok:"running on 4" $MPIRUN -np 2 env $OENV \
+            OMPI_MCA_coll_arcoll_built_for=4.0.9 "$OT" off 10
+        t ompi-coll-2-release-refused-ran ok:" 0 failed" grep -F "ompi_coll_test on 2 ranks (off)" \
+            "$LOG/ompi-coll-2-release-refused.log"
+    fi
 fi
 
 timing_top mpi

@@ -34,10 +34,11 @@
 #include <time.h>
 
 enum { K_A2A, K_AG, K_A2AV, K_RSB, K_AR, K_BARRIER, K_BCAST, K_REDUCE, K_KINDS };
-static const char *const kname[K_KINDS] = {"Ialltoall", "Iallgather",  "Ialltoallv", "Ireduce_scatter_block",
-                                          "Iallreduce", "Ibarrier", "Ibcast",     "Ireduce"};
+static const char *const kname[K_KINDS] = {
+    "Ialltoall",  "Iallgather", "Ialltoallv", "Ireduce_scatter_block",
+    "Iallreduce", "Ibarrier",   "Ibcast",     "Ireduce"};
 
-#define MAXF 64 /* at most this many in flight */
+#define MAXF  64 /* at most this many in flight */
 #define ELEMS 40 /* ints per block of arcoll's calls */
 /* Ints of MPI's Ibcast and Ireduce: past Open MPI's eager limits, so that
  * they need the root's (or a parent's) progress after its start. */
@@ -218,7 +219,7 @@ static void order_test(int reps)
     }
     for (int rep = 0; rep < reps; rep++) {
         int blocking = rep % 2; /* one blocking alltoall instead of the nonblocking ones */
-        if (last) { /* the others' barriers cannot finish inside their start */
+        if (last) {             /* the others' barriers cannot finish inside their start */
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
@@ -235,8 +236,8 @@ static void order_test(int reps)
             if (blocking)
                 MPI_Alltoall(s[i].sbuf, ELEMS, MPI_INT, s[i].rbuf, ELEMS, MPI_INT, MPI_COMM_WORLD);
             else
-                MPI_Ialltoall(s[i].sbuf, ELEMS, MPI_INT, s[i].rbuf, ELEMS, MPI_INT,
-                              MPI_COMM_WORLD, &req[i]);
+                MPI_Ialltoall(s[i].sbuf, ELEMS, MPI_INT, s[i].rbuf, ELEMS, MPI_INT, MPI_COMM_WORLD,
+                              &req[i]);
         }
         if (!blocking)
             MPI_Waitall(NA, req, MPI_STATUSES_IGNORE);
@@ -309,9 +310,7 @@ int main(int argc, char **argv)
         }
         /* Complete: Waitall, a Testall loop, or some Waitany, in turn. */
         switch (run++ % 3) {
-        case 0:
-            MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE);
-            break;
+        case 0: MPI_Waitall(inflight, req, MPI_STATUSES_IGNORE); break;
         case 1:
             for (int flag = 0; !flag;)
                 MPI_Testall(inflight, req, &flag, MPI_STATUSES_IGNORE);

@@ -134,6 +134,15 @@ if [ -e "$SHIM" ]; then
     s srun-pmix-4-shim 4 env LD_PRELOAD="${asan:+$asan:}$SHIM" \
         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$B/tests/shim_test" shim 4096
 fi
+# The Open MPI component on a Slurm-launched job: only its path set (every size on arcoll,
+# so that the test's counters must show every call served).
+COMP=$B/lib/openmpi/mca_coll_arcoll.so
+if [ -e "$COMP" ] && [ -x "$B/tests/ompi_coll_test" ]; then
+    s srun-pmix-3-ompi-component 3 env OMPI_MCA_mca_base_component_path="$B/lib/openmpi:$(
+        mpicc --showme:libdirs | awk '{print $1}')/openmpi3" \
+        ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll" \
+        "$B/tests/ompi_coll_test" arcoll 20
+fi
 
 pids=$(cat "$W/slurmd.pid" "$W/slurmctld.pid" "$W/munge/munged.pid" 2>/dev/null | tr '\n' ' ')
 trap - EXIT

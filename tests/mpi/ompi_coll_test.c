@@ -1,0 +1,422 @@
+/*
+ * An ordinary MPI program (it does not link arcoll) that checks the Open MPI
+ * component mca_coll_arcoll.so when mpirun loads it (tests/mpi/run.sh):
+ *
+ *   ompi_coll_test MODE [CYCLES]
+ *     arcoll  the component must be loaded and serve every call it can
+ *     plain   loaded, any serve rules: data checks only
+ *     off     it must not be loaded (its release check refused it): the
+ *             same calls, all on Open MPI's own components
+ *     multiple  MPI_THREAD_MULTIPLE: loaded but declining every
+ *             communicator (no module), the same calls on Open MPI's own
+ *             components, then two threads at once with a dup each; the
+ *             counters must show nothing on arcoll
+ *
+ * Every served collective (alltoall, allgather, alltoallv, allgatherv,
+ * reduce_scatter_block, allreduce and their nonblocking forms) on
+ * MPI_COMM_WORLD, a split (reversed keys) and a dup, MPI_IN_PLACE, six
+ * nonblocking calls in flight completed in reverse order, each result against
+ * the values it computes; fallback consistency: datatypes that differ across
+ * ranks for one type signature, a user op, an intercommunicator; CYCLES
+ * (default 1000) dup/allreduce/free cycles with nothing left (teams freed,
+ * contexts alive unchanged). Calls must show in the component's counters
+ * (arcoll_mpi_stats, found with dlsym as tests/mpi/shim_test.c does).
+ * Last line on rank 0: "ompi_coll_test on N ranks (MODE): P passed, F failed".
+ */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arcoll_mpi.h"
+
+static int wrank, wsize;
+static _Atomic long passed, failed; /* mode multiple: two threads check */
+static arcoll_mpi_stats_fn stats_fn;
+static int counted; /* mode arcoll: the counters must show every call */
+
+static void check(int ok, const char *what, const char *comm)
+{
+    if (ok) {
+        passed++;
+        return;
+    }
+    if (failed++ < 10)
+        fprintf(stderr, "ompi_coll_test[%d]: FAIL %s on %s\n", wrank, what, comm);
+}
+
+static arcoll_mpi_stats_t stats(void)
+{
+    arcoll_mpi_stats_t s;
+
+    memset(&s, 0, sizeof(s));
+    if (stats_fn != NULL)
+        stats_fn(&s);
+    return s;
+}
+
+/* Element k of the block rank `from` sends rank `to`. */
+static int val(int from, int to, int k)
+{
+    return from * 1000003 + to * 1009 + k;
+}
+
+static void blocking(MPI_Comm comm, const char *name)
+{
+    int me, n, k = 5;
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    int *s = malloc(sizeof(int) * (size_t)(n * k * 2)),
+        *r = malloc(sizeof(int) * (size_t)(n * k * 2));
+    int *sc = malloc(sizeof(int) * (size_t)n), *sd = malloc(sizeof(int) * (size_t)n);
+    int *rc = malloc(sizeof(int) * (size_t)n), *rd = malloc(sizeof(int) * (size_t)n);
+    int ok = 1;
+
+    /* alltoall */
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            s[j * k + i] = val(me, j, i);
+    MPI_Alltoall(s, k, MPI_INT, r, k, MPI_INT, comm);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            ok &= r[j * k + i] == val(j, me, i);
+    check(ok, "MPI_Alltoall", name);
+    /* in place */
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            r[j * k + i] = val(me, j, i);
+    MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, k, MPI_INT, comm);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            ok &= r[j * k + i] == val(j, me, i);
+    check(ok, "MPI_Alltoall in place", name);
+    /* allgather, then in place */
+    for (int i = 0; i < k; i++)
+        s[i] = val(me, 0, i);
+    MPI_Allgather(s, k, MPI_INT, r, k, MPI_INT, comm);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            ok &= r[j * k + i] == val(j, 0, i);
+    check(ok, "MPI_Allgather", name);
+    memset(r, 0, sizeof(int) * (size_t)(n * k));
+    for (int i = 0; i < k; i++)
+        r[me * k + i] = val(me, 1, i);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, k, MPI_INT, comm);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            ok &= r[j * k + i] == val(j, 1, i);
+    check(ok, "MPI_Allgather in place", name);
+    /* alltoallv: rank j gets j + 1 elements from each, packed */
+    for (int j = 0, off = 0; j < n; j++) {
+        sc[j] = j + 1;
+        sd[j] = off;
+        for (int i = 0; i < j + 1; i++)
+            s[off + i] = val(me, j, i);
+        off += j + 1;
+        rc[j] = me + 1;
+        rd[j] = j * (me + 1);
+    }
+    MPI_Alltoallv(s, sc, sd, MPI_INT, r, rc, rd, MPI_INT, comm);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < me + 1; i++)
+            ok &= r[rd[j] + i] == val(j, me, i);
+    check(ok, "MPI_Alltoallv", name);
+    /* allgatherv: rank j contributes j + 1 elements */
+    for (int j = 0, off = 0; j < n; j++) {
+        rc[j] = j + 1;
+        rd[j] = off;
+        off += j + 1;
+    }
+    for (int i = 0; i < me + 1; i++)
+        s[i] = val(me, 2, i);
+    MPI_Allgatherv(s, me + 1, MPI_INT, r, rc, rd, MPI_INT, comm);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < j + 1; i++)
+            ok &= r[rd[j] + i] == val(j, 2, i);
+    check(ok, "MPI_Allgatherv", name);
+    /* reduce_scatter_block: block j of the sum is sum over ranks of val(rank, j, i) */
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            s[j * k + i] = val(me, j, i) % 977;
+    MPI_Reduce_scatter_block(s, r, k, MPI_INT, MPI_SUM, comm);
+    ok = 1;
+    for (int i = 0; i < k; i++) {
+        int want = 0;
+        for (int f = 0; f < n; f++)
+            want += val(f, me, i) % 977;
+        ok &= r[i] == want;
+    }
+    check(ok, "MPI_Reduce_scatter_block", name);
+    /* allreduce: doubles (sum), ints (max, in place) */
+    double d[7], dr[7];
+    for (int i = 0; i < 7; i++)
+        d[i] = me + i * 0.5;
+    MPI_Allreduce(d, dr, 7, MPI_DOUBLE, MPI_SUM, comm);
+    ok = 1;
+    for (int i = 0; i < 7; i++)
+        ok &= dr[i] == (double)n * (n - 1) / 2 + n * i * 0.5;
+    check(ok, "MPI_Allreduce", name);
+    for (int i = 0; i < k; i++)
+        r[i] = me * 10 + i;
+    MPI_Allreduce(MPI_IN_PLACE, r, k, MPI_INT, MPI_MAX, comm);
+    ok = 1;
+    for (int i = 0; i < k; i++)
+        ok &= r[i] == (n - 1) * 10 + i;
+    check(ok, "MPI_Allreduce in place", name);
+    free(s);
+    free(r);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
+/* Six nonblocking calls in flight, completed last first. */
+static void nonblocking(MPI_Comm comm, const char *name)
+{
+    enum { K = 4 };
+    int me, n;
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    int *a2s = malloc(sizeof(int) * (size_t)(n * K)), *a2r = malloc(sizeof(int) * (size_t)(n * K));
+    int *ags = malloc(sizeof(int) * K), *agr = malloc(sizeof(int) * (size_t)(n * K));
+    int *vs = malloc(sizeof(int) * (size_t)(n * K)), *vr = malloc(sizeof(int) * (size_t)(n * K));
+    int *cnt = malloc(sizeof(int) * (size_t)n), *dsp = malloc(sizeof(int) * (size_t)n);
+    int *gvr = malloc(sizeof(int) * (size_t)(n * K)), *rss = malloc(sizeof(int) * (size_t)(n * K));
+    int rsr[K], ars[K], arr[K], ok;
+    MPI_Request q[6];
+
+    for (int j = 0; j < n; j++) {
+        cnt[j] = K;
+        dsp[j] = j * K;
+        for (int i = 0; i < K; i++) {
+            a2s[j * K + i] = val(me, j, i);
+            vs[j * K + i] = val(me, j, i + 7);
+            rss[j * K + i] = j + i + me;
+        }
+    }
+    for (int i = 0; i < K; i++) {
+        ags[i] = val(me, 3, i);
+        ars[i] = me + i;
+    }
+    MPI_Ialltoall(a2s, K, MPI_INT, a2r, K, MPI_INT, comm, &q[0]);
+    MPI_Iallgather(ags, K, MPI_INT, agr, K, MPI_INT, comm, &q[1]);
+    MPI_Ialltoallv(vs, cnt, dsp, MPI_INT, vr, cnt, dsp, MPI_INT, comm, &q[2]);
+    MPI_Iallgatherv(ags, K, MPI_INT, gvr, cnt, dsp, MPI_INT, comm, &q[3]);
+    MPI_Ireduce_scatter_block(rss, rsr, K, MPI_INT, MPI_SUM, comm, &q[4]);
+    MPI_Iallreduce(ars, arr, K, MPI_INT, MPI_SUM, comm, &q[5]);
+    for (int i = 5; i >= 0; i--)
+        MPI_Wait(&q[i], MPI_STATUS_IGNORE);
+    ok = 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < K; i++)
+            ok &= a2r[j * K + i] == val(j, me, i) && agr[j * K + i] == val(j, 3, i) &&
+                  vr[j * K + i] == val(j, me, i + 7) && gvr[j * K + i] == val(j, 3, i);
+    for (int i = 0; i < K; i++)
+        ok &= rsr[i] == n * (me + i) + n * (n - 1) / 2 && arr[i] == n * i + n * (n - 1) / 2;
+    check(ok, "six nonblocking calls, completed in reverse", name);
+    free(a2s);
+    free(a2r);
+    free(ags);
+    free(agr);
+    free(vs);
+    free(vr);
+    free(cnt);
+    free(dsp);
+    free(gvr);
+    free(rss);
+}
+
+static void user_sum(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+    (void)t;
+    for (int i = 0; i < *len; i++)
+        ((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* Calls the component must hand to Open MPI, or serve whatever each rank's
+ * datatype: every rank must choose alike or the job hangs. */
+static void fallbacks(void)
+{
+    arcoll_mpi_stats_t a = stats(), b;
+    int v[4], r[64 * 4], x = wrank + 1, y = 0, ok = 1;
+    MPI_Datatype four;
+    MPI_Op op;
+    MPI_Comm inter, half;
+
+    /* One type signature, two descriptions: 4 x MPI_INT on rank 0, one
+     * contiguous type of 4 ints elsewhere. */
+    MPI_Type_contiguous(4, MPI_INT, &four);
+    MPI_Type_commit(&four);
+    for (int i = 0; i < 4; i++)
+        v[i] = val(wrank, 4, i);
+    if (wrank == 0)
+        MPI_Allgather(v, 4, MPI_INT, r, 4, MPI_INT, MPI_COMM_WORLD);
+    else
+        MPI_Allgather(v, 1, four, r, 1, four, MPI_COMM_WORLD);
+    for (int j = 0; j < wsize && wsize <= 64; j++)
+        for (int i = 0; i < 4; i++)
+            ok &= r[j * 4 + i] == val(j, 4, i);
+    check(ok, "MPI_Allgather, datatypes differing across ranks", "world");
+    MPI_Type_free(&four);
+    /* A user op: Open MPI's reduction, on every rank. */
+    MPI_Op_create(user_sum, 1, &op);
+    MPI_Allreduce(&x, &y, 1, MPI_INT, op, MPI_COMM_WORLD);
+    check(y == wsize * (wsize + 1) / 2, "MPI_Allreduce, user op", "world");
+    MPI_Op_free(&op);
+    b = stats();
+    if (counted)
+        check(b.allreduce_mpi == a.allreduce_mpi + 1 &&
+                  b.allgather_arcoll == a.allgather_arcoll + 1,
+              "counters: user op to Open MPI, mixed datatypes on arcoll", "world");
+    /* An intercommunicator between the even and the odd ranks. */
+    if (wsize >= 2) {
+        MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wrank, &half);
+        MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, wrank % 2 == 0 ? 1 : 0, 7, &inter);
+        x = 1;
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, inter);
+        check(y == (wrank % 2 == 0 ? wsize / 2 : (wsize + 1) / 2), "MPI_Allreduce", "intercomm");
+        MPI_Comm_free(&inter);
+        MPI_Comm_free(&half);
+    }
+}
+
+/* Mode multiple: a thread's calls on its own communicator. */
+static void *thread_main(void *arg)
+{
+    MPI_Comm *c = arg;
+
+    blocking(*c, "thread dup");
+    nonblocking(*c, "thread dup");
+    return NULL;
+}
+
+/* Mode multiple: two threads at once, a dup each (made and freed here). */
+static void threads(void)
+{
+    MPI_Comm c[2];
+    pthread_t t[2];
+    int made = 0;
+
+    for (int i = 0; i < 2; i++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[i]);
+    for (int i = 0; i < 2; i++)
+        made += pthread_create(&t[i], NULL, thread_main, &c[i]) == 0;
+    check(made == 2, "pthread_create", "-");
+    for (int i = 0; i < made; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++)
+        MPI_Comm_free(&c[i]);
+}
+
+/* Mode multiple: the calls that arcoll ran (must be none). */
+static unsigned long long on_arcoll(const arcoll_mpi_stats_t *s)
+{
+    return s->alltoall_arcoll + s->allgather_arcoll + s->alltoallv_arcoll + s->allgatherv_arcoll +
+           s->reduce_scatter_block_arcoll + s->allreduce_arcoll + s->ialltoall_arcoll +
+           s->iallgather_arcoll + s->ialltoallv_arcoll + s->iallgatherv_arcoll +
+           s->ireduce_scatter_block_arcoll + s->iallreduce_arcoll + s->comms_arcoll + s->contexts;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "arcoll";
+    long cycles = argc > 2 ? atol(argv[2]) : 1000;
+    int want = strcmp(mode, "off") != 0, multiple = strcmp(mode, "multiple") == 0, total[2],
+        mine[2], level = MPI_THREAD_SINGLE;
+    arcoll_mpi_stats_t s0, s1, s2;
+    MPI_Comm split, dup, c;
+
+    if (multiple) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level);
+        check(level == MPI_THREAD_MULTIPLE, "MPI_Init_thread provides MPI_THREAD_MULTIPLE", "-");
+    } else {
+        MPI_Init(&argc, &argv);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
+    check((stats_fn != NULL) == want,
+          want ? "mca_coll_arcoll.so is loaded" : "mca_coll_arcoll.so is not loaded", "-");
+    counted = want && strcmp(mode, "plain") != 0 && !multiple;
+    s0 = stats();
+    blocking(MPI_COMM_WORLD, "world");
+    nonblocking(MPI_COMM_WORLD, "world");
+    MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, wsize - wrank, &split);
+    blocking(split, "split");
+    nonblocking(split, "split");
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    blocking(dup, "dup");
+    nonblocking(dup, "dup");
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&split);
+    s1 = stats();
+    if (counted) {
+        /* Every collective ran on arcoll on each communicator of 2 ranks or
+         * more (one of one rank gets no module); Open MPI's own calls in
+         * MPI_Comm_split/_dup add some. */
+        int ns = 0;
+        unsigned long long m;
+        MPI_Comm_split(MPI_COMM_WORLD, wrank % 2, 0, &c);
+        MPI_Comm_size(c, &ns);
+        MPI_Comm_free(&c);
+        m = ns >= 2 ? 3 : 2;
+        check(s1.alltoall_arcoll - s0.alltoall_arcoll >= 2 * m &&
+                  s1.allgather_arcoll - s0.allgather_arcoll >= 2 * m &&
+                  s1.alltoallv_arcoll - s0.alltoallv_arcoll >= m &&
+                  s1.allgatherv_arcoll - s0.allgatherv_arcoll >= m &&
+                  s1.reduce_scatter_block_arcoll - s0.reduce_scatter_block_arcoll >= m &&
+                  s1.allreduce_arcoll - s0.allreduce_arcoll >= 2 * m,
+              "counters: blocking calls served", "all");
+        check(s1.ialltoall_arcoll - s0.ialltoall_arcoll >= m &&
+                  s1.iallgather_arcoll - s0.iallgather_arcoll >= m &&
+                  s1.ialltoallv_arcoll - s0.ialltoallv_arcoll >= m &&
+                  s1.iallgatherv_arcoll - s0.iallgatherv_arcoll >= m &&
+                  s1.ireduce_scatter_block_arcoll - s0.ireduce_scatter_block_arcoll >= m &&
+                  s1.iallreduce_arcoll - s0.iallreduce_arcoll >= m && s1.requests >= 6 * m,
+              "counters: nonblocking calls served", "all");
+        check(s1.comms_split >= 1 && s1.teams_freed >= m - 1 && s1.comms_freed >= m - 1,
+              "counters: dup shares world's context, teams freed", "all");
+    }
+    fallbacks();
+    /* Communicators made and freed: nothing left behind. */
+    s1 = stats();
+    for (long i = 0; i < cycles; i++) {
+        int one = 1, sum = 0;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, c);
+        if (sum != wsize)
+            check(0, "MPI_Allreduce in a dup/free cycle", "dup");
+        MPI_Comm_free(&c);
+    }
+    s2 = stats();
+    if (counted)
+        check(s2.allreduce_arcoll - s1.allreduce_arcoll == (unsigned long long)cycles &&
+                  s2.teams_freed - s1.teams_freed == (unsigned long long)cycles &&
+                  s2.comms_freed - s1.comms_freed == (unsigned long long)cycles &&
+                  s2.contexts_live == s1.contexts_live && s2.contexts == s1.contexts,
+              "counters: dup/free cycles on arcoll, every team freed, no context made", "dup");
+    if (multiple && level == MPI_THREAD_MULTIPLE) {
+        threads();
+        s2 = stats();
+        check(on_arcoll(&s2) == 0, "counters: nothing on arcoll at MPI_THREAD_MULTIPLE", "all");
+    }
+    mine[0] = (int)passed;
+    mine[1] = (int)failed;
+    MPI_Reduce(mine, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (wrank == 0)
+        printf("ompi_coll_test on %d ranks (%s): %d passed, %d failed\n", wsize, mode, total[0],
+               total[1]);
+    MPI_Finalize();
+    return failed != 0;
+}
