@@ -86,7 +86,15 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                    /* allreduce: Open MPI measured faster below 4 KiB at 2
                                     * and 4 ranks, MIF 0 and 32
                                     * (docs/measurements/new-collectives.md). */
-                                   "allreduce:0-4k:chan=smp:@mpi";
+                                   "allreduce:0-4k:chan=smp:@mpi#"
+                                   /* allgatherv (the mean block) and reduce_scatter_block
+                                    * (the block) with ranks <= cores: 1-256 B measured
+                                    * 1.53-2.29x and 1.76-1.91x Open MPI's time, 1 KiB 1.16x
+                                    * and 0.97x, 4 KiB on faster (arcoll-mpi-lat -R, np=2,
+                                    * docs/performance.md, "Realistic buffer use"); at 4
+                                    * ranks on 2 cores arcoll was as fast or faster. */
+                                   "allgatherv:0-2k:over=no:chan=smp:@mpi#"
+                                   "reduce_scatter:0-1k:over=no:chan=smp:@mpi";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 

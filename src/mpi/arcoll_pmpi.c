@@ -739,20 +739,30 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, M
  * rules (the child's first collective decides).
  */
 /* Verdicts, the highest wins: NOATTR, a rank could not set the attribute. */
-enum { SHIM_SPLIT_OK, SHIM_SPLIT_ORDER, SHIM_SPLIT_FAILED, SHIM_SPLIT_NOATTR };
+/* The verdict on a new communicator, worst (highest) wins. PARENT_FAILED:
+ * its parent's team failed (as some rank saw it), or its parent is of a
+ * failed line: it uses PMPI, and so do the communicators made from it. */
+enum {
+    SHIM_SPLIT_OK,
+    SHIM_SPLIT_ORDER,
+    SHIM_SPLIT_FAILED,
+    SHIM_SPLIT_PARENT_FAILED,
+    SHIM_SPLIT_NOATTR
+};
 
 /* Once per process at ARCOLL_LOG=info: why a new communicator does not share. */
 static void shim_split_note(int verdict, int n)
 {
-    static int said[SHIM_SPLIT_FAILED + 1];
+    static int said[SHIM_SPLIT_PARENT_FAILED + 1];
+    static const char *const why[SHIM_SPLIT_PARENT_FAILED + 1] = {
+        [SHIM_SPLIT_ORDER] = "a split team's ranks differ from its communicator's (%d ranks): it "
+                             "gets a context of its own",
+        [SHIM_SPLIT_FAILED] = "arcoll_team_split failed: a new communicator (%d ranks) uses PMPI",
+        [SHIM_SPLIT_PARENT_FAILED] = "a communicator (%d ranks) made from one whose arcoll team "
+                                     "failed uses PMPI, as will those made from it"};
 
-    if (said[verdict]++ == 0)
-        amc_log(AMC_LOG_INFO,
-                verdict == SHIM_SPLIT_FAILED
-                    ? "arcoll_team_split failed: a new communicator (%d ranks) uses PMPI"
-                    : "a split team's ranks differ from its communicator's (%d ranks): it gets "
-                      "a context of its own",
-                n);
+    if (verdict > SHIM_SPLIT_OK && verdict <= SHIM_SPLIT_PARENT_FAILED && said[verdict]++ == 0)
+        amc_log(AMC_LOG_INFO, why[verdict], n);
 }
 
 /* Collective over parent (prc: what PMPI's constructor returned here). */
@@ -773,7 +783,7 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
     if (PMPI_Comm_test_inter(parent, &inter) != MPI_SUCCESS || inter)
         goto out;
     p = shim_comm_get(parent);
-    if (p == NULL || p->sc == NULL || !p->sc->split)
+    if (p == NULL || (p->sc == NULL && !p->failed_line) || (p->sc != NULL && !p->sc->split))
         goto out;
     /* A rank that PMPI failed still takes part, joining no team. */
     if (prc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
@@ -782,8 +792,10 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
      * rank of parent started the same ones, so all can finish them. */
     shim_req_drain(parent);
     /* A failed team cannot split (where this rank saw it fail, the others'
-     * splits time out): the new communicator gets a context of its own. */
-    rc = p->fail != AMC_TEAM_OK ? ARCOLL_ERR_STATE : arcoll_team_split(p->team, color, key, &nt);
+     * splits time out): the new communicator uses PMPI, as will those made
+     * from it (verdict PARENT_FAILED). */
+    rc = p->fail != AMC_TEAM_OK || p->sc == NULL ? ARCOLL_ERR_STATE
+                                                 : arcoll_team_split(p->team, color, key, &nt);
     if (newcomm == MPI_COMM_NULL)
         goto out; /* joined none: nt is NULL */
     PMPI_Comm_rank(newcomm, &me);
@@ -803,6 +815,8 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
     copied = amc_copy(newcomm, &agree) == 0;
     if (!set)
         mine = SHIM_SPLIT_NOATTR;
+    else if (p->fail != AMC_TEAM_OK || p->failed_line)
+        mine = SHIM_SPLIT_PARENT_FAILED;
     else if ((rc != ARCOLL_OK && p->fail == AMC_TEAM_OK) || c == NULL || !copied ||
              amc_fault == AMC_FAULT_SPLIT_FAIL)
         mine = SHIM_SPLIT_FAILED;
@@ -840,6 +854,8 @@ static void shim_derive(MPI_Comm parent, int color, int key, MPI_Comm newcomm, i
         if (c != NULL)
             PMPI_Comm_delete_attr(newcomm, shim_keyval);
     } else {
+        if (verdict == SHIM_SPLIT_PARENT_FAILED && c != NULL)
+            c->failed_line = 1;
         amc_stats.split_failed++;
         amc_stats.comms_mpi++;
     }

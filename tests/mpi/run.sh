@@ -85,7 +85,7 @@ else
     # The default tuning table hands small alltoall/allgather calls to Open MPI with ranks <=
     # cores (serve rules, @mpi); these tests check that the shim serves, so they say @arcoll
     # for every size, and shim-serve-* below check the default rules.
-    export ARCOLL_TUNE=${ARCOLL_TUNE:-alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll}
+    export ARCOLL_TUNE=${ARCOLL_TUNE:-alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll}
     below=0
     [ "$(nproc)" -ge 2 ] && below=512
     t shim-serve-2-default ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" ARCOLL_TUNE=default \
@@ -95,7 +95,7 @@ else
     # allreduce below 4 KiB goes to MPI by default, in both shapes (smp).
     for n in 2 4; do
         t shim-serve-$n-allreduce ok:" 0 failed" $MPIRUN -np $n env LD_PRELOAD="$PRE" \
-            ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll" \
+            ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll" \
             SHIM_TEST_ALLREDUCE_MPI_BELOW=4096 "$B/tests/shim_coll_test" shim
     done
     t shim-serve-2-wrong-expectation-is-caught fails:"the shim ran on arcoll a call it must hand" \

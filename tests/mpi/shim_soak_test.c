@@ -12,8 +12,7 @@
  * Resources are sampled after a warm-up (the first fifth of the time) and
  * at the end: resident memory, open descriptors, arcoll names in /dev/shm
  * and the shim's live contexts; the end must be within a stated bound of the
- * warm-up (RSS + 32 MiB, descriptors + 4, no more names, no more contexts
- * but in a fault job, where they are reported).
+ * warm-up (RSS + 32 MiB, descriptors + 4, no more names, no more contexts).
  *
  *   shim_soak_test SECONDS [SEED]
  *
@@ -464,12 +463,8 @@ int main(int argc, char **argv)
         }
     level_now(&le, stats);
     if (warm) {
-        /* After an injected failure, communicators made from the failed one
-         * get contexts of their own, which a parent freed before a child that
-         * does not span it keeps until MPI_Finalize (docs/embedding.md): their
-         * number is reported there, not bounded. */
         int bad = le.rss_kib > lw.rss_kib + 32 * 1024 || le.fds > lw.fds + 4 || le.shm > lw.shm ||
-                  (le.ctxs > lw.ctxs && !fault_ok);
+                  le.ctxs > lw.ctxs;
         if (bad) {
             failed++;
             fprintf(stderr,

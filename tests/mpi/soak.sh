@@ -23,7 +23,7 @@ PRE=${asan:+$asan:}$SHIM
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 PROG=$B/tests/shim_soak_test
 MPIRUN="mpirun --oversubscribe --bind-to none"
-ALL="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll"
+ALL="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll"
 # A job's own share: at least 10 s, an eighth of the whole.
 SECS=$((TOTAL / 8))
 [ "$SECS" -ge 10 ] || SECS=10

@@ -597,18 +597,27 @@ static void test_serve_rules(void **state)
     set_bad("allreduce:0-1:@pap", "allreduce takes serve rules only", "ARCOLL_ALLREDUCE_ALG");
     set_bad("reduce_scatter:0-1:@zcopy", "reduce_scatter takes serve rules only", NULL);
     set_bad("alltoallv:0-1:@mpi", "unknown collective \"alltoallv\"", "allreduce");
-    /* allreduce: below 4 KiB to MPI, in both shapes, on smp; allgatherv and
-     * reduce_scatter take rules but the default has none. */
+    /* allreduce: below 4 KiB to MPI, in both shapes, on smp; allgatherv below
+     * 2 KiB (mean block) and reduce_scatter below 1 KiB (block) with ranks <=
+     * cores on smp only. */
     set_ok(&tab, "default");
     assert_int_equal(host_of(&tab, CORE_TUNE_ALLREDUCE, 4095, 0, CORE_CHANNEL_SMP), 1);
     assert_int_equal(host_of(&tab, CORE_TUNE_ALLREDUCE, 4095, 1, CORE_CHANNEL_SMP), 1);
     assert_int_equal(host_of(&tab, CORE_TUNE_ALLREDUCE, 4096, 0, CORE_CHANNEL_SMP), 0);
     assert_int_equal(host_of(&tab, CORE_TUNE_ALLREDUCE, 8, 0, CORE_CHANNEL_VERBS), 0);
-    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 8, 0, CORE_CHANNEL_SMP), 0);
+    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 8, 0, CORE_CHANNEL_SMP), 1);
+    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 1023, 0, CORE_CHANNEL_SMP), 1);
+    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 1024, 0, CORE_CHANNEL_SMP), 0);
+    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 8, 1, CORE_CHANNEL_SMP), 0);
+    assert_int_equal(host_of(&tab, CORE_TUNE_REDUCE_SCATTER, 8, 0, CORE_CHANNEL_VERBS), 0);
+    assert_int_equal(host_of(&tab, CORE_TUNE_ALLGATHERV, 2047, 0, CORE_CHANNEL_SMP), 1);
+    assert_int_equal(host_of(&tab, CORE_TUNE_ALLGATHERV, 2048, 0, CORE_CHANNEL_SMP), 0);
+    assert_int_equal(host_of(&tab, CORE_TUNE_ALLGATHERV, 8, 1, CORE_CHANNEL_SMP), 0);
     set_ok(&other, "allgatherv:0-1k:@mpi#reduce_scatter:0-64:over=yes:@mpi");
     assert_int_equal(host_of(&other, CORE_TUNE_ALLGATHERV, 1023, 0, CORE_CHANNEL_VERBS), 1);
     assert_int_equal(host_of(&other, CORE_TUNE_REDUCE_SCATTER, 8, 1, CORE_CHANNEL_SMP), 1);
-    assert_int_equal(host_of(&other, CORE_TUNE_REDUCE_SCATTER, 8, 0, CORE_CHANNEL_SMP), 0);
+    /* (on smp with ranks <= cores the default table's rule would answer) */
+    assert_int_equal(host_of(&other, CORE_TUNE_REDUCE_SCATTER, 8, 0, CORE_CHANNEL_VERBS), 0);
     core_tune_get(&other, buf, sizeof(buf));
     assert_string_equal(buf, "allgatherv:0-1k:@mpi#reduce_scatter:0-64:over=yes:@mpi");
     /* The default: the shim keeps 0-511 B per peer in MPI with ranks <= cores on smp only. */
