@@ -140,7 +140,7 @@ COMP=$B/lib/openmpi/mca_coll_arcoll.so
 if [ -e "$COMP" ] && [ -x "$B/tests/ompi_coll_test" ]; then
     s srun-pmix-3-ompi-component 3 env OMPI_MCA_mca_base_component_path="$B/lib/openmpi:$(
         mpicc --showme:libdirs | awk '{print $1}')/openmpi3" \
-        ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll" \
+        ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll" \
         "$B/tests/ompi_coll_test" arcoll 20
 fi
 
