@@ -190,6 +190,25 @@ void amc_comm_release(amc_comm_t *c)
     }
 }
 
+void amc_comm_destroy(amc_comm_t *c, int release)
+{
+    amc_comm_unlink(c);
+    if (c->sends != NULL) {
+        /* Its word, sent before an agreement that never came: eight bytes,
+         * sent eagerly; the buffer goes with c. */
+        PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
+        free(c->sends);
+    }
+    if (c->agree != MPI_COMM_NULL)
+        PMPI_Comm_free(&c->agree);
+    if (c->sc != NULL) {
+        if (release)
+            amc_comm_release(c);
+        amc_stats.comms_freed++;
+    }
+    free(c);
+}
+
 /* ARCOLL_PROFILE, when set: MPI_COMM_WORLD profiles into FILE itself, any
  * other root communicator into FILE.comm<L>_<n> (L: world rank of its rank
  * 0, n: how many communicators L had led before), a name all its ranks agree

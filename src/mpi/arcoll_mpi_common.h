@@ -173,6 +173,10 @@ int amc_ctx_create(amc_ctx_t *x, MPI_Comm comm, int n);
 void amc_ctx_free(amc_ctx_t *x);
 /* Collective over c's communicator when it goes: its team, its context use. */
 void amc_comm_release(amc_comm_t *c);
+/* The communicator goes (collective over it; its requests already drained):
+ * unlink and free c, its agreement copy and unsent words, and drop its use
+ * of the context unless release is 0 (MPI_Finalize frees the contexts). */
+void amc_comm_destroy(amc_comm_t *c, int release);
 /* A private copy of comm (collective over it); -1 on failure. */
 int amc_copy(MPI_Comm comm, MPI_Comm *out);
 /* Datatypes and ops. */

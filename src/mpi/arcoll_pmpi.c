@@ -94,23 +94,10 @@ static void shim_comm_destroy(amc_comm_t *c)
         shim_last_comm = MPI_COMM_NULL;
         shim_last_rec = NULL;
     }
-    amc_comm_unlink(c);
-    if (c->sends != NULL) {
-        /* Its word, sent before an agreement that never came: eight bytes,
-         * sent eagerly; the buffer goes with c. */
-        PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
-        free(c->sends);
-    }
-    if (c->agree != MPI_COMM_NULL)
-        PMPI_Comm_free(&c->agree);
-    if (c->sc != NULL) {
+    if (c->sc != NULL)
         shim_req_drain(c->comm);
-        /* At MPI_Finalize arcoll_finalize frees the teams with their contexts. */
-        if (!amc_finalizing)
-            amc_comm_release(c);
-        amc_stats.comms_freed++;
-    }
-    free(c);
+    /* At MPI_Finalize arcoll_finalize frees the teams with their contexts. */
+    amc_comm_destroy(c, !amc_finalizing);
 }
 
 static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)

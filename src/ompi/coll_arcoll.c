@@ -839,20 +839,7 @@ static void cm_module_destruct(cm_module_t *m)
         cm_busy++;
         if (c->sc != NULL)
             cm_req_drain(m->comm);
-        amc_comm_unlink(c);
-        if (c->sends != NULL) {
-            /* Its word, sent before an agreement that never came: eight
-             * bytes, sent eagerly; the buffer goes with c. */
-            PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
-            free(c->sends);
-        }
-        if (c->agree != MPI_COMM_NULL)
-            PMPI_Comm_free(&c->agree);
-        if (c->sc != NULL) {
-            amc_comm_release(c);
-            amc_stats.comms_freed++;
-        }
-        free(c);
+        amc_comm_destroy(c, 1);
         m->rec = NULL;
         cm_busy--;
     }
