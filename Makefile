@@ -47,33 +47,43 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PROGS := $(BUILD)/bin/arcoll-bench $(BUILD)/bin/arcoll-sim $(BUILD)/bin/arcoll_info $(BUILD)/bin/arcoll-chanperf \
 	$(BUILD)/bin/arcoll-pap-report $(BUILD)/tests/coll_test \
 	$(BUILD)/tests/coll_test_fault $(BUILD)/tests/fork_test $(BUILD)/tests/tcp_launch \
-	$(BUILD)/tests/heap_preload_test
+	$(BUILD)/tests/heap_preload_test $(BUILD)/tests/sim_matrix
+
+# The tests' support library (tests/lib): data patterns with their checks, the v-forms'
+# counts, pass/fail counting; linked by tests, benchmarks and tools.
+TL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/lib/*.c))
+TL_LIB := $(BUILD)/tests/libtl.a
 
 .PHONY: all check unit integ vm run asan install uninstall deps format format-check clean
 
 all: $(SHLIB) $(STLIB) $(BUILD)/lib/libarcoll.so $(BUILD)/arcoll.pc $(PROGS) $(UNIT_BIN) \
 	$(BUILD)/lib/libarcoll_heap.so $(BUILD)/lib/libarcoll_nh.so
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+# Objects depend on the headers they include, as the compiler lists them (-MMD: a .d file
+# beside each object; -MP: a removed header is no error).
+DEPFLAGS = -MMD -MP
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 # The same sources with test-only fault injection (ARCOLL_FAULT=...).
-$(BUILD)/fault/%.o: %.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+$(BUILD)/fault/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (faults)")
-	$(Q)$(CC) $(CFLAGS_ALL) -DARCOLL_FAULTS -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -DARCOLL_FAULTS -c $< -o $@
+
+-include $(shell find $(BUILD)/obj $(BUILD)/fault -name '*.d' 2>/dev/null)
 
 # The node heap's allocator is Debian's jemalloc (libjemalloc-dev), linked into heap.c's one
 # object whose symbols are then all made local but heap.c's own: libarcoll exports no malloc
 # and changes no program's allocator by being linked (docs/heap.md).
 JEMALLOC_A ?= $(shell pkg-config --variable=libdir jemalloc 2>/dev/null)/libjemalloc_pic.a
 $(BUILD)/obj/src/heap/heap.o $(BUILD)/fault/src/heap/heap.o: $(BUILD)/%/src/heap/heap.o: \
-		src/heap/heap.c $(wildcard include/*.h src/*/*.h bootstrap/*.h)
+		src/heap/heap.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (+ jemalloc, local)")
-	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@.own.o
+	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.own.o
 	$(Q)nm -g --defined-only $@.own.o | awk '{print $$3}' > $@.keep
 	$(Q)$(LD) -r -o $@.all.o $@.own.o $(JEMALLOC_A)
 	$(Q)objcopy --keep-global-symbols=$@.keep $@.all.o $@
@@ -123,10 +133,12 @@ $(BUILD)/lib/libarcoll_heap.so: src/preload/heap_preload.c $(BUILD)/obj/src/core
 		$(LINK_SHARED) -ldl $(EXTRA_LDFLAGS)
 
 BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
-$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h tests/lib/tl.h \
+		$(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default $(BENCH_SRC) -o $@ $(LINK_SHARED) -lm
+	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -Itests/lib $(BENCH_SRC) -o $@ $(TL_LIB) \
+		$(LINK_SHARED) -lm
 
 # The same benchmark with `mpi` as an algorithm (Open MPI's collectives under the same skew)
 # and an MPI bootstrap; built only where mpicc exists (Debian: libopenmpi-dev).
@@ -134,12 +146,13 @@ MPICC ?= mpicc
 BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
 all: $(BENCH_MPI)
 
-$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h tests/lib/tl.h \
+		$(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \
 		$(if $(Q),echo "  LINK    $@";) \
-		OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -DARCOLL_BENCH_MPI \
-			$(BENCH_SRC) -o $@ $(LINK_SHARED) -lm; \
+		OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -DARCOLL_BENCH_MPI -Itests/lib \
+			$(BENCH_SRC) -o $@ $(TL_LIB) $(LINK_SHARED) -lm; \
 	else echo "  SKIP    $@: no $(MPICC) (Debian package libopenmpi-dev)"; fi
 
 # The decision layer the shim and the Open MPI component share (src/mpi/arcoll_mpi_common.c).
@@ -161,26 +174,18 @@ $(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c $(MPI_COMMON) include/arcol
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -shared $< \
 		src/mpi/arcoll_mpi_common.c -o $@ $(LINK_SHARED)
 
+# The MPI test programs take their data patterns and verdicts from tests/lib (plain C).
 # -rdynamic: ARCOLL_PROFILE names the test's functions as call sites.
-$(BUILD)/tests/shim_test: tests/mpi/shim_test.c include/arcoll_mpi.h
+$(BUILD)/tests/shim_test: tests/mpi/shim_test.c include/arcoll_mpi.h tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -rdynamic $< -o $@
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib -rdynamic $< -o $@ $(TL_LIB)
 
-$(BUILD)/tests/shim_coll_test: tests/mpi/shim_coll_test.c include/arcoll_mpi.h
+$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/tests/shim_soak_test: \
+		$(BUILD)/tests/%: tests/mpi/%.c include/arcoll_mpi.h tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
-
-$(BUILD)/tests/shim_split_test: tests/mpi/shim_split_test.c include/arcoll_mpi.h
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
-
-$(BUILD)/tests/shim_soak_test: tests/mpi/shim_soak_test.c include/arcoll_mpi.h
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB)
 
 # LD_PRELOAD into test ranks: a seccomp filter or a non-dumpable process without
 # CAP_SYS_PTRACE, as container runtimes make (tests/integ/degrade_preload.c).
@@ -191,16 +196,16 @@ $(BUILD)/tests/libdegrade.so: tests/integ/degrade_preload.c
 all: $(BUILD)/tests/libdegrade.so
 
 # Plain MPI (no arcoll header): many nonblocking calls in flight, arcoll's and MPI's mixed.
-$(BUILD)/tests/shim_nb_test: tests/mpi/shim_nb_test.c
+$(BUILD)/tests/shim_nb_test: tests/mpi/shim_nb_test.c tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB)
 
 # Plain MPI (no arcoll header): run.sh compares its output with and without the shim.
-$(BUILD)/tests/shim_a2av_test: tests/mpi/shim_a2av_test.c
+$(BUILD)/tests/shim_a2av_test: tests/mpi/shim_a2av_test.c tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< -o $@
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB)
 
 # Fortran programs through the shim (`use mpi` and `use mpi_f08`), where mpifort and the
 # compiler it wraps exist (Debian: gfortran besides libopenmpi-dev); tests/mpi/run.sh says
@@ -217,10 +222,10 @@ $(SHIM_FTEST): $(BUILD)/tests/%: tests/mpi/%.f90
 	else echo "  SKIP    $@: no $(MPIFC) or its Fortran compiler (Debian package gfortran)"; fi
 
 $(BUILD)/bin/arcoll-mpi-lat: bench/arcoll_mpi_lat.c bench/bench_stats.c bench/bench_stats.h bench/bench_clock.h bench/bench_shim.h \
-		include/arcoll_mpi.h
+		include/arcoll_mpi.h tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ -lm
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib $< bench/bench_stats.c -o $@ $(TL_LIB) -lm
 
 # An FFT-transpose step (pack, MPI_Alltoall, unpack) on fresh buffers, shim vs PMPI.
 $(BUILD)/bin/arcoll-transpose: bench/arcoll_transpose.c bench/bench_clock.h bench/bench_shim.h include/arcoll_mpi.h
@@ -256,10 +261,11 @@ $(BUILD)/lib/openmpi/mca_coll_arcoll.so: src/ompi/coll_arcoll.c $(MPI_COMMON) in
 
 # Plain MPI (no arcoll header): every served collective through the component (threads in
 # its MPI_THREAD_MULTIPLE mode).
-$(BUILD)/tests/ompi_coll_test: tests/mpi/ompi_coll_test.c include/arcoll_mpi.h
+$(BUILD)/tests/ompi_coll_test: tests/mpi/ompi_coll_test.c include/arcoll_mpi.h tests/lib/tl.h \
+		$(TL_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -pthread $< -o $@
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib -pthread $< -o $@ $(TL_LIB)
 
 # Fortran through `include 'mpif.h'` (the `use mpi` and `use mpi_f08` programs are the shim's).
 OMPI_FTEST := $(if $(and $(OMPI_COMPONENT),$(SHIM_FTEST)),$(BUILD)/tests/ompi_ftest_h)
@@ -297,27 +303,48 @@ $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c bench/bench_stats.c bench/
 	$(Q)$(CC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ $(STLIB) $(LDLIBS_ALL)
 
 # The scale simulator (docs/scale.md): its driver and model channel are internal (src/sim).
-$(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c $(STLIB)
+$(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c tests/lib/tl.h $(TL_LIB) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(STLIB) $(LDLIBS_ALL)
 
 $(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
-# Summary of an ARCOLL_PROFILE run (docs/profiling.md); its arithmetic is src/core/pap_stats.c.
-$(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c $(STLIB)
+# Summary of an ARCOLL_PROFILE run (docs/profiling.md); its arithmetic is src/core/pap_stats.c,
+# its reader tools/pap_report.c (which the fuzz harness fuzz_profile calls too).
+$(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c tools/pap_report.c tools/pap_report.h \
+		$(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) $(filter %.c,$^) -o $@ $(STLIB) $(LDLIBS_ALL)
 
-COLL_TEST_SRC := tests/integ/coll_test.c tests/integ/coll_more.c tests/integ/coll_heapmr.c
-$(BUILD)/tests/coll_test: $(COLL_TEST_SRC) $(BUILD)/lib/libarcoll.so
+# coll_test's objects (tests/integ/coll_test.h), linked by coll_test (its main in
+# coll_test_main.c), coll_test_fault, fork_test and tcp_launch; with tests/lib (TL_LIB).
+COLL_TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,tests/integ/coll_test.c tests/integ/coll_more.c \
+	tests/integ/coll_heapmr.c)
+INTEG_OBJ := $(COLL_TEST_OBJ) $(patsubst %.c,$(BUILD)/obj/%.o,tests/integ/coll_test_main.c \
+	tests/integ/fork_test.c tests/integ/shco_test.c tests/integ/tcp_launch.c)
+$(INTEG_OBJ): CFLAGS_ALL += -Itests/lib
+$(BUILD)/tests/coll_test: $(COLL_TEST_OBJ) $(BUILD)/obj/tests/integ/coll_test_main.o $(TL_LIB) \
+		$(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
+	$(Q)$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(TL_LIB) $(LINK_SHARED)
+
+$(TL_LIB): $(TL_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The algorithm matrix in one process (tests/matrix/sim_matrix.c): every algorithm of the list
+# (src/core/algs.h) x the collectives it serves x sizes x team shapes over the simulated channel.
+$(BUILD)/tests/sim_matrix: tests/matrix/sim_matrix.c $(TL_LIB) $(STLIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(STLIB) $(LDLIBS_ALL)
 
 # libarcoll_heap.so's malloc under LD_PRELOAD (tests/integ/run.sh runs it so).
 $(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/libarcoll.so
@@ -327,21 +354,24 @@ $(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/l
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
 # Static: its sh_co modes register a same-address region (heap/region.h, internal).
-$(BUILD)/tests/fork_test: tests/integ/fork_test.c tests/integ/shco_test.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(STLIB)
+$(BUILD)/tests/fork_test: $(BUILD)/obj/tests/integ/fork_test.o $(BUILD)/obj/tests/integ/shco_test.o \
+		$(COLL_TEST_OBJ) $(TL_LIB) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(TL_LIB) $(STLIB) $(LDLIBS_ALL)
 
 # coll_test across hosts: one launcher per node, bootstrap callbacks over TCP.
-$(BUILD)/tests/tcp_launch: tests/integ/tcp_launch.c $(COLL_TEST_SRC) tests/integ/launch_verdict.h $(BUILD)/lib/libarcoll.so
+$(BUILD)/tests/tcp_launch: $(BUILD)/obj/tests/integ/tcp_launch.o $(COLL_TEST_OBJ) $(TL_LIB) \
+		$(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED) -lpthread
+	$(Q)$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(TL_LIB) $(LINK_SHARED) -lpthread
 
-$(BUILD)/tests/coll_test_fault: $(COLL_TEST_SRC) $(FAULTLIB)
+$(BUILD)/tests/coll_test_fault: $(COLL_TEST_OBJ) $(BUILD)/obj/tests/integ/coll_test_main.o \
+		$(TL_LIB) $(FAULTLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(FAULTLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) $(filter %.o,$^) -o $@ $(TL_LIB) $(FAULTLIB) $(LDLIBS_ALL)
 
 # The benchmark's arithmetic, tested apart from any communication.
 $(BUILD)/tests/test_bench_stats: tests/unit/test_bench_stats.c bench/bench_stats.c \
@@ -379,7 +409,7 @@ slurm: all
 	@tests/slurm/run.sh $(BUILD)
 
 # The soak test (tests/mpi/soak.sh): SOAK_SECONDS of random jobs through the PMPI shim, with
-# faults injected in some; not part of make check (which runs a 2-minute version of it).
+# faults injected in some; not part of make check (which runs a 1-minute version of it: each kind of job once).
 .PHONY: soak
 soak: all
 	@tests/mpi/soak.sh $(BUILD) $(or $(SOAK_SECONDS),600)
@@ -403,7 +433,7 @@ ASAN_MAKE = $(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	EXTRA_LDFLAGS="-fsanitize=address,undefined"
 asan:
 	$(ASAN_MAKE) -j$(shell nproc 2>/dev/null || echo 2) all
-	TEST_SET=asan VMBED=0 SLURMBED=0 INTEG_SKEW_CALLS=100 INTEG_VSKEW_CALLS=100 INTEG_CRASH_RUNS=20 \
+	TEST_SET=asan VMBED=0 SLURMBED=0 MATRIX_COMBOS=1 INTEG_SKEW_CALLS=100 INTEG_VSKEW_CALLS=100 INTEG_CRASH_RUNS=20 \
 		ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 		UBSAN_OPTIONS=print_stacktrace=1 $(ASAN_MAKE) check
 
@@ -451,15 +481,22 @@ fuzz-run: $(FUZZ_BIN)
 		echo "fuzz: $$f: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs, ok"; \
 	done
 
-$(BUILD)/fuzz/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (fuzz)")
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ) tools/arcoll_pap_report.c
+-include $(shell find $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)
+
+# fuzz_profile calls arcoll-pap-report's reader (tools/pap_report.c), compiled as a fuzz object.
+FUZZ_OBJ_profile := $(BUILD)/fuzz/obj/tools/pap_report.o
+.SECONDARY: $(FUZZ_OBJ_profile)
+$(BUILD)/fuzz/fuzz_profile: $(FUZZ_OBJ_profile) tools/pap_report.h
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lm
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(filter %.c %.o,$^) -o $@ -lm
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \

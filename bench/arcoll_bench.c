@@ -43,6 +43,7 @@
 #include "arcoll.h"
 #include "bench/bench_clock.h"
 #include "bench/bench_stats.h"
+#include "tl.h"
 
 #define MAX_ALGS   8
 #define MAX_MIFS   16
@@ -361,85 +362,39 @@ static int measure_memcpy(bench_t *b, size_t len, double *us)
     return 0;
 }
 
-/* ---- Data validation ---- */
-
-static uint8_t pattern(uint64_t key, int src, size_t off)
-{
-    return (uint8_t)(key * 31 + (uint64_t)src * 7 + off);
-}
-
-static void fill(char *s, size_t len, uint64_t key, int rank)
-{
-    for (size_t i = 0; i < len; i++)
-        s[i] = (char)pattern(key, rank, i);
-}
-
-static int verify(const char *r, int alltoall, size_t bytes, uint64_t key, int rank, int n)
-{
-    for (int src = 0; src < n; src++) {
-        size_t base = alltoall ? (size_t)rank * bytes : 0;
-        for (size_t i = 0; i < bytes; i++)
-            if ((uint8_t)r[(size_t)src * bytes + i] != pattern(key, src, base + i))
-                return 1;
-    }
-    return 0;
-}
-
-/* len bytes at r equal to what fill(.., len, key, src) wrote. */
-static int verify_block(const char *r, size_t len, uint64_t key, int src)
-{
-    for (size_t i = 0; i < len; i++)
-        if ((uint8_t)r[i] != pattern(key, src, i))
-            return 1;
-    return 0;
-}
-
-/* alltoallv: the key of the block for dst, so that a block delivered to
- * the wrong rank or from the wrong place does not pass. */
-static uint64_t block_key(uint64_t key, int dst)
-{
-    return key * 1000003u + (uint64_t)dst;
-}
-
-/* Reductions: element i of src's input at call key, an integer in [1, 64]
- * so that every sum is exact whatever the order, and a missing or doubled
- * contribution always shows. */
-static double red_value(uint64_t key, int src, size_t i)
-{
-    return (double)(1 + ((key * 31 + (uint64_t)src * 7 + i * 13 + (i >> 6) * 5) & 63));
-}
+/* ---- Data validation: the patterns of tests/lib (tl.h), fresh per call (key) ---- */
 
 static void fill_alltoall(const bench_t *b, char *s, size_t bytes, uint64_t key)
 {
-    fill(s, bytes * (size_t)b->n, key, b->rank);
+    tl_fill_blocks(s, bytes, b->n, key, b->rank);
 }
 
 static int verify_alltoall(const bench_t *b, const char *r, size_t bytes, uint64_t key)
 {
-    return verify(r, 1, bytes, key, b->rank, b->n);
+    return tl_check_blocks(r, bytes, b->n, key, b->rank, NULL) != 0;
 }
 
 static void fill_allgather(const bench_t *b, char *s, size_t bytes, uint64_t key)
 {
-    fill(s, bytes, key, b->rank);
+    tl_fill(s, bytes, key, b->rank, TL_ANY);
 }
 
 static int verify_allgather(const bench_t *b, const char *r, size_t bytes, uint64_t key)
 {
-    return verify(r, 0, bytes, key, b->rank, b->n);
+    return tl_check_blocks(r, bytes, b->n, key, TL_ANY, NULL) != 0;
 }
 
 static void fill_allgatherv(const bench_t *b, char *s, size_t bytes, uint64_t key)
 {
     (void)bytes;
-    fill(s, b->rc[b->rank], key, b->rank);
+    tl_fill(s, b->rc[b->rank], key, b->rank, TL_ANY);
 }
 
 static int verify_allgatherv(const bench_t *b, const char *r, size_t bytes, uint64_t key)
 {
     (void)bytes;
     for (int src = 0; src < b->n; src++)
-        if (verify_block(r + b->rd[src], b->rc[src], key, src))
+        if (tl_check(r + b->rd[src], b->rc[src], key, src, TL_ANY, NULL) != 0)
             return 1;
     return 0;
 }
@@ -448,14 +403,14 @@ static void fill_alltoallv(const bench_t *b, char *s, size_t bytes, uint64_t key
 {
     (void)bytes;
     for (int dst = 0; dst < b->n; dst++)
-        fill(s + b->sd[dst], b->sc[dst], block_key(key, dst), b->rank);
+        tl_fill(s + b->sd[dst], b->sc[dst], key, b->rank, dst);
 }
 
 static int verify_alltoallv(const bench_t *b, const char *r, size_t bytes, uint64_t key)
 {
     (void)bytes;
     for (int src = 0; src < b->n; src++)
-        if (verify_block(r + b->rd[src], b->rc[src], block_key(key, b->rank), src))
+        if (tl_check(r + b->rd[src], b->rc[src], key, src, b->rank, NULL) != 0)
             return 1;
     return 0;
 }
@@ -470,20 +425,17 @@ static void fill_reduce_scatter(const bench_t *b, char *s, size_t bytes, uint64_
     double *v = (double *)(void *)s;
     size_t len = red_count(bytes) * (size_t)b->n;
     for (size_t i = 0; i < len; i++)
-        v[i] = red_value(key, b->rank, i);
+        v[i] = (double)tl_red_in(key, b->rank, i);
 }
 
-/* Elements [first, first + count) of the sum over ranks. */
+/* Elements [first, first + count) of the sum over ranks: small integers (tl_red_in), so
+ * that every sum is exact whatever the order, and a missing or doubled contribution shows. */
 static int verify_sum(const bench_t *b, const char *r, size_t first, size_t count, uint64_t key)
 {
     const double *v = (const double *)(const void *)r;
-    for (size_t i = 0; i < count; i++) {
-        double want = 0;
-        for (int src = 0; src < b->n; src++)
-            want += red_value(key, src, first + i);
-        if (v[i] != want)
+    for (size_t i = 0; i < count; i++)
+        if (v[i] != (double)tl_red_sum(key, b->n, first + i))
             return 1;
-    }
     return 0;
 }
 
@@ -497,7 +449,7 @@ static void fill_allreduce(const bench_t *b, char *s, size_t bytes, uint64_t key
 {
     double *v = (double *)(void *)s;
     for (size_t i = 0; i < red_count(bytes); i++)
-        v[i] = red_value(key, b->rank, i);
+        v[i] = (double)tl_red_in(key, b->rank, i);
 }
 
 static int verify_allreduce(const bench_t *b, const char *r, size_t bytes, uint64_t key)

@@ -83,6 +83,7 @@
 #include "bench/bench_clock.h"
 #include "bench/bench_shim.h"
 #include "bench/bench_stats.h"
+#include "tl.h"
 
 enum { COL_MPI, COL_PMPI, NCOLS };
 /* -R's third column: the memcpy limit under the same buffer use. */
@@ -190,13 +191,8 @@ static double measure_t(char *buf, int bytes)
     return t;
 }
 
-static unsigned char fill_byte(int from, int to, size_t k, int it)
-{
-    return (unsigned char)(from * 29 + to * 7 + (int)(k % 13) + it * 3);
-}
-
 /* Block j of the send (recv 0) or receive (recv 1) buffer: its offset and
- * length, and the rank it goes to in fill_byte (allgather: 0 for all). */
+ * length, and the rank it goes to in its pattern (tl.h; allgather: TL_ANY). */
 static void block(int coll, int recv, int j, size_t bytes, size_t *off, size_t *len, int *to)
 {
     if (coll == C_ALLTOALLV) {
@@ -206,7 +202,7 @@ static void block(int coll, int recv, int j, size_t bytes, size_t *off, size_t *
         *off = (size_t)j * bytes;
         *len = coll == C_ALLGATHER && !recv && j > 0 ? 0 : bytes;
     }
-    *to = coll == C_ALLGATHER ? 0 : recv ? rank : j;
+    *to = coll == C_ALLGATHER ? TL_ANY : recv ? rank : j;
 }
 
 static void fill(int coll, char *s, size_t bytes, int tag)
@@ -215,8 +211,7 @@ static void fill(int coll, char *s, size_t bytes, int tag)
         size_t off, len;
         int to;
         block(coll, 0, j, bytes, &off, &len, &to);
-        for (size_t k = 0; k < len; k++)
-            s[off + k] = (char)fill_byte(rank, to, k, tag);
+        tl_fill(s + off, len, (uint64_t)tag, rank, to);
     }
 }
 
@@ -229,11 +224,7 @@ static long check(int coll, const char *r, size_t bytes, int tag)
         size_t off, len;
         int to;
         block(coll, 1, j, bytes, &off, &len, &to);
-        for (size_t k = 0; k < len; k++)
-            if ((unsigned char)r[off + k] != fill_byte(j, to, k, tag)) {
-                bad++;
-                break;
-            }
+        bad += tl_check(r + off, len, (uint64_t)tag, j, to, NULL) != 0;
     }
     return bad;
 }
@@ -446,97 +437,35 @@ static int parse(int argc, char **argv, lat_opts_t *o)
 
 /* ---- -R: realistic buffer use ---- */
 
-#define PAT_STEP 0x9E3779B97F4A7C15ull
-
 static int gsend; /* allgatherv: this rank's count of the current iteration */
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-/* The first word of the block that rank `from` sends to rank `to` (-1: to
- * every rank) in call `tag`; word k of the block is that plus k x PAT_STEP. */
-static uint64_t pat_base(uint64_t tag, int from, int to)
-{
-    return mix64(tag * 0x100000001B3ull + (uint64_t)(uint32_t)from * 0x1000193ull +
-                 (uint64_t)(uint32_t)(to + 2));
-}
-
-static void pat_fill(char *p, size_t len, uint64_t w)
-{
-    size_t k = 0;
-
-    for (; k + 8 <= len; k += 8, w += PAT_STEP)
-        memcpy(p + k, &w, 8);
-    if (k < len)
-        memcpy(p + k, &w, len - k);
-}
-
-/* Bytes of p[0..len) that differ from the pattern starting at word w. */
-static size_t pat_check(const char *p, size_t len, uint64_t w)
-{
-    size_t k = 0, bad = 0;
-
-    for (; k < len; k += 8, w += PAT_STEP) {
-        unsigned char want[8];
-        size_t n = len - k < 8 ? len - k : 8;
-        memcpy(want, &w, 8);
-        if (memcmp(p + k, want, n) == 0)
-            continue;
-        for (size_t b = 0; b < n; b++)
-            bad += (unsigned char)p[k + b] != want[b];
-    }
-    return bad;
-}
-
-/* Element k of rank `from`'s vector in call `tag`: a small integer, so that
- * sums over ranks are exact in doubles too. */
-static unsigned red_val(uint64_t base, size_t k)
-{
-    return (unsigned)((base + (uint64_t)k * PAT_STEP) >> 50);
-}
 
 static size_t red_esize(const lat_opts_t *o)
 {
     return o->ints ? sizeof(int) : sizeof(double);
 }
 
+/* Element k of this rank's vector in call `tag`: tl_red_in's small integers, so that sums
+ * over ranks are exact in doubles too. */
 static void red_fill(const lat_opts_t *o, void *s, size_t count, uint64_t tag)
 {
-    uint64_t base = pat_base(tag, rank, -1);
-
     for (size_t k = 0; k < count; k++)
         if (o->ints)
-            ((int *)s)[k] = (int)red_val(base, k);
+            ((int *)s)[k] = (int)tl_red_in(tag, rank, k);
         else
-            ((double *)s)[k] = (double)red_val(base, k);
+            ((double *)s)[k] = (double)tl_red_in(tag, rank, k);
 }
 
 /* Wrong bytes of a sum's elements first..first+count-1 in r[0..count). */
 static size_t red_check(const lat_opts_t *o, const void *r, size_t first, size_t count,
                         uint64_t tag)
 {
-    uint64_t base[64], *bp = nranks <= 64 ? base : malloc(sizeof(uint64_t) * (size_t)nranks);
     size_t bad = 0;
 
-    if (bp == NULL)
-        PMPI_Abort(MPI_COMM_WORLD, 1);
-    for (int j = 0; j < nranks; j++)
-        bp[j] = pat_base(tag, j, -1);
     for (size_t k = 0; k < count; k++) {
-        unsigned long want = 0;
-        for (int j = 0; j < nranks; j++)
-            want += red_val(bp[j], first + k);
+        int64_t want = tl_red_sum(tag, nranks, first + k);
         if (o->ints ? ((const int *)r)[k] != (int)want : ((const double *)r)[k] != (double)want)
             bad += red_esize(o);
     }
-    if (bp != base)
-        free(bp);
     return bad;
 }
 
@@ -572,15 +501,13 @@ static void real_fill(const lat_opts_t *o, int coll, char *s, size_t bytes, uint
     case C_ALLREDUCE: red_fill(o, s, bytes / red_esize(o), tag); break;
     case C_REDUCE_SCATTER: red_fill(o, s, (size_t)nranks * (bytes / red_esize(o)), tag); break;
     case C_ALLGATHER:
-    case C_IALLGATHER: pat_fill(s, bytes, pat_base(tag, rank, -1)); break;
-    case C_ALLGATHERV: pat_fill(s, (size_t)gsend, pat_base(tag, rank, -1)); break;
+    case C_IALLGATHER: tl_fill(s, bytes, tag, rank, TL_ANY); break;
+    case C_ALLGATHERV: tl_fill(s, (size_t)gsend, tag, rank, TL_ANY); break;
     case C_ALLTOALLV:
         for (int j = 0; j < nranks; j++)
-            pat_fill(s + sd[j], (size_t)sc[j], pat_base(tag, rank, j));
+            tl_fill(s + sd[j], (size_t)sc[j], tag, rank, j);
         break;
-    default:
-        for (int j = 0; j < nranks; j++)
-            pat_fill(s + (size_t)j * bytes, bytes, pat_base(tag, rank, j));
+    default: tl_fill_blocks(s, bytes, nranks, tag, rank);
     }
 }
 
@@ -592,20 +519,14 @@ static size_t real_check(const lat_opts_t *o, int coll, const char *r, size_t by
     case C_ALLREDUCE: return red_check(o, r, 0, cnt, tag);
     case C_REDUCE_SCATTER: return red_check(o, r, (size_t)rank * cnt, cnt, tag);
     case C_ALLGATHER:
-    case C_IALLGATHER:
-        for (int j = 0; j < nranks; j++)
-            bad += pat_check(r + (size_t)j * bytes, bytes, pat_base(tag, j, -1));
-        return bad;
+    case C_IALLGATHER: return tl_check_blocks(r, bytes, nranks, tag, TL_ANY, NULL);
     case C_ALLGATHERV:
     case C_ALLTOALLV:
         for (int j = 0; j < nranks; j++)
-            bad += pat_check(r + rd[j], (size_t)rc[j],
-                             pat_base(tag, j, coll == C_ALLGATHERV ? -1 : rank));
+            bad += tl_check(r + rd[j], (size_t)rc[j], tag, j, coll == C_ALLGATHERV ? TL_ANY : rank,
+                            NULL);
         return bad;
-    default:
-        for (int j = 0; j < nranks; j++)
-            bad += pat_check(r + (size_t)j * bytes, bytes, pat_base(tag, j, rank));
-        return bad;
+    default: return tl_check_blocks(r, bytes, nranks, tag, rank, NULL);
     }
 }
 
@@ -756,7 +677,7 @@ static void real_point(const lat_opts_t *o, int coll, size_t bytes, real_res_t *
             /* -W: after a pair's first call, as the last call left it */
             if (!o->warm || ncalls[col] <= o->pairs) {
                 if (col == COL_MCPY)
-                    pat_fill(s, mlen, pat_base(tag, rank, -1));
+                    tl_fill(s, mlen, tag, rank, TL_ANY);
                 else
                     real_fill(o, coll, s, bytes, tag);
                 memset(r, 0, mlen);

@@ -96,6 +96,7 @@ static int check(const channel_t *ch, int rc, const char *what)
     return 1;
 }
 
+/* Its own tiny check, not tests/lib's patterns: this example is meant to be copied alone. */
 /* Block j of buf came from rank from[j] (from == NULL: rank j). */
 static int verify(const char *buf, int n, const int *from, int me, int alltoall, int tag)
 {

@@ -39,6 +39,7 @@
 #include "arcoll.h"
 #include "core/coll.h"
 #include "sim/sim.h"
+#include "tl.h"
 
 #define MAX_SIZES 16
 
@@ -102,13 +103,6 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Byte k of the block src sends to dst in iteration it. */
-static unsigned char pat(int src, int dst, size_t k, int it)
-{
-    return (unsigned char)mix64(((uint64_t)(unsigned)src << 44) ^ ((uint64_t)(unsigned)dst << 24) ^
-                                (uint64_t)k ^ ((uint64_t)(unsigned)it << 58));
-}
-
 /* The model's time of one message of bytes (the bench's T). */
 static double msg_ns(const job_t *j, size_t bytes)
 {
@@ -148,44 +142,33 @@ static uint64_t skew_ns(const job_t *j, int rank, int it, size_t bytes)
     return late ? (uint64_t)w : 0;
 }
 
+/* Iteration it's data (tests/lib, tl.h): the blocks of the patterns, the reductions' small
+ * integers. */
 static void fill(const job_t *j, int rank, int it, size_t bytes, unsigned char *s)
 {
-    int n = j->n;
-
     if (j->coll == C_AR) {
         int64_t *v = (int64_t *)(void *)s;
         for (size_t i = 0; i < bytes / 8; i++)
-            v[i] = (int64_t)(rank + 1) * (int64_t)(i + 1) + it;
-        return;
+            v[i] = tl_red_in((uint64_t)it, rank, i);
+    } else if (j->coll == C_AG || j->coll == C_AGV) {
+        tl_fill(s, bytes, (uint64_t)it, rank, TL_ANY);
+    } else {
+        tl_fill_blocks(s, bytes, j->n, (uint64_t)it, rank);
     }
-    if (j->coll == C_AG || j->coll == C_AGV) {
-        for (size_t k = 0; k < bytes; k++)
-            s[k] = pat(rank, 0, k, it);
-        return;
-    }
-    for (int d = 0; d < n; d++)
-        for (size_t k = 0; k < bytes; k++)
-            s[(size_t)d * bytes + k] = pat(rank, d, k, it);
 }
 
 /* 1 if every received byte is right. */
 static int check(const job_t *j, int rank, int it, size_t bytes, const unsigned char *r)
 {
-    int n = j->n;
-
     if (j->coll == C_AR) {
         const int64_t *v = (const int64_t *)(const void *)r;
         for (size_t i = 0; i < bytes / 8; i++)
-            if (v[i] != (int64_t)(i + 1) * n * (n + 1) / 2 + (int64_t)n * it)
+            if (v[i] != tl_red_sum((uint64_t)it, j->n, i))
                 return 0;
         return 1;
     }
-    for (int s = 0; s < n; s++)
-        for (size_t k = 0; k < bytes; k++)
-            if (r[(size_t)s * bytes + k] !=
-                pat(s, j->coll == C_AG || j->coll == C_AGV ? 0 : rank, k, it))
-                return 0;
-    return 1;
+    return tl_check_blocks(r, bytes, j->n, (uint64_t)it,
+                           j->coll == C_AG || j->coll == C_AGV ? TL_ANY : rank, NULL) == 0;
 }
 
 static int call(const job_t *j, arcoll_team_t t, const void *s, void *r, size_t bytes,

@@ -34,4 +34,14 @@
 
 #define CORE_ALG_ENUM(id, name, colls) CORE_ALG_##id,
 
+/* The one list of collectives: its coll_type_t (core/req.h), its name in settings
+ * (ARCOLL_<NAME>_ALG, ARCOLL_TUNE), its name in logs and profiles, and its ALGS_* bit. */
+#define CORE_COLL_LIST(X)                                                   \
+    X(COLL_ALLTOALL, alltoall, "alltoall", ALGS_A2A)                        \
+    X(COLL_ALLGATHER, allgather, "allgather", ALGS_AG)                      \
+    X(COLL_ALLTOALLV, alltoallv, "alltoallv", ALGS_A2AV)                    \
+    X(COLL_ALLGATHERV, allgatherv, "allgatherv", ALGS_AGV)                  \
+    X(COLL_REDUCE_SCATTER, reduce_scatter, "reduce_scatter_block", ALGS_RS) \
+    X(COLL_ALLREDUCE, allreduce, "allreduce", ALGS_AR)
+
 #endif

@@ -36,8 +36,9 @@ uint64_t eng_time_ns(const struct arcoll_context *ctx)
 
 const char *coll_type_name(coll_type_t type)
 {
-    static const char *const names[COLL_NTYPES] = {
-        "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
+#define ENG_COLL_SHOWN(type, name, shown, bit) [type] = shown,
+    static const char *const names[COLL_NTYPES] = {CORE_COLL_LIST(ENG_COLL_SHOWN)};
+#undef ENG_COLL_SHOWN
 
     if (type == COLL_SENDRECV)
         return "exchange";

@@ -98,9 +98,11 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 
-/* coll_type_t order; alltoallv has no size every rank shares, so no rules. */
-static const char *const tune_colls[] = {"alltoall",   "allgather",      "",
-                                         "allgatherv", "reduce_scatter", "allreduce"};
+/* The collectives' setting names (core/algs.h); alltoallv has no size every rank shares,
+ * so no rules name it. */
+#define TUNE_COLL_NAME(type, name, shown, bit) [type] = #name,
+static const char *const tune_colls[] = {CORE_COLL_LIST(TUNE_COLL_NAME)};
+#undef TUNE_COLL_NAME
 #define TUNE_NCOLLS (int)(sizeof(tune_colls) / sizeof(tune_colls[0]))
 
 /* Where the text being parsed comes from, for the messages. */
@@ -276,7 +278,7 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
     memset(r, 0, sizeof(*r));
     r->coll = -1;
     for (int c = 0; c < TUNE_NCOLLS; c++)
-        if (tune_colls[c][0] != '\0' && strcasecmp(f[0], tune_colls[c]) == 0)
+        if (c != CORE_TUNE_ALLTOALLV && strcasecmp(f[0], tune_colls[c]) == 0)
             r->coll = c;
     if (r->coll < 0)
         return tune_fail(src, idx, text,

@@ -22,7 +22,8 @@
 enum {
     CORE_TUNE_ALLTOALL,
     CORE_TUNE_ALLGATHER,
-    CORE_TUNE_ALLGATHERV = 3,
+    CORE_TUNE_ALLTOALLV, /* no rules: no size every rank shares */
+    CORE_TUNE_ALLGATHERV,
     CORE_TUNE_REDUCE_SCATTER,
     CORE_TUNE_ALLREDUCE
 };

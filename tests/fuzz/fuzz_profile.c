@@ -1,9 +1,14 @@
 /* libFuzzer harness of arcoll-pap-report: the input holds the profiles of
  * ranks 0, 1, ... separated by 0xff bytes (never in a profile, which is
- * text), read, aligned and printed by the tool's own code (stdout goes to
- * /dev/null). */
-#define ARCOLL_PAP_REPORT_NO_MAIN
-#include "tools/arcoll_pap_report.c"
+ * text), read, aligned and printed by the tool's own code (tools/pap_report.c;
+ * stdout goes to /dev/null). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/textio.h"
+#include "tools/pap_report.h"
 
 #define FUZZ_RANKS 8
 

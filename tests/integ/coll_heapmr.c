@@ -10,9 +10,15 @@
  * outside the heap (mmap) still registered per call, or by the cache with
  * ARCOLL_REGCACHE=on; on smp no heap MR at all. Under ARCOLL_FAULT=heapmr_fail
  * (coll_test_fault) the heap MR fails and heap buffers must be registered per
- * call instead. Included by coll_test.c.
+ * call instead. A mode of coll_test (coll_test.h).
  */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+
+#include "coll_test.h"
 
 typedef struct heapmr_alloc {
     void *(*alloc)(size_t);
@@ -57,21 +63,21 @@ static void heapmr_call(arcoll_team_t world, int c, uint64_t call, size_t bytes,
 {
     int rc;
 
-    fill(c, call, rank, nranks, bytes, s);
-    memset(r, 0xee, bytes * (size_t)nranks);
+    ct_fill(c, call, ct_rank, ct_nranks, bytes, s);
+    memset(r, 0xee, bytes * (size_t)ct_nranks);
     rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
     CHECK(rc == ARCOLL_OK, "%s call %llu: %s (%s)", what, (unsigned long long)call,
           arcoll_strerror(rc), arcoll_last_error(NULL));
     if (rc == ARCOLL_OK)
-        CHECK(verify(c, call, rank, nranks, bytes, r, what) == 0, "%s call %llu: wrong data", what,
-              (unsigned long long)call);
+        CHECK(ct_verify(c, call, ct_rank, ct_nranks, bytes, r, what) == 0,
+              "%s call %llu: wrong data", what, (unsigned long long)call);
 }
 
 /* Buffers outside the heap: registered per call, or through the cache. */
 static void heapmr_outside(arcoll_context_t ctx, uint64_t *call)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t bytes = 32 << 10, len = bytes * (size_t)nranks;
+    size_t bytes = 32 << 10, len = bytes * (size_t)ct_nranks;
     uint8_t *s = heapmr_mmap(len), *r = heapmr_mmap(len);
     arcoll_resources_t a, b;
 
@@ -85,7 +91,7 @@ static void heapmr_outside(arcoll_context_t ctx, uint64_t *call)
           "mmap buffers, per call: %llu registrations (want 2), %llu heap MR hits (want 0)",
           (unsigned long long)(b.user_regs - a.user_regs),
           (unsigned long long)(b.heap_mr_hits - a.heap_mr_hits));
-    set(ctx, "ARCOLL_REGCACHE", "on");
+    ct_set(ctx, "ARCOLL_REGCACHE", "on");
     for (int i = 0; i < 3; i++)
         heapmr_call(world, 1, ++*call, bytes, s, r, "mmap cached");
     a = heapmr_res(ctx);
@@ -104,7 +110,7 @@ out:
         munmap(r, len);
 }
 
-static void test_heapmr(arcoll_context_t ctx, const char *how, long iters)
+void ct_test_heapmr(arcoll_context_t ctx, const char *how, long iters)
 {
     static void *ballast[512];
     arcoll_team_t world = arcoll_team_world(ctx);
@@ -127,17 +133,17 @@ static void test_heapmr(arcoll_context_t ctx, const char *how, long iters)
         al = (heapmr_alloc_t){malloc, free};
     /* A small first prefix, so that a few MiB of heap double it several times
      * (it applies when the heap MR is made: at the first heap buffer below). */
-    set(ctx, "ARCOLL_VERBS_HEAP_MR_MIN", "1m");
+    ct_set(ctx, "ARCOLL_VERBS_HEAP_MR_MIN", "1m");
     v = arcoll_config_get(ctx, "ARCOLL_VERBS_HEAP_MR_MIN");
     if (v != NULL)
         min = strtoull(v, NULL, 10); /* rendered in bytes */
     CHECK(min == 1 << 20, "ARCOLL_VERBS_HEAP_MR_MIN is %s", v != NULL ? v : "unknown");
-    set(ctx, "ARCOLL_PATH", "zcopy");
-    set(ctx, "ARCOLL_REGCACHE", "off");
+    ct_set(ctx, "ARCOLL_PATH", "zcopy");
+    ct_set(ctx, "ARCOLL_REGCACHE", "off");
     r0 = heapmr_res(ctx);
     for (long it = 0; it < iters; it++) {
         /* Growing sizes, fresh buffers; the heap grows meanwhile (ballast). */
-        size_t bytes = (size_t)(16 << 10) * (size_t)(1 + it), len = bytes * (size_t)nranks;
+        size_t bytes = (size_t)(16 << 10) * (size_t)(1 + it), len = bytes * (size_t)ct_nranks;
         size_t pad = 0, end;
         int c = (int)(it & 1);
         uint8_t *s, *blk, *r;
@@ -244,7 +250,7 @@ static void test_heapmr(arcoll_context_t ctx, const char *how, long iters)
         printf("[rank %d] heapmr %s: %llu calls on heap buffers, %zu bytes kept allocated: heap MR "
                "%s%zu bytes after %llu registrations, %llu hits; %llu other registrations; prefix "
                "%s\n",
-               rank, how, (unsigned long long)heap_calls, allocated,
+               ct_rank, how, (unsigned long long)heap_calls, allocated,
                b.heap_mr_odp ? "on demand, " : "", b.heap_mr_bytes,
                (unsigned long long)b.heap_mr_regs, (unsigned long long)b.heap_mr_hits,
                (unsigned long long)(b.user_regs - r0.user_regs), tops);
@@ -253,7 +259,7 @@ static void test_heapmr(arcoll_context_t ctx, const char *how, long iters)
     heapmr_outside(ctx, &call);
     /* Heap buffers bypass the cache even when it is on. */
     {
-        size_t bytes = 32 << 10, len = bytes * (size_t)nranks;
+        size_t bytes = 32 << 10, len = bytes * (size_t)ct_nranks;
         uint8_t *s = al.alloc(len), *r = al.alloc(len);
         if (s != NULL && r != NULL) {
             a = heapmr_res(ctx);
@@ -270,8 +276,8 @@ static void test_heapmr(arcoll_context_t ctx, const char *how, long iters)
         al.release(s);
         al.release(r);
     }
-    set(ctx, "ARCOLL_REGCACHE", "off");
-    set(ctx, "ARCOLL_PATH", "auto");
+    ct_set(ctx, "ARCOLL_REGCACHE", "off");
+    ct_set(ctx, "ARCOLL_PATH", "auto");
     while (nb > 0)
         al.release(ballast[--nb]);
 }

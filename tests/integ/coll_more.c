@@ -1,6 +1,6 @@
 /*
- * coll_test modes for the collectives around alltoall/allgather (included by
- * coll_test.c, whose CHECK, pattern and counters it uses):
+ * coll_test modes for the collectives around alltoall/allgather (coll_test.h:
+ * coll_test.c's CHECK, counters and helpers; data patterns from tests/lib):
  *
  *   coll_test v                 alltoallv, allgatherv, reduce_scatter_block and
  *                               allreduce x every algorithm that serves them x
@@ -37,6 +37,13 @@
  * Counts, displacements and values are functions of (call, source,
  * destination), so every rank computes what it must receive.
  */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll_test.h"
 
 static const char *const v_algs[] = {"direct", "pap", "ring", "rdd", "rdh"};
 #define NV_ALGS ((int)(sizeof(v_algs) / sizeof(v_algs[0])))
@@ -64,7 +71,7 @@ static size_t v_count(uint64_t call, int src, int dst, size_t max)
     if (max != V_MIX && v_dist == VD_UNIFORM)
         return max;
     if (max != V_MIX && v_dist == VD_ONE_HEAVY) /* each source: one peer gets 100x */
-        return dst == (src + 1 + (int)(call % (uint64_t)nranks)) % nranks ? 100 * max : max;
+        return dst == (src + 1 + (int)(call % (uint64_t)ct_nranks)) % ct_nranks ? 100 * max : max;
     if (max != V_MIX && v_dist == VD_SPARSE)
         return (x >> 7) % 10 == 0 ? 10 * max : 0;
     if (max == V_MIX) {
@@ -126,8 +133,7 @@ static void v_alltoallv(arcoll_team_t team, uint64_t call, size_t max, int in_pl
     s = malloc(slen + 1);
     r = malloc(rlen + 1);
     for (int j = 0; j < n; j++)
-        for (size_t i = 0; i < (in_place ? rc_[j] : sc[j]); i++)
-            (in_place ? r + rd[j] : s + sd[j])[i] = pattern(call, me, j, i);
+        tl_fill(in_place ? r + rd[j] : s + sd[j], in_place ? rc_[j] : sc[j], call, me, j);
     if (!in_place)
         memset(r, 0xee, rlen + 1);
     else
@@ -138,10 +144,11 @@ static void v_alltoallv(arcoll_team_t team, uint64_t call, size_t max, int in_pl
     rc = v_wait(rc, &req, nb);
     CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
     for (int j = 0; rc == ARCOLL_OK && j < n; j++) {
-        for (size_t i = 0; i < rc_[j]; i++)
-            if (r[rd[j] + i] != pattern(call, j, me, i) && bad++ == 0)
-                fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
-        for (size_t i = 0; i < 3; i++)
+        size_t i = 0, b = tl_check(r + rd[j], rc_[j], call, j, me, &i);
+        if (b > 0 && bad == 0)
+            fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
+        bad += b;
+        for (i = 0; i < 3; i++)
             bad += r[rd[j] + rc_[j] + i] != 0xee;
     }
     if (rc == ARCOLL_OK)
@@ -167,17 +174,17 @@ static void v_allgatherv(arcoll_team_t team, uint64_t call, size_t max, int in_p
     s = malloc(cnt[me] + 1);
     r = malloc(rlen + 1);
     memset(r, 0xee, rlen + 1);
-    for (size_t i = 0; i < cnt[me]; i++)
-        (in_place ? r + dsp[me] : s)[i] = pattern(call, me, -1, i);
+    tl_fill(in_place ? r + dsp[me] : s, cnt[me], call, me, TL_ANY);
     rc = nb ? arcoll_iallgatherv(team, in_place ? ARCOLL_IN_PLACE : s, cnt[me], r, cnt, dsp, &req)
             : arcoll_allgatherv(team, in_place ? ARCOLL_IN_PLACE : s, cnt[me], r, cnt, dsp);
     rc = v_wait(rc, &req, nb);
     CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
     for (int j = 0; rc == ARCOLL_OK && j < n; j++) {
-        for (size_t i = 0; i < cnt[j]; i++)
-            if (r[dsp[j] + i] != pattern(call, j, -1, i) && bad++ == 0)
-                fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
-        for (size_t i = 0; i < 3; i++)
+        size_t i = 0, b = tl_check(r + dsp[j], cnt[j], call, j, TL_ANY, &i);
+        if (b > 0 && bad == 0)
+            fprintf(stderr, "[rank %d] %s: byte %zu from %d wrong\n", me, what, i, j);
+        bad += b;
+        for (i = 0; i < 3; i++)
             bad += r[dsp[j] + cnt[j] + i] != 0xee;
     }
     if (rc == ARCOLL_OK)
@@ -290,7 +297,7 @@ static void v_reduce(arcoll_team_t team, int rs, int dt, int op, uint64_t call, 
     free(r);
 }
 
-static void test_v(arcoll_context_t ctx)
+void ct_test_v(arcoll_context_t ctx)
 {
     size_t sizes[16] = {0, 1, 7, 4096, 200000};
     int nsizes = 5, every = 1, cell = 0;
@@ -316,11 +323,11 @@ static void test_v(arcoll_context_t ctx)
 
     for (int a = 0; a < NV_ALGS; a++) {
         int flat = a < 2; /* direct and pap serve alltoallv; the others do not */
-        set(ctx, "ARCOLL_ALLTOALLV_ALG", flat ? v_algs[a] : "pap");
-        set(ctx, "ARCOLL_ALLGATHERV_ALG", v_algs[a]);
-        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", v_algs[a]);
-        set(ctx, "ARCOLL_ALLREDUCE_ALG", v_algs[a]);
-        set(ctx, "ARCOLL_ALLGATHER_ALG", v_algs[a]);
+        ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", flat ? v_algs[a] : "pap");
+        ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", v_algs[a]);
+        ct_set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", v_algs[a]);
+        ct_set(ctx, "ARCOLL_ALLREDUCE_ALG", v_algs[a]);
+        ct_set(ctx, "ARCOLL_ALLGATHER_ALG", v_algs[a]);
         for (int z = 0; z < nsizes; z++) {
             for (int ip = 0; ip < 2; ip++) {
                 for (int nb = 0; nb < 2; nb++, cell++) {
@@ -357,16 +364,16 @@ static void test_v(arcoll_context_t ctx)
             /* allgather through the same algorithm (in place too) */
             if (!flat || a < 2) {
                 snprintf(what, sizeof(what), "allgather %s %zu B", v_algs[a], sizes[z]);
-                one(world, 0, 0, ++call, sizes[z], what);
+                ct_one(world, 0, 0, ++call, sizes[z], what);
             }
         }
     }
     /* alltoallv with blocks of 0, 1 and 1 MiB in one call: per pair the copy
      * or the zero-copy path, by its length (the threshold auto and 64 KiB). */
     for (int th = 0; th < 2; th++) {
-        set(ctx, "ARCOLL_ZCOPY_THRESHOLD", th ? "64k" : "auto");
+        ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", th ? "64k" : "auto");
         for (int a = 0; a < 2; a++) {
-            set(ctx, "ARCOLL_ALLTOALLV_ALG", v_algs[a]);
+            ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", v_algs[a]);
             for (int k = 0; k < 4; k++) {
                 snprintf(what, sizeof(what), "alltoallv %s 0/1/1M mixed, threshold %s%s", v_algs[a],
                          th ? "64k" : "auto", k & 1 ? " nonblocking" : "");
@@ -374,16 +381,16 @@ static void test_v(arcoll_context_t ctx)
             }
         }
     }
-    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
-    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+    ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
 /* coll_test a2av: alltoallv by the logarithmic algorithms (sloav, sloavx)
  * and the flat pap, every count distribution, sizes around the routing limit
  * (ARCOLL_SLOAV_MAX: blocks above it go direct), in place, nonblocking, and
  * blocks of 0, 1 and 1 MiB in one call; every byte and gap checked. */
-static void test_a2av(arcoll_context_t ctx)
+void ct_test_a2av(arcoll_context_t ctx)
 {
     static const char *const algs[] = {"sloav", "sloavx", "pap"};
     static const char *const limits[] = {"2k", "0", "64k"};
@@ -395,9 +402,9 @@ static void test_a2av(arcoll_context_t ctx)
     int quick = env != NULL && atoi(env) > 0;
 
     for (int a = 0; a < 3; a++) {
-        set(ctx, "ARCOLL_ALLTOALLV_ALG", algs[a]);
+        ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", algs[a]);
         for (int l = 0; l < (a < 2 ? 3 : 1); l++) {
-            set(ctx, "ARCOLL_SLOAV_MAX", limits[l]);
+            ct_set(ctx, "ARCOLL_SLOAV_MAX", limits[l]);
             for (int d = 0; d < VD_N; d++) {
                 v_dist = d;
                 for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
@@ -420,16 +427,16 @@ static void test_a2av(arcoll_context_t ctx)
             }
         }
     }
-    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
-    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
+    ct_set(ctx, "ARCOLL_SLOAV_MAX", "2k");
+    ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
 }
 
 /* 8 nonblocking calls in flight on one team, waited for newest first. */
-static void test_inflight(arcoll_context_t ctx)
+void ct_test_inflight(arcoll_context_t ctx)
 {
     enum { K = ARCOLL_MAX_INFLIGHT };
     arcoll_team_t world = arcoll_team_world(ctx);
-    int me = rank, n = nranks;
+    int me = ct_rank, n = ct_nranks;
     size_t bytes = 3000;
     uint8_t *s[K], *r[K];
     arcoll_request_t req[K];
@@ -440,7 +447,7 @@ static void test_inflight(arcoll_context_t ctx)
             uint64_t call = 5000 + (uint64_t)round * K + (uint64_t)k;
             s[k] = malloc(bytes * (size_t)n);
             r[k] = malloc(bytes * (size_t)n);
-            fill(1, call, me, n, bytes, s[k]);
+            ct_fill(1, call, me, n, bytes, s[k]);
             rc = arcoll_ialltoall(world, s[k], r[k], bytes, &req[k]);
             CHECK(rc == ARCOLL_OK, "ialltoall %d: %s", k, arcoll_strerror(rc));
         }
@@ -448,7 +455,8 @@ static void test_inflight(arcoll_context_t ctx)
             uint64_t call = 5000 + (uint64_t)round * K + (uint64_t)k;
             rc = arcoll_wait(&req[k]);
             CHECK(rc == ARCOLL_OK && req[k] == NULL, "wait %d: %s", k, arcoll_strerror(rc));
-            CHECK(verify(1, call, me, n, bytes, r[k], "in flight") == 0, "in flight %d: wrong", k);
+            CHECK(ct_verify(1, call, me, n, bytes, r[k], "in flight") == 0, "in flight %d: wrong",
+                  k);
             free(s[k]);
             free(r[k]);
         }
@@ -461,7 +469,7 @@ static void test_inflight(arcoll_context_t ctx)
         for (int k = 0; k < M; k++) {
             rs[k] = malloc(64 * (size_t)n);
             rr[k] = malloc(64 * (size_t)n);
-            fill(0, 7000 + (uint64_t)k, me, n, 64, rs[k]);
+            ct_fill(0, 7000 + (uint64_t)k, me, n, 64, rs[k]);
             rc = arcoll_iallgather(world, rs[k], rr[k], 64, &q[k]);
             CHECK(rc == ARCOLL_OK, "iallgather %d: %s", k, arcoll_strerror(rc));
         }
@@ -469,7 +477,7 @@ static void test_inflight(arcoll_context_t ctx)
         CHECK(rc == ARCOLL_OK, "waitall: %s", arcoll_strerror(rc));
         for (int k = 0; k < M; k++) {
             CHECK(q[k] == NULL, "waitall left request %d", k);
-            CHECK(verify(0, 7000 + (uint64_t)k, me, n, 64, rr[k], "window") == 0,
+            CHECK(ct_verify(0, 7000 + (uint64_t)k, me, n, 64, rr[k], "window") == 0,
                   "window %d: wrong", k);
             free(rs[k]);
             free(rr[k]);
@@ -507,30 +515,30 @@ static void test_inflight(arcoll_context_t ctx)
             memset(qr[k], 0, B * (size_t)n);
             switch (k % 6) {
             case 0:
-                fill(1, call, me, n, B, qs[k]);
+                ct_fill(1, call, me, n, B, qs[k]);
                 rc = arcoll_ialltoall(world, qs[k], qr[k], k == 30 ? 0 : B, &q[k]);
                 break;
             case 1:
-                fill(0, call, me, n, B, qs[k]);
+                ct_fill(0, call, me, n, B, qs[k]);
                 rc = arcoll_iallgather(world, qs[k], qr[k], B, &q[k]);
                 break;
             case 2:
-                fill(1, call, me, n, B, qs[k]);
+                ct_fill(1, call, me, n, B, qs[k]);
                 rc = arcoll_ialltoallv(world, qs[k], cnt, dsp, qr[k], cnt, dsp, &q[k]);
                 break;
             case 3:
-                fill(0, call, me, n, B, qs[k]);
+                ct_fill(0, call, me, n, B, qs[k]);
                 rc = arcoll_iallgatherv(world, qs[k], B, qr[k], bcnt, bdsp, &q[k]);
                 break;
             case 4:
                 for (int i = 0; i < E * n; i++)
-                    si[i] = me + k + i;
+                    si[i] = (int32_t)tl_red_in(call, me, (size_t)i);
                 rc =
                     arcoll_ireduce_scatter_block(world, si, ri, E, ARCOLL_INT32, ARCOLL_SUM, &q[k]);
                 break;
             default:
                 for (int i = 0; i < E; i++)
-                    si[i] = me + k + i;
+                    si[i] = (int32_t)tl_red_in(call, me, (size_t)i);
                 rc = arcoll_iallreduce(world, si, ri, E, ARCOLL_INT32, ARCOLL_SUM, &q[k]);
                 break;
             }
@@ -555,16 +563,18 @@ static void test_inflight(arcoll_context_t ctx)
             switch (k % 6) {
             case 0:
                 if (k != 30)
-                    CHECK(verify(1, call, me, n, B, qr[k], "queued") == 0, "queued %d", k);
+                    CHECK(ct_verify(1, call, me, n, B, qr[k], "queued") == 0, "queued %d", k);
                 break;
             case 1:
-            case 3: CHECK(verify(0, call, me, n, B, qr[k], "queued") == 0, "queued %d", k); break;
-            case 2: CHECK(verify(1, call, me, n, B, qr[k], "queued") == 0, "queued %d", k); break;
+            case 3:
+                CHECK(ct_verify(0, call, me, n, B, qr[k], "queued") == 0, "queued %d", k);
+                break;
+            case 2:
+                CHECK(ct_verify(1, call, me, n, B, qr[k], "queued") == 0, "queued %d", k);
+                break;
             case 4:
                 for (int i = 0; i < E; i++) {
-                    int32_t want = 0;
-                    for (int j = 0; j < n; j++)
-                        want += j + k + me * E + i;
+                    int32_t want = (int32_t)tl_red_sum(call, n, (size_t)(me * E + i));
                     if (ri[i] != want) {
                         CHECK(0, "queued reduce_scatter %d element %d: %d, want %d", k, i, ri[i],
                               want);
@@ -574,7 +584,7 @@ static void test_inflight(arcoll_context_t ctx)
                 break;
             default:
                 for (int i = 0; i < E; i++)
-                    if (ri[i] != n * (n - 1) / 2 + n * (k + i)) {
+                    if (ri[i] != (int32_t)tl_red_sum(call, n, (size_t)i)) {
                         CHECK(0, "queued allreduce %d element %d: %d", k, i, ri[i]);
                         break;
                     }
@@ -595,9 +605,9 @@ static void test_inflight(arcoll_context_t ctx)
         arcoll_request_t q = NULL;
         rc = arcoll_team_split(world, 0, me, &b);
         CHECK(rc == ARCOLL_OK && b != NULL, "split for two teams: %s", arcoll_strerror(rc));
-        set(ctx, "ARCOLL_PATH", "copy");
-        fill(1, 8000, me, n, big, s1);
-        fill(1, 8001, me, n, 64, s2);
+        ct_set(ctx, "ARCOLL_PATH", "copy");
+        ct_fill(1, 8000, me, n, big, s1);
+        ct_fill(1, 8001, me, n, 64, s2);
         rc = arcoll_ialltoall(world, s1, r1, big, &q);
         CHECK(rc == ARCOLL_OK, "ialltoall on A: %s", arcoll_strerror(rc));
         if (me == 0) {
@@ -611,9 +621,9 @@ static void test_inflight(arcoll_context_t ctx)
             rc = arcoll_alltoall(b, s2, r2, 64);
             CHECK(rc == ARCOLL_OK, "then alltoall on B: %s", arcoll_strerror(rc));
         }
-        CHECK(verify(1, 8000, me, n, big, r1, "team A") == 0, "team A: wrong data");
-        CHECK(verify(1, 8001, me, n, 64, r2, "team B") == 0, "team B: wrong data");
-        set(ctx, "ARCOLL_PATH", "auto");
+        CHECK(ct_verify(1, 8000, me, n, big, r1, "team A") == 0, "team A: wrong data");
+        CHECK(ct_verify(1, 8001, me, n, 64, r2, "team B") == 0, "team B: wrong data");
+        ct_set(ctx, "ARCOLL_PATH", "auto");
         if (b != NULL) {
             /* split and free drain calls in flight rather than refuse on one rank */
             rc = arcoll_ialltoall(b, s2, r2, 64, &q);
@@ -631,7 +641,7 @@ static void test_inflight(arcoll_context_t ctx)
     }
     /* allgatherv under auto with blocks on both sides of auto's size limit: every
      * rank must pick the same algorithm (from rcounts, not its own block). */
-    set(ctx, "ARCOLL_ALLGATHERV_ALG", "auto");
+    ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", "auto");
     for (int k = 0; k < 6; k++)
         v_allgatherv(world, 8100 + (uint64_t)k, k % 2 ? 4096 : 6000, 0, 0, "allgatherv auto");
     /* A mix of collectives in flight, tested round-robin until all are done. */
@@ -641,7 +651,7 @@ static void test_inflight(arcoll_context_t ctx)
         int left = 0;
         for (int k = 0; k < 4; k++) {
             for (int i = 0; i < 64; i++)
-                in[k][i] = me + k + i;
+                in[k][i] = (int32_t)tl_red_in((uint64_t)k, me, (size_t)i);
             rc = arcoll_iallreduce(world, in[k], out[k], 64, ARCOLL_INT32, ARCOLL_SUM, &q[k]);
             CHECK(rc == ARCOLL_OK, "iallreduce %d: %s", k, arcoll_strerror(rc));
             left += rc == ARCOLL_OK && q[k] != NULL; /* NULL: done at once, or failed */
@@ -659,7 +669,7 @@ static void test_inflight(arcoll_context_t ctx)
         }
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < 64; i++)
-                if (out[k][i] != n * (n - 1) / 2 + n * (k + i)) {
+                if (out[k][i] != (int32_t)tl_red_sum((uint64_t)k, n, (size_t)i)) {
                     CHECK(0, "iallreduce %d element %d: %d", k, i, out[k][i]);
                     break;
                 }
@@ -667,12 +677,13 @@ static void test_inflight(arcoll_context_t ctx)
 }
 
 /* Back-to-back random collectives, algorithms and sizes under random delays. */
-static void test_vskew(arcoll_context_t ctx, long iters, long us)
+void ct_test_vskew(arcoll_context_t ctx, long iters, long us)
 {
     static const char *const algs_rd[] = {"pap", "direct", "ring", "rdd", "rdh"};
     arcoll_team_t world = arcoll_team_world(ctx);
     uint64_t call = 90000, mine[2], sum[2];
-    int failed0 = failed, rc;
+    long failed0 = ct_tally.failed;
+    int rc;
     char what[128];
 
     v_wrong_bytes = 0;
@@ -682,7 +693,7 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
         const char *fixed = getenv("VSKEW_ALG"); /* one algorithm for all calls */
         size_t bytes = (size_t)((x >> 23) % 3000);
         long delay =
-            us > 0 ? (long)(((uint64_t)it * 7919 + (uint64_t)rank * 104729) % (uint64_t)us) : 0;
+            us > 0 ? (long)(((uint64_t)it * 7919 + (uint64_t)ct_rank * 104729) % (uint64_t)us) : 0;
         if (delay > 0) {
             struct timespec ts = {0, delay * 1000};
             nanosleep(&ts, NULL);
@@ -692,10 +703,10 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
         int a2av_only = fixed != NULL && strncmp(fixed, "sloav", 5) == 0;
         if (a2av_only)
             kind = 0;
-        set(ctx, "ARCOLL_ALLGATHERV_ALG", a2av_only ? "pap" : alg);
-        set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a2av_only ? "pap" : alg);
-        set(ctx, "ARCOLL_ALLREDUCE_ALG", a2av_only ? "pap" : alg);
-        set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av_only || (a < 2 && fixed == NULL) ? alg : "pap");
+        ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", a2av_only ? "pap" : alg);
+        ct_set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a2av_only ? "pap" : alg);
+        ct_set(ctx, "ARCOLL_ALLREDUCE_ALG", a2av_only ? "pap" : alg);
+        ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av_only || (a < 2 && fixed == NULL) ? alg : "pap");
         if (a2av_only)
             v_dist = (int)(it % VD_N);
         snprintf(what, sizeof(what), "vskew %ld kind %d %s %zu B", it, kind, alg, bytes);
@@ -708,35 +719,36 @@ static void test_vskew(arcoll_context_t ctx, long iters, long us)
     }
     /* The job's count, for the stated total of validated calls (issue 19). */
     mine[0] = v_wrong_bytes;
-    mine[1] = (uint64_t)(failed - failed0);
+    mine[1] = (uint64_t)(ct_tally.failed - failed0);
     rc = arcoll_allreduce(world, mine, sum, 2, ARCOLL_UINT64, ARCOLL_SUM);
     CHECK(rc == ARCOLL_OK, "vskew totals: %s", arcoll_strerror(rc));
-    if (rc == ARCOLL_OK && rank == 0)
+    if (rc == ARCOLL_OK && ct_rank == 0)
         printf("vskew: %ld validated calls (%s, skew up to %ld us), %d ranks: %llu corrupt "
                "bytes, %llu failed checks\n",
                iters, getenv("VSKEW_ALG") != NULL ? getenv("VSKEW_ALG") : "random algorithm", us,
-               nranks, (unsigned long long)sum[0], (unsigned long long)sum[1]);
+               ct_nranks, (unsigned long long)sum[0], (unsigned long long)sum[1]);
 }
 
 /* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse
  * rank order; collectives on the new team (a node algorithm too), a split of
  * the split, then destroy. */
-static void test_split(arcoll_context_t ctx)
+void ct_test_split(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), sub = NULL, sub2 = NULL;
-    int color = rank == 1 && nranks > 2 ? ARCOLL_UNDEFINED : rank % 3, want_n = 0, want_r = 0;
+    int color = ct_rank == 1 && ct_nranks > 2 ? ARCOLL_UNDEFINED : ct_rank % 3, want_n = 0,
+        want_r = 0;
     uint64_t call = 40000;
     int rc;
 
-    for (int i = 0; i < nranks; i++) {
-        int ci = i == 1 && nranks > 2 ? ARCOLL_UNDEFINED : i % 3;
+    for (int i = 0; i < ct_nranks; i++) {
+        int ci = i == 1 && ct_nranks > 2 ? ARCOLL_UNDEFINED : i % 3;
         if (ci != color || color == ARCOLL_UNDEFINED)
             continue;
         want_n++;
-        if (i > rank)
+        if (i > ct_rank)
             want_r++; /* key -i: higher ranks first */
     }
-    rc = arcoll_team_split(world, color, -rank, &sub);
+    rc = arcoll_team_split(world, color, -ct_rank, &sub);
     CHECK(rc == ARCOLL_OK, "team_split: %s (%s)", arcoll_strerror(rc), arcoll_last_error(NULL));
     if (color == ARCOLL_UNDEFINED) {
         CHECK(sub == NULL, "undefined color got a team");
@@ -746,13 +758,13 @@ static void test_split(arcoll_context_t ctx)
               sub ? arcoll_team_rank(sub) : -1, want_n, want_r);
         for (int a = 0; a < 4; a++) {
             static const char *const sa[] = {"pap", "direct", "pap_shm", "shm_direct"};
-            set(ctx, "ARCOLL_ALLTOALL_ALG", sa[a]);
-            set(ctx, "ARCOLL_ALLGATHER_ALG", sa[a]);
-            one(sub, 1, 0, ++call, 1000, "alltoall on a split team");
-            one(sub, 0, 1, ++call, 333, "allgather on a split team");
+            ct_set(ctx, "ARCOLL_ALLTOALL_ALG", sa[a]);
+            ct_set(ctx, "ARCOLL_ALLGATHER_ALG", sa[a]);
+            ct_one(sub, 1, 0, ++call, 1000, "alltoall on a split team");
+            ct_one(sub, 0, 1, ++call, 333, "allgather on a split team");
         }
-        set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-        set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+        ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+        ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
         v_reduce(sub, 0, 0, ARCOLL_SUM, ++call, 4096, 0, 0, "allreduce on a split team");
         /* and split that team in two by its own rank parity, same keys */
         rc = arcoll_team_split(sub, arcoll_team_rank(sub) % 2, 0, &sub2);
@@ -763,7 +775,7 @@ static void test_split(arcoll_context_t ctx)
             CHECK(arcoll_team_size(sub2) == (sn + 1 - sr % 2) / 2 &&
                       arcoll_team_rank(sub2) == sr / 2,
                   "nested split: size %d rank %d", arcoll_team_size(sub2), arcoll_team_rank(sub2));
-            one(sub2, 1, 0, ++call, 77, "alltoall on a nested split team");
+            ct_one(sub2, 1, 0, ++call, 77, "alltoall on a nested split team");
         }
     }
     /* The nested team is freed by its members only (arcoll_team_free), the split
@@ -778,11 +790,11 @@ static void test_split(arcoll_context_t ctx)
     /* Split and free many times: nothing may pile up (epochs, ids, memory). */
     for (int i = 0; i < 20; i++) {
         arcoll_team_t t = NULL;
-        rc = arcoll_team_split(world, i % 2 == 0 ? rank % 2 : 0, rank, &t);
+        rc = arcoll_team_split(world, i % 2 == 0 ? ct_rank % 2 : 0, ct_rank, &t);
         CHECK(rc == ARCOLL_OK && t != NULL, "split %d: %s", i, arcoll_strerror(rc));
         if (t != NULL) {
             /* the call number must agree: ranks did different calls above */
-            one(t, 0, 0, 50000 + (uint64_t)i, 100, "allgather on a short-lived team");
+            ct_one(t, 0, 0, 50000 + (uint64_t)i, 100, "allgather on a short-lived team");
             rc = arcoll_team_free(t);
             CHECK(rc == ARCOLL_OK, "free %d: %s", i, arcoll_strerror(rc));
         }
@@ -819,7 +831,7 @@ static void vbad_empty(arcoll_context_t ctx, arcoll_team_t world, uint8_t *sbuf,
     };
     static const char *const var[] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG",
                                       "ARCOLL_REDUCE_SCATTER_ALG", "ARCOLL_ALLREDUCE_ALG"};
-    int n = nranks, me = rank;
+    int n = ct_nranks, me = ct_rank;
 
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
         for (int v = 0; v < 2; v++) {
@@ -836,12 +848,12 @@ static void vbad_empty(arcoll_context_t ctx, arcoll_team_t world, uint8_t *sbuf,
             CHECK(rc == ARCOLL_OK && t != NULL, "split for %s: %s", what, arcoll_strerror(rc));
             if (t == NULL)
                 continue;
-            set(ctx, var[c], k[i].alg);
+            ct_set(ctx, var[c], k[i].alg);
             memset(sbuf, 0, (size_t)n * most);
             memset(rbuf, 0xa5, (size_t)n * most + guard);
             arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_BXOR); /* a known error */
             snprintf(before, sizeof(before), "%s", arcoll_last_error(NULL));
-            t0 = phase_now();
+            t0 = ct_now();
             for (int call = 0; call < (me == odd ? 1 + v : 1); call++) {
                 size_t mine = me == odd && call == 0 ? 0 : k[i].size;
                 rc = c == 0   ? arcoll_alltoall(t, sbuf, rbuf, mine)
@@ -852,7 +864,7 @@ static void vbad_empty(arcoll_context_t ctx, arcoll_team_t world, uint8_t *sbuf,
                 if (me == odd && call == 0)
                     CHECK(rc == ARCOLL_OK, "%s: the 0-byte call got %s", what, arcoll_strerror(rc));
             }
-            secs = phase_now() - t0;
+            secs = ct_now() - t0;
             if (getenv("COLL_VBAD_VERBOSE") != NULL)
                 printf("[rank %d] %s: %s in %.4f s: %s\n", me, what, arcoll_strerror(rc), secs,
                        arcoll_last_error(NULL));
@@ -873,7 +885,7 @@ static void vbad_empty(arcoll_context_t ctx, arcoll_team_t world, uint8_t *sbuf,
             }
             rc = arcoll_team_destroy(ctx, t);
             CHECK(rc == ARCOLL_OK, "destroy after %s: %s", what, arcoll_strerror(rc));
-            set(ctx, var[c], "pap");
+            ct_set(ctx, var[c], "pap");
         }
     }
 }
@@ -913,18 +925,18 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
     };
     const char *tmo = getenv("COLL_VBAD_TIMEOUT_MS");
     const size_t guard = 4096, most = 20000;
-    int n = nranks, me = rank;
+    int n = ct_nranks, me = ct_rank;
     uint8_t *sbuf = malloc((size_t)n * most), *rbuf = malloc((size_t)n * most + guard);
 
     if (sbuf == NULL || rbuf == NULL) {
         CHECK(0, "vbad sizes: out of memory");
         goto out;
     }
-    set(ctx, "ARCOLL_TIMEOUT_MS", tmo != NULL ? tmo : "20000");
-    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
-    set(ctx, "ARCOLL_SHM_MAX", "4k");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", tmo != NULL ? tmo : "20000");
+    ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
+    ct_set(ctx, "ARCOLL_SHM_MAX", "4k");
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
-        for (int coll = 0; coll < (a2a_only(k[i].alg) ? 1 : 2); coll++) {
+        for (int coll = 0; coll < (ct_a2a_only(k[i].alg) ? 1 : 2); coll++) {
             int odd = i % 2 == 0 ? 0 : n - 1, rc;
             size_t mine = me == odd ? k[i].odd : k[i].rest, area = (size_t)n * mine, bad = 0;
             arcoll_team_t t = NULL;
@@ -937,16 +949,16 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
             CHECK(rc == ARCOLL_OK && t != NULL, "split for %s: %s", what, arcoll_strerror(rc));
             if (t == NULL)
                 continue;
-            set(ctx, coll == 0 ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG", k[i].alg);
+            ct_set(ctx, coll == 0 ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG", k[i].alg);
             memset(sbuf, 0x3c, (size_t)n * most);
             memset(rbuf, 0xa5, (size_t)n * most + guard);
             /* a known last error, so that a failure that sets none shows */
             arcoll_allreduce(world, f, f + 1, 1, ARCOLL_FLOAT, ARCOLL_BXOR);
             snprintf(before, sizeof(before), "%s", arcoll_last_error(NULL));
-            t0 = phase_now();
+            t0 = ct_now();
             rc = coll == 0 ? arcoll_alltoall(t, sbuf, rbuf, mine)
                            : arcoll_allgather(t, sbuf, rbuf, mine);
-            secs = phase_now() - t0;
+            secs = ct_now() - t0;
             for (size_t j = area; j < (size_t)n * most + guard; j++)
                 bad += rbuf[j] != 0xa5;
             CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
@@ -964,11 +976,11 @@ static void vbad_sizes(arcoll_context_t ctx, arcoll_team_t world)
             CHECK(rc == ARCOLL_OK, "destroy after %s: %s", what, arcoll_strerror(rc));
         }
     }
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
     vbad_empty(ctx, world, sbuf, rbuf, guard, most);
-    set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
-    set(ctx, "ARCOLL_SHM_MAX", "64k");
+    ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+    ct_set(ctx, "ARCOLL_SHM_MAX", "64k");
 out:
     free(sbuf);
     free(rbuf);
@@ -986,7 +998,7 @@ out:
 static void vbad_kinds(arcoll_context_t ctx, arcoll_team_t world)
 {
     const size_t blk = 32 * 1024;
-    int n = nranks, me = rank, bad = 0;
+    int n = ct_nranks, me = ct_rank, bad = 0;
     arcoll_team_t t = NULL;
     unsigned char *sbuf = malloc((size_t)n * blk), *keep = malloc((size_t)n * blk),
                   *out = malloc((size_t)n * blk);
@@ -998,9 +1010,9 @@ static void vbad_kinds(arcoll_context_t ctx, arcoll_team_t world)
     CHECK(rc == ARCOLL_OK && t != NULL, "split for kinds: %s", arcoll_strerror(rc));
     if (sbuf == NULL || keep == NULL || out == NULL || t == NULL)
         goto out;
-    set(ctx, "ARCOLL_PATH", "zcopy");
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "direct");
-    set(ctx, "ARCOLL_ALLREDUCE_ALG", "direct");
+    ct_set(ctx, "ARCOLL_PATH", "zcopy");
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "direct");
+    ct_set(ctx, "ARCOLL_ALLREDUCE_ALG", "direct");
     memset(sbuf, me + 1, (size_t)n * blk);
     /* Every bank (at most 16) gets a zero-copy advertisement of keep. */
     for (int i = 0; i < 16; i++) {
@@ -1021,7 +1033,7 @@ static void vbad_kinds(arcoll_context_t ctx, arcoll_team_t world)
         bad += keep[i] != 0xab;
     CHECK(bad == 0, "kinds: %d bytes of an earlier call's buffer were written", bad);
 out:
-    set(ctx, "ARCOLL_PATH", "auto");
+    ct_set(ctx, "ARCOLL_PATH", "auto");
     if (t != NULL) {
         rc = arcoll_team_destroy(ctx, t);
         CHECK(rc == ARCOLL_OK, "destroy after kinds: %s", arcoll_strerror(rc));
@@ -1031,11 +1043,11 @@ out:
     free(sbuf);
 }
 
-static void test_vbad(arcoll_context_t ctx)
+void ct_test_vbad(arcoll_context_t ctx)
 {
     static const char *const algs_m[] = {"pap", "direct", "ring", "rdd", "rdh", "sloav", "sloavx"};
     arcoll_team_t world = arcoll_team_world(ctx);
-    int n = nranks, me = rank;
+    int n = ct_nranks, me = ct_rank;
     size_t *c = calloc((size_t)n * 4, sizeof(size_t)), *d = c + n, *c2 = c + 2 * n, *d2 = c + 3 * n;
     char *buf = calloc((size_t)n * 64 + 64, 1), *out = calloc((size_t)n * 64 + 64, 1);
     char *big = calloc((size_t)n, 96 * 1024), *bigout = calloc((size_t)n, 96 * 1024);
@@ -1078,8 +1090,8 @@ static void test_vbad(arcoll_context_t ctx)
     v_reduce(world, 0, 1, ARCOLL_SUM, 61000, 64, 0, 0, "allreduce after bad input");
     if (n < 2)
         goto out;
-    set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
-    set(ctx, "ARCOLL_SLOAV_MAX", "16k"); /* sloav(x): 80K blocks go direct, 8 B routed */
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
+    ct_set(ctx, "ARCOLL_SLOAV_MAX", "16k"); /* sloav(x): 80K blocks go direct, 8 B routed */
     for (int a = 0; a < 7; a++) {
         /* kinds 3..8 are alltoallv's, which pap, direct, sloav and sloavx
          * serve; sloav(x) only alltoallv */
@@ -1091,10 +1103,10 @@ static void test_vbad(arcoll_context_t ctx)
             CHECK(rc == ARCOLL_OK && t != NULL, "split for mismatch: %s", arcoll_strerror(rc));
             if (t == NULL)
                 continue;
-            set(ctx, "ARCOLL_ALLGATHERV_ALG", a < 5 ? algs_m[a] : "pap");
-            set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a < 5 ? algs_m[a] : "pap");
-            set(ctx, "ARCOLL_ALLREDUCE_ALG", a < 5 ? algs_m[a] : "pap");
-            set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av ? algs_m[a] : "pap");
+            ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", a < 5 ? algs_m[a] : "pap");
+            ct_set(ctx, "ARCOLL_REDUCE_SCATTER_ALG", a < 5 ? algs_m[a] : "pap");
+            ct_set(ctx, "ARCOLL_ALLREDUCE_ALG", a < 5 ? algs_m[a] : "pap");
+            ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", a2av ? algs_m[a] : "pap");
             if (kind == 0) { /* rank 0 reduces one element more */
                 int64_t in[64] = {0}, res[64];
                 rc = arcoll_allreduce(t, in, res, me == 0 ? 17 : 16, ARCOLL_INT64, ARCOLL_SUM);
@@ -1132,11 +1144,11 @@ static void test_vbad(arcoll_context_t ctx)
                     c2[2] = me == 1 ? 3000 : c2[2];
                 }
                 if (kind >= 9)
-                    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
-                set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
+                    ct_set(ctx, "ARCOLL_SLOAV_MAX", "2k");
+                ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
                 rc = arcoll_alltoallv(t, big, c, d, bigout, c2, d2);
-                set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
-                set(ctx, "ARCOLL_SLOAV_MAX", "16k");
+                ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+                ct_set(ctx, "ARCOLL_SLOAV_MAX", "16k");
             }
             snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
             if (kind >= 3 && (me > 1 || (me == 0 && a >= 5)))
@@ -1155,9 +1167,9 @@ static void test_vbad(arcoll_context_t ctx)
         }
     }
     vbad_kinds(ctx, world);
-    set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
-    set(ctx, "ARCOLL_SLOAV_MAX", "2k");
-    set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
+    ct_set(ctx, "ARCOLL_SLOAV_MAX", "2k");
+    ct_set(ctx, "ARCOLL_ALLTOALLV_ALG", "pap");
     vbad_sizes(ctx, world);
 out:
     free(buf);

@@ -38,10 +38,16 @@
  *                                   TIMEOUT or PEER (BOOTSTRAP: init through callbacks)
  *                                   within ARCOLL_TIMEOUT_MS + 5 s (mpirun, tcp_launch)
  *
+ * COLL_TEST_ALGS=A,B,...: the algorithms under test (default direct, pap,
+ * shm_direct and pap_shm): names of src/core/algs.h that serve alltoall or
+ * allgather, and auto; an unknown name fails the run (exit status 2).
+ *
  * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
- * if nothing failed.
+ * if nothing failed. main is tests/integ/coll_test_main.c; fork_test and
+ * tcp_launch call coll_test_main with their own bootstrap callbacks.
  */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,104 +57,157 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "arcoll.h"
+#include "coll_test.h"
+#include "core/algs.h"
 
-static int rank, nranks, passed, failed;
+int ct_rank, ct_nranks;
+static char ct_prefix[32] = "rank 0";
+tl_tally_t ct_tally = {ct_prefix, 0, 0};
+int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, char **argv);
 static double init_ms; /* arcoll_init's wall time here (qps prints it) */
-/* A launcher's own modes (fork_test: tests/integ/shco_test.c): 1 if it ran mode. */
-static int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, char **argv);
 
-/* Algorithms under test: the first four, or the comma-separated COLL_TEST_ALGS
- * (the alltoall-only ones and auto, the tuning table's choice, only when named). */
-static const char *all_algs[] = {"direct",    "pap", "shm_direct", "pap_shm", "sa",
-                                 "sa_direct", "rd",  "leader",     "mn_co",   "auto"};
-#define NALL ((int)(sizeof(all_algs) / sizeof(all_algs[0])))
-static const char *algs[NALL];
+/* The algorithms coll_test knows: those of the library's list (src/core/algs.h) that serve
+ * alltoall or allgather, in its order, with the collectives they serve; then auto (the
+ * tuning table's choice). */
+#define CT_KNOWN(id, name, colls) {#name, (colls) & (ALGS_A2A | ALGS_AG)},
+static const struct ct_known {
+    const char *name;
+    unsigned colls; /* ALGS_A2A, ALGS_AG */
+} ct_known[] = {CORE_ALG_LIST(CT_KNOWN){"auto", ALGS_A2A | ALGS_AG}};
+#define NKNOWN ((int)(sizeof(ct_known) / sizeof(ct_known[0])))
+
+/* Algorithms under test: these four, or the comma-separated COLL_TEST_ALGS (the others only
+ * when named: the alltoall-only ones need pretend nodes to differ from pap; auto is the
+ * tuning table's choice). */
+#define CT_DEFAULT_ALGS "direct,pap,shm_direct,pap_shm"
+static const char *algs[NKNOWN];
+static unsigned alg_colls[NKNOWN];
 static int nalgs;
 
-/* sa, sa_direct, rd and leader are alltoall algorithms (seed 001). */
-static int a2a_only(const char *alg)
+/* The entry of the name name[0..len) that serves alltoall or allgather, or NULL. */
+static const struct ct_known *ct_find(const char *name, size_t len)
 {
-    return strcmp(alg, "sa") == 0 || strcmp(alg, "sa_direct") == 0 || strcmp(alg, "rd") == 0 ||
-           strcmp(alg, "leader") == 0;
+    for (int k = 0; k < NKNOWN; k++)
+        if (strlen(ct_known[k].name) == len && strncmp(ct_known[k].name, name, len) == 0 &&
+            ct_known[k].colls != 0)
+            return &ct_known[k];
+    return NULL;
 }
 
-static void algs_init(void)
+/* The algorithms COLL_TEST_ALGS names, in the list's order; -1 (and why, with the names it
+ * knows) if it names one that it does not know (or serves neither collective), or is empty. */
+static int algs_init(void)
 {
-    const char *env = getenv("COLL_TEST_ALGS");
+    const char *env = getenv("COLL_TEST_ALGS"), *list = env != NULL ? env : CT_DEFAULT_ALGS;
+    int chosen[NKNOWN] = {0};
 
-    nalgs = 0;
-    for (int a = 0; a < NALL; a++) {
-        const char *p = env != NULL ? strstr(env, all_algs[a]) : NULL;
-        size_t len = strlen(all_algs[a]);
-        /* whole words only: "pap" must not match inside "pap_shm" */
-        while (p != NULL && ((p > env && p[-1] != ',') || (p[len] != '\0' && p[len] != ',')))
-            p = strstr(p + 1, all_algs[a]);
-        /* Unset: the four algorithms of both collectives; the alltoall-only
-         * ones need pretend nodes to differ from pap, so runs name them. */
-        if ((env == NULL && a < 4) || p != NULL)
-            algs[nalgs++] = all_algs[a];
-    }
-}
-
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (cond) {                                                              \
-            passed++;                                                            \
-        } else {                                                                 \
-            failed++;                                                            \
-            fprintf(stderr, "[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
-
-static uint8_t pattern(uint64_t call, int src, int dst, size_t i)
-{
-    uint64_t x = call * 0x9e3779b97f4a7c15ULL + (uint64_t)src * 131 + (uint64_t)dst * 7919 + i;
-    return (uint8_t)(x ^ (x >> 13) ^ (x >> 29));
-}
-
-static void fill(int alltoall, uint64_t call, int me, int n, size_t bytes, uint8_t *sbuf)
-{
-    for (int dst = 0; dst < (alltoall ? n : 1); dst++)
-        for (size_t i = 0; i < bytes; i++)
-            sbuf[(size_t)dst * bytes + i] = pattern(call, me, alltoall ? dst : -1, i);
-}
-
-/* Returns the number of wrong bytes (and reports the first). */
-static size_t verify(int alltoall, uint64_t call, int me, int n, size_t bytes, const uint8_t *rbuf,
-                     const char *what)
-{
-    size_t bad = 0;
-
-    for (int src = 0; src < n; src++) {
-        for (size_t i = 0; i < bytes; i++) {
-            uint8_t want = pattern(call, src, alltoall ? me : -1, i);
-            uint8_t got = rbuf[(size_t)src * bytes + i];
-            if (got != want && bad++ == 0)
-                fprintf(stderr, "[rank %d] %s call %llu: byte %zu from rank %d is %u, want %u\n",
-                        me, what, (unsigned long long)call, i, src, got, want);
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        const struct ct_known *k = ct_find(p, len);
+        if (k == NULL) {
+            fprintf(stderr,
+                    "coll_test: COLL_TEST_ALGS=%s: unknown algorithm \"%.*s\"; known:", list,
+                    (int)len, p);
+            for (int i = 0; i < NKNOWN; i++)
+                if (ct_known[i].colls != 0)
+                    fprintf(stderr, " %s", ct_known[i].name);
+            fputc('\n', stderr);
+            return -1;
         }
+        chosen[k - ct_known] = 1;
+        p += len;
+        if (*p == '\0')
+            break;
     }
+    nalgs = 0;
+    for (int k = 0; k < NKNOWN; k++)
+        if (chosen[k]) {
+            algs[nalgs] = ct_known[k].name;
+            alg_colls[nalgs++] = ct_known[k].colls;
+        }
+    return 0;
+}
+
+/* Collective c (1 alltoall, 0 allgather) of algorithm a under test: the algorithm where it
+ * serves c, else pap; and the range of c it serves, [c_lo, c_hi). */
+static const char *alg_for(int a, int c)
+{
+    return alg_colls[a] & (c ? ALGS_A2A : ALGS_AG) ? algs[a] : "pap";
+}
+
+static int c_lo(int a)
+{
+    return alg_colls[a] & ALGS_AG ? 0 : 1;
+}
+
+static int c_hi(int a)
+{
+    return alg_colls[a] & ALGS_A2A ? 2 : 1;
+}
+
+int ct_a2a_only(const char *alg)
+{
+    const struct ct_known *k = ct_find(alg, strlen(alg));
+
+    return k != NULL && k->colls == ALGS_A2A;
+}
+
+static void ct_set_rank(int r)
+{
+    ct_rank = r;
+    snprintf(ct_prefix, sizeof(ct_prefix), "rank %d", r);
+}
+
+void ct_check(int ok, const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024] = "";
+    va_list ap;
+
+    if (!ok) {
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+    }
+    tl_expect(&ct_tally, ok, "%s:%d: %s", file, line, msg);
+}
+
+void ct_fill(int alltoall, uint64_t call, int me, int n, size_t bytes, uint8_t *sbuf)
+{
+    if (alltoall)
+        tl_fill_blocks(sbuf, bytes, n, call, me);
+    else
+        tl_fill(sbuf, bytes, call, me, TL_ANY);
+}
+
+size_t ct_verify(int alltoall, uint64_t call, int me, int n, size_t bytes, const uint8_t *rbuf,
+                 const char *what)
+{
+    int dst = alltoall ? me : TL_ANY;
+    size_t first = 0, bad = tl_check_blocks(rbuf, bytes, n, call, dst, &first);
+
+    if (bad > 0)
+        fprintf(stderr,
+                "[rank %d] %s call %llu: %zu wrong bytes; byte %zu from rank %d is %u, want %u\n",
+                me, what, (unsigned long long)call, bad, first % bytes, (int)(first / bytes),
+                rbuf[first], tl_byte(call, (int)(first / bytes), dst, first % bytes));
     return bad;
 }
 
-static void set(arcoll_context_t ctx, const char *name, const char *value)
+void ct_set(arcoll_context_t ctx, const char *name, const char *value)
 {
     int rc = arcoll_config_set(ctx, name, value);
     CHECK(rc == ARCOLL_OK, "config_set %s=%s: %s", name, value, arcoll_strerror(rc));
 }
 
-/* Algorithm a for both collectives (allgather keeps pap under an alltoall-only one). */
+/* Algorithm a for both collectives (pap for one it does not serve). */
 static void set_alg(arcoll_context_t ctx, int a)
 {
-    set(ctx, "ARCOLL_ALLTOALL_ALG", algs[a]);
-    set(ctx, "ARCOLL_ALLGATHER_ALG", a2a_only(algs[a]) ? "pap" : algs[a]);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", alg_for(a, 1));
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", alg_for(a, 0));
 }
 
-static int run_coll(arcoll_team_t team, int alltoall, int nonblocking, const void *s, void *r,
-                    size_t bytes)
+int ct_run_coll(arcoll_team_t team, int alltoall, int nonblocking, const void *s, void *r,
+                size_t bytes)
 {
     arcoll_request_t req;
     int rc;
@@ -165,20 +224,20 @@ static int run_coll(arcoll_team_t team, int alltoall, int nonblocking, const voi
 }
 
 /* One validated collective on a team; call numbers must match across ranks. */
-static void one(arcoll_team_t team, int alltoall, int nonblocking, uint64_t call, size_t bytes,
-                const char *what)
+void ct_one(arcoll_team_t team, int alltoall, int nonblocking, uint64_t call, size_t bytes,
+            const char *what)
 {
     int me = arcoll_team_rank(team), n = arcoll_team_size(team);
     size_t sl = alltoall ? bytes * (size_t)n : bytes, rl = bytes * (size_t)n;
     uint8_t *s = malloc(sl ? sl : 1), *r = malloc(rl ? rl : 1);
     int rc;
 
-    fill(alltoall, call, me, n, bytes, s);
+    ct_fill(alltoall, call, me, n, bytes, s);
     memset(r, 0xee, rl ? rl : 1);
-    rc = run_coll(team, alltoall, nonblocking, s, r, bytes);
+    rc = ct_run_coll(team, alltoall, nonblocking, s, r, bytes);
     CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
     if (rc == ARCOLL_OK)
-        CHECK(verify(alltoall, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
+        CHECK(ct_verify(alltoall, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
     free(s);
     free(r);
 }
@@ -194,25 +253,25 @@ static void test_matrix(arcoll_context_t ctx)
     for (int a = 0; a < nalgs; a++) {
         set_alg(ctx, a);
         for (int p = 0; p < 3; p++) {
-            set(ctx, "ARCOLL_PATH", paths[p]);
-            for (int c = a2a_only(algs[a]); c < 2; c++)
+            ct_set(ctx, "ARCOLL_PATH", paths[p]);
+            for (int c = c_lo(a); c < c_hi(a); c++)
                 for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++)
                     for (int nb = 0; nb < 2; nb++) {
                         snprintf(what, sizeof(what), "%s %s/%s %zu B%s",
                                  c ? "alltoall" : "allgather", algs[a], paths[p], sizes[z],
                                  nb ? " nonblocking" : "");
-                        one(world, c, nb, ++call, sizes[z], what);
+                        ct_one(world, c, nb, ++call, sizes[z], what);
                     }
         }
     }
     /* A sub-team of the odd ranks in reverse order (not "team == all ranks"),
      * with small bounce slots so that messages fragment. */
-    set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
+    ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
     {
         int members[64], k = 0, mine = 0;
         arcoll_team_t sub;
-        for (int i = nranks - 1; i >= 0; i--)
-            if (i % 2 == rank % 2)
+        for (int i = ct_nranks - 1; i >= 0; i--)
+            if (i % 2 == ct_rank % 2)
                 members[k++] = i;
         mine = k;
         int rc = arcoll_team_create(ctx, members, mine, &sub);
@@ -222,11 +281,11 @@ static void test_matrix(arcoll_context_t ctx)
             for (int a = 0; a < nalgs; a++) {
                 set_alg(ctx, a);
                 for (int p = 0; p < 2; p++) {
-                    set(ctx, "ARCOLL_PATH", paths[p]);
-                    for (int c = a2a_only(algs[a]); c < 2; c++) {
+                    ct_set(ctx, "ARCOLL_PATH", paths[p]);
+                    for (int c = c_lo(a); c < c_hi(a); c++) {
                         snprintf(what, sizeof(what), "sub-team %s %s/%s 1000 B",
                                  c ? "alltoall" : "allgather", algs[a], paths[p]);
-                        one(sub, c, 0, ++call, 1000, what);
+                        ct_one(sub, c, 0, ++call, 1000, what);
                     }
                 }
             }
@@ -236,24 +295,24 @@ static void test_matrix(arcoll_context_t ctx)
     }
     /* All ranks, even ones first: with pretend nodes, a node's ranks are not
      * consecutive in the team (the shared-memory algorithms' general case). */
-    set(ctx, "ARCOLL_BOUNCE_SIZE", "16k");
+    ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "16k");
     {
         int members[256], k = 0;
         arcoll_team_t sub;
-        for (int i = 0; i < nranks; i += 2)
+        for (int i = 0; i < ct_nranks; i += 2)
             members[k++] = i;
-        for (int i = 1; i < nranks; i += 2)
+        for (int i = 1; i < ct_nranks; i += 2)
             members[k++] = i;
         int rc = arcoll_team_create(ctx, members, k, &sub);
         CHECK(rc == ARCOLL_OK && sub != NULL, "team_create: %s", arcoll_strerror(rc));
         if (rc == ARCOLL_OK) {
             for (int a = 0; a < nalgs; a++) {
                 set_alg(ctx, a);
-                for (int c = a2a_only(algs[a]); c < 2; c++)
+                for (int c = c_lo(a); c < c_hi(a); c++)
                     for (int nb = 0; nb < 2; nb++) {
                         snprintf(what, sizeof(what), "interleaved team %s %s 1000 B%s",
                                  c ? "alltoall" : "allgather", algs[a], nb ? " nonblocking" : "");
-                        one(sub, c, nb, ++call, 1000, what);
+                        ct_one(sub, c, nb, ++call, 1000, what);
                     }
             }
             rc = arcoll_team_destroy(ctx, sub);
@@ -262,7 +321,7 @@ static void test_matrix(arcoll_context_t ctx)
     }
 }
 
-static void delay_us(long us)
+void ct_delay_us(long us)
 {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     if (us > 0)
@@ -282,13 +341,13 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     uint64_t call = 0;
     int rc;
 
-    srand(1234u + (unsigned)rank * 7919u);
+    srand(1234u + (unsigned)ct_rank * 7919u);
     /* Small bounce slots: the 200-byte copy-path messages go as 4 fragments. */
-    set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
-    int *all = malloc(sizeof(int) * (size_t)nranks);
-    for (int i = 0; i < nranks; i++)
+    ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "64");
+    int *all = malloc(sizeof(int) * (size_t)ct_nranks);
+    for (int i = 0; i < ct_nranks; i++)
         all[i] = i;
-    rc = arcoll_team_create(ctx, all, nranks, &team);
+    rc = arcoll_team_create(ctx, all, ct_nranks, &team);
     free(all);
     CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
     if (rc != ARCOLL_OK)
@@ -296,31 +355,31 @@ static void test_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     for (int a = 0; a < (mix ? 1 : nalgs); a++) {
         set_alg(ctx, a);
         for (int p = 0; p < 2; p++) {
-            set(ctx, "ARCOLL_PATH", paths[p]);
-            for (int c = mix ? 0 : a2a_only(algs[a]); c < 2; c++) {
+            ct_set(ctx, "ARCOLL_PATH", paths[p]);
+            for (int c = mix ? 0 : c_lo(a); c < (mix ? 2 : c_hi(a)); c++) {
                 size_t sizes[] = {8, 200};
-                int n = nranks, bad_calls = 0, errors = 0;
+                int n = ct_nranks, bad_calls = 0, errors = 0;
                 uint8_t *s = malloc(200 * (size_t)n), *r = malloc(200 * (size_t)n);
                 for (long it = 0; it < iters; it++) {
                     size_t bytes = sizes[it % 2];
                     call++;
                     if (mix) {
                         int m = (int)((it / 2) % nalgs); /* both sizes with each algorithm */
-                        set(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG",
-                            !c && a2a_only(algs[m]) ? "pap" : algs[m]);
+                        ct_set(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG",
+                               alg_for(m, c));
                     }
-                    fill(c, call, rank, n, bytes, s);
-                    if (!late || rank == n - 1)
-                        delay_us(rand() % (max_us + 1));
+                    ct_fill(c, call, ct_rank, n, bytes, s);
+                    if (!late || ct_rank == n - 1)
+                        ct_delay_us(rand() % (max_us + 1));
                     rc = c ? arcoll_alltoall(team, s, r, bytes)
                            : arcoll_allgather(team, s, r, bytes);
                     if (rc != ARCOLL_OK) {
                         if (errors++ == 0)
-                            fprintf(stderr, "[rank %d] call %llu: %s\n", rank,
+                            fprintf(stderr, "[rank %d] call %llu: %s\n", ct_rank,
                                     (unsigned long long)call, arcoll_strerror(rc));
                         break;
                     }
-                    bad_calls += verify(c, call, rank, n, bytes, r, "skew") != 0;
+                    bad_calls += ct_verify(c, call, ct_rank, n, bytes, r, "skew") != 0;
                 }
                 CHECK(errors == 0 && bad_calls == 0,
                       "%s %s/%s skew %s: %d corrupted calls of %ld, %d errors",
@@ -345,7 +404,7 @@ static void test_heapcoll(arcoll_context_t ctx, long iters, long max_us)
 {
     static const size_t sizes[] = {1, 8, 200, 4096, 65536, 1 << 20};
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t len = ((size_t)1 << 20) * (size_t)nranks;
+    size_t len = ((size_t)1 << 20) * (size_t)ct_nranks;
     uint8_t *s = arcoll_heap_malloc(len), *r = arcoll_heap_malloc(len);
     uint64_t call = 0;
     char what[160];
@@ -355,7 +414,7 @@ static void test_heapcoll(arcoll_context_t ctx, long iters, long max_us)
           "heap buffers of %zu bytes", len);
     if (s == NULL || r == NULL)
         goto out;
-    srand(4321u + (unsigned)rank * 7919u);
+    srand(4321u + (unsigned)ct_rank * 7919u);
     for (int c = 0; c < 2; c++) {
         const char *alg =
             arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG");
@@ -363,27 +422,27 @@ static void test_heapcoll(arcoll_context_t ctx, long iters, long max_us)
         for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
             snprintf(what, sizeof(what), "heap %s %s %zu B", c ? "alltoall" : "allgather", alg,
                      sizes[z]);
-            fill(c, ++call, rank, nranks, sizes[z], s);
-            memset(r, 0xee, sizes[z] * (size_t)nranks);
-            rc = run_coll(world, c, 0, s, r, sizes[z]);
+            ct_fill(c, ++call, ct_rank, ct_nranks, sizes[z], s);
+            memset(r, 0xee, sizes[z] * (size_t)ct_nranks);
+            rc = ct_run_coll(world, c, 0, s, r, sizes[z]);
             CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc),
                   arcoll_last_error(NULL));
             if (rc == ARCOLL_OK)
-                CHECK(verify(c, call, rank, nranks, sizes[z], r, what) == 0, "%s: wrong data",
-                      what);
+                CHECK(ct_verify(c, call, ct_rank, ct_nranks, sizes[z], r, what) == 0,
+                      "%s: wrong data", what);
         }
         for (long it = 0; it < iters; it++) {
             size_t bytes = it % 2 ? 200 : 8;
-            fill(c, ++call, rank, nranks, bytes, s);
-            delay_us(rand() % (max_us + 1));
+            ct_fill(c, ++call, ct_rank, ct_nranks, bytes, s);
+            ct_delay_us(rand() % (max_us + 1));
             rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
             if (rc != ARCOLL_OK) {
                 errors++;
-                fprintf(stderr, "[rank %d] heap skew call %llu: %s\n", rank,
+                fprintf(stderr, "[rank %d] heap skew call %llu: %s\n", ct_rank,
                         (unsigned long long)call, arcoll_strerror(rc));
                 break;
             }
-            bad_calls += verify(c, call, rank, nranks, bytes, r, "heap skew") != 0;
+            bad_calls += ct_verify(c, call, ct_rank, ct_nranks, bytes, r, "heap skew") != 0;
         }
         CHECK(errors == 0 && bad_calls == 0,
               "heap %s %s skew: %d corrupted calls of %ld, %d errors", c ? "alltoall" : "allgather",
@@ -392,8 +451,8 @@ static void test_heapcoll(arcoll_context_t ctx, long iters, long max_us)
 out:
     arcoll_heap_free(r);
     arcoll_heap_free(s);
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
 /* What served each call, by arcoll_context_counters: with the algorithms of
@@ -416,7 +475,7 @@ static void heapauto_inflight(arcoll_context_t ctx, uint8_t *hs, uint8_t *hr, ui
 {
     enum { K = 4, ROUNDS = 40, BYTES = 65536 };
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t slice = (size_t)BYTES * (size_t)nranks; /* call k's part of each buffer */
+    size_t slice = (size_t)BYTES * (size_t)ct_nranks; /* call k's part of each buffer */
     arcoll_request_t req[K];
     uint64_t call = 9000;
     int bad = 0, errors = 0;
@@ -429,12 +488,12 @@ static void heapauto_inflight(arcoll_context_t ctx, uint8_t *hs, uint8_t *hr, ui
             int in_heap = rand() % 3 != 0;
             uint8_t *sb = (in_heap ? hs : ms) + (size_t)k * slice;
             r[k] = (in_heap ? hr : mr) + (size_t)k * slice;
-            fill(c, call + (uint64_t)k, rank, nranks, BYTES, sb);
+            ct_fill(c, call + (uint64_t)k, ct_rank, ct_nranks, BYTES, sb);
             memset(r[k], 0xee, slice);
             rc = c ? arcoll_ialltoall(world, sb, r[k], BYTES, &req[k])
                    : arcoll_iallgather(world, sb, r[k], BYTES, &req[k]);
             if (rc != ARCOLL_OK) {
-                fprintf(stderr, "[rank %d] in flight: start: %s\n", rank, arcoll_strerror(rc));
+                fprintf(stderr, "[rank %d] in flight: start: %s\n", ct_rank, arcoll_strerror(rc));
                 errors++;
                 for (int j = 0; j < k; j++)
                     arcoll_wait(&req[j]);
@@ -445,12 +504,13 @@ static void heapauto_inflight(arcoll_context_t ctx, uint8_t *hs, uint8_t *hr, ui
             break;
         rc = arcoll_waitall(K, req);
         if (rc != ARCOLL_OK) {
-            fprintf(stderr, "[rank %d] in flight: wait: %s\n", rank, arcoll_strerror(rc));
+            fprintf(stderr, "[rank %d] in flight: wait: %s\n", ct_rank, arcoll_strerror(rc));
             errors++;
             break;
         }
         for (int k = 0; k < K; k++)
-            bad += verify(c, call + (uint64_t)k, rank, nranks, BYTES, r[k], "in flight") != 0;
+            bad +=
+                ct_verify(c, call + (uint64_t)k, ct_rank, ct_nranks, BYTES, r[k], "in flight") != 0;
         call += K;
     }
     CHECK(errors == 0 && bad == 0, "heapauto in flight: %d corrupted calls, %d errors", bad,
@@ -466,7 +526,7 @@ static void test_heapauto(arcoll_context_t ctx, const char *want)
      * buffers again (skipped until the skips run out, then served). */
     static const int plan[] = {0, 0, 1, 2, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t len = ((size_t)1 << 19) * (size_t)nranks;
+    size_t len = ((size_t)1 << 19) * (size_t)ct_nranks;
     uint8_t *hs = arcoll_heap_malloc(len), *hr = arcoll_heap_malloc(len);
     uint8_t *ms = malloc(len), *mr = malloc(len);
     int shared = strcmp(want, "shared") == 0;
@@ -485,7 +545,7 @@ static void test_heapauto(arcoll_context_t ctx, const char *want)
         const char *alg =
             arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG");
         int forced = strcmp(alg, "sh_co") == 0;
-        int in_heap = w == 0 || (w == 2 && rank != 0);
+        int in_heap = w == 0 || (w == 2 && ct_rank != 0);
         uint8_t *s = in_heap ? hs : ms, *r = in_heap ? hr : mr;
         int tried = forced || (shared && bytes >= 65536), skipped = 0, served;
         arcoll_counters_t c0, c1;
@@ -505,14 +565,15 @@ static void test_heapauto(arcoll_context_t ctx, const char *want)
         skips += (unsigned)skipped;
         snprintf(what, sizeof(what), "call %zu: %s %s, %s buffers, %zu B", i,
                  c ? "alltoall" : "allgather", alg, where[w], bytes);
-        fill(c, ++call, rank, nranks, bytes, s);
-        memset(r, 0xee, bytes * (size_t)nranks);
+        ct_fill(c, ++call, ct_rank, ct_nranks, bytes, s);
+        memset(r, 0xee, bytes * (size_t)ct_nranks);
         rc = arcoll_context_counters(ctx, &c0, sizeof(c0));
         CHECK(rc == ARCOLL_OK, "arcoll_context_counters: %s", arcoll_strerror(rc));
-        rc = run_coll(world, c, (int)(call & 1), s, r, bytes);
+        rc = ct_run_coll(world, c, (int)(call & 1), s, r, bytes);
         CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
         if (rc == ARCOLL_OK)
-            CHECK(verify(c, call, rank, nranks, bytes, r, what) == 0, "%s: wrong data", what);
+            CHECK(ct_verify(c, call, ct_rank, ct_nranks, bytes, r, what) == 0, "%s: wrong data",
+                  what);
         arcoll_context_counters(ctx, &c1, sizeof(c1));
         CHECK(c1.sh_co_calls - c0.sh_co_calls == (unsigned long long)served &&
                   c1.sh_co_fallbacks - c0.sh_co_fallbacks ==
@@ -541,8 +602,8 @@ out:
     free(ms);
     arcoll_heap_free(hr);
     arcoll_heap_free(hs);
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
 }
 
 /* sizes[0 .. nz) of both collectives on the world team, three times each (the
@@ -559,7 +620,7 @@ static void env_sizes(arcoll_context_t ctx, const size_t *sizes, size_t nz)
                 snprintf(what, sizeof(what), "%s %s/%s %zu B", c ? "alltoall" : "allgather",
                          arcoll_config_get(ctx, c ? "ARCOLL_ALLTOALL_ALG" : "ARCOLL_ALLGATHER_ALG"),
                          arcoll_config_get(ctx, "ARCOLL_PATH"), sizes[z]);
-                one(world, c, rep == 2, ++call, sizes[z], what);
+                ct_one(world, c, rep == 2, ++call, sizes[z], what);
             }
 }
 
@@ -590,13 +651,13 @@ static void test_sizes(arcoll_context_t ctx)
 static void test_realloc(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t bytes = 256 * 1024, len = bytes * (size_t)nranks; /* mmap-sized: munmap on free */
+    size_t bytes = 256 * 1024, len = bytes * (size_t)ct_nranks; /* mmap-sized: munmap on free */
     uint64_t call = 1000;
     char what[96];
 
-    set(ctx, "ARCOLL_PATH", "zcopy");
+    ct_set(ctx, "ARCOLL_PATH", "zcopy");
     for (int mode = 0; mode < 3; mode++) {
-        set(ctx, "ARCOLL_REGCACHE", mode == 2 ? "on" : "off");
+        ct_set(ctx, "ARCOLL_REGCACHE", mode == 2 ? "on" : "off");
         for (int it = 0; it < 6; it++) {
             uint8_t *s = malloc(len), *r = malloc(len);
             arcoll_mem_t mem = NULL;
@@ -605,13 +666,14 @@ static void test_realloc(arcoll_context_t ctx)
                 rc = arcoll_mem_register(ctx, r, len, &mem);
                 CHECK(rc == ARCOLL_OK, "arcoll_mem_register: %s", arcoll_strerror(rc));
             }
-            fill(1, ++call, rank, nranks, bytes, s);
+            ct_fill(1, ++call, ct_rank, ct_nranks, bytes, s);
             memset(r, 0, len);
             rc = arcoll_alltoall(world, s, r, bytes);
             snprintf(what, sizeof(what), "realloc mode %d iteration %d", mode, it);
             CHECK(rc == ARCOLL_OK, "%s: %s", what, arcoll_strerror(rc));
             if (rc == ARCOLL_OK)
-                CHECK(verify(1, call, rank, nranks, bytes, r, what) == 0, "%s: wrong data", what);
+                CHECK(ct_verify(1, call, ct_rank, ct_nranks, bytes, r, what) == 0, "%s: wrong data",
+                      what);
             if (mem != NULL) {
                 rc = arcoll_mem_deregister(ctx, mem);
                 CHECK(rc == ARCOLL_OK, "arcoll_mem_deregister: %s", arcoll_strerror(rc));
@@ -624,18 +686,18 @@ static void test_realloc(arcoll_context_t ctx)
             free(r);
         }
     }
-    set(ctx, "ARCOLL_REGCACHE", "off");
+    ct_set(ctx, "ARCOLL_REGCACHE", "off");
 }
 
 static void test_bad(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), t2;
-    size_t n = (size_t)nranks;
+    size_t n = (size_t)ct_nranks;
     char *buf = calloc(n * 64, 2), *s = buf, *r = buf + n * 64;
     int rc, all[256];
     uint64_t call = 0;
 
-    for (int i = 0; i < nranks; i++)
+    for (int i = 0; i < ct_nranks; i++)
         all[i] = i;
     rc = arcoll_alltoall(world, NULL, r, 8);
     CHECK(rc == ARCOLL_ERR_INVALID, "NULL send buffer: %s", arcoll_strerror(rc));
@@ -656,18 +718,18 @@ static void test_bad(arcoll_context_t ctx)
     rc = arcoll_config_set(ctx, "ARCOLL_TIMEOUT_MS", "-5");
     CHECK(rc == ARCOLL_ERR_CONFIG, "negative timeout: %s", arcoll_strerror(rc));
     /* The team still works after all that. */
-    one(world, 1, 0, ++call, 16, "after bad input");
+    ct_one(world, 1, 0, ++call, 16, "after bad input");
 
     /* Sizes that differ across ranks: never an overrun, an error on the ranks
      * that see it (copy and zero-copy), within the timeout on the others. */
-    if (nranks > 1) {
+    if (ct_nranks > 1) {
         static const char *paths[] = {"copy", "zcopy"};
-        set(ctx, "ARCOLL_TIMEOUT_MS", "3000");
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "3000");
         for (int p = 0; p < 2; p++) {
-            set(ctx, "ARCOLL_PATH", paths[p]);
-            rc = arcoll_team_create(ctx, all, nranks, &t2);
+            ct_set(ctx, "ARCOLL_PATH", paths[p]);
+            rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
             CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
-            size_t bytes = rank == 0 ? 24 : 16;
+            size_t bytes = ct_rank == 0 ? 24 : 16;
             memset(r, 0x5a, n * 64);
             rc = arcoll_alltoall(t2, s, r, bytes);
             int saw = rc == ARCOLL_ERR_MISMATCH, any;
@@ -683,7 +745,7 @@ static void test_bad(arcoll_context_t ctx)
             rc = arcoll_allgather(world, &saw, flags, sizeof(int));
             CHECK(rc == ARCOLL_OK, "allgather of flags: %s", arcoll_strerror(rc));
             any = 0;
-            for (int i = 0; i < nranks; i++)
+            for (int i = 0; i < ct_nranks; i++)
                 any |= flags[i];
             CHECK(any, "size mismatch (%s): no rank reported ARCOLL_ERR_MISMATCH", paths[p]);
             rc = arcoll_alltoall(t2, s, r, 16);
@@ -691,15 +753,15 @@ static void test_bad(arcoll_context_t ctx)
                   arcoll_strerror(rc));
             arcoll_team_destroy(ctx, t2);
         }
-        set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
     }
     /* A peer that never arrives: the last rank skips one call; the others must
      * fail with ARCOLL_ERR_TIMEOUT within ARCOLL_TIMEOUT_MS, not hang. */
-    if (nranks > 1) {
-        rc = arcoll_team_create(ctx, all, nranks, &t2);
+    if (ct_nranks > 1) {
+        rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
         CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
-        set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
-        if (rank != nranks - 1) {
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
+        if (ct_rank != ct_nranks - 1) {
             struct timespec a, b;
             clock_gettime(CLOCK_MONOTONIC, &a);
             rc = arcoll_alltoall(t2, s, r, 8);
@@ -708,15 +770,15 @@ static void test_bad(arcoll_context_t ctx)
             CHECK(rc == ARCOLL_ERR_TIMEOUT, "peer never arrives: %s", arcoll_strerror(rc));
             CHECK(secs >= 0.9 && secs < 5.0, "timeout after %.2f s, ARCOLL_TIMEOUT_MS=1000", secs);
         }
-        set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
         rc = arcoll_team_destroy(ctx, t2);
         CHECK(rc == ARCOLL_OK, "team_destroy after a timeout: %s", arcoll_strerror(rc));
     }
     /* A member list that does not contain the caller. */
     {
-        int other = (rank + 1) % nranks;
-        rc = arcoll_team_create(ctx, &other, nranks > 1 ? 1 : 0, &t2);
-        CHECK(nranks == 1 ? rc == ARCOLL_OK : rc != ARCOLL_OK, "foreign member list: %s",
+        int other = (ct_rank + 1) % ct_nranks;
+        rc = arcoll_team_create(ctx, &other, ct_nranks > 1 ? 1 : 0, &t2);
+        CHECK(ct_nranks == 1 ? rc == ARCOLL_OK : rc != ARCOLL_OK, "foreign member list: %s",
               arcoll_strerror(rc));
     }
     free(buf);
@@ -725,28 +787,28 @@ static void test_bad(arcoll_context_t ctx)
 static void test_kill(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t n = (size_t)nranks;
+    size_t n = (size_t)ct_nranks;
     uint8_t *s = calloc(n, 64), *r = calloc(n, 64);
     int rc = ARCOLL_OK;
     struct timespec t0, t1;
 
-    set(ctx, "ARCOLL_TIMEOUT_MS", "5000");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "5000");
     for (uint64_t call = 1; call <= 50; call++) {
-        if (call == 20 && rank == nranks - 1)
+        if (call == 20 && ct_rank == ct_nranks - 1)
             raise(SIGKILL);
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        fill(1, call, rank, nranks, 64, s);
+        ct_fill(1, call, ct_rank, ct_nranks, 64, s);
         rc = arcoll_alltoall(world, s, r, 64);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != ARCOLL_OK)
             break;
-        CHECK(verify(1, call, rank, nranks, 64, r, "kill") == 0, "data before the kill");
+        CHECK(ct_verify(1, call, ct_rank, ct_nranks, 64, r, "kill") == 0, "data before the kill");
     }
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     CHECK(rc == ARCOLL_ERR_PEER || rc == ARCOLL_ERR_TIMEOUT, "survivor got %s",
           arcoll_strerror(rc));
     CHECK(secs < 6.0, "survivor took %.1f s to notice", secs);
-    printf("[rank %d] KILL-OK %s after %.2f s\n", rank, arcoll_strerror(rc), secs);
+    printf("[rank %d] KILL-OK %s after %.2f s\n", ct_rank, arcoll_strerror(rc), secs);
     fflush(stdout);
     free(s);
     free(r);
@@ -765,7 +827,7 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
     arcoll_resources_t before, after;
     char *end;
 
-    for (int i = 0; spec != NULL && i <= rank; i++) {
+    for (int i = 0; spec != NULL && i <= ct_rank; i++) {
         want = (int)strtol(spec, &end, 10);
         if (end == spec || (*end != ',' && *end != '\0')) {
             want = -1;
@@ -781,18 +843,19 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
     CHECK(arcoll_context_resources(ctx, &before) == ARCOLL_OK, "arcoll_context_resources");
     CHECK(before.qps ==
               (verbs && strcmp(arcoll_config_get(ctx, "ARCOLL_VERBS_CONNECT"), "eager") == 0
-                   ? nranks - 1
+                   ? ct_nranks - 1
                    : 0),
           "%d RC QPs before any collective", before.qps);
-    one(world, 1, 0, 1, 8, "qps warm-up");
+    ct_one(world, 1, 0, 1, 8, "qps warm-up");
     CHECK(arcoll_context_resources(ctx, &before) == ARCOLL_OK, "arcoll_context_resources");
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         for (uint64_t call = 0; call < 3; call++)
-            one(world, 1, (int)call & 1, 2 + 3 * i + call, sizes[i], "qps");
+            ct_one(world, 1, (int)call & 1, 2 + 3 * i + call, sizes[i], "qps");
     CHECK(arcoll_context_resources(ctx, &after) == ARCOLL_OK, "arcoll_context_resources");
     printf("[rank %d] qps: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes, init "
            "%.3f ms\n",
-           rank, after.qps, after.qps_ready, after.registered_bytes, after.shared_bytes, init_ms);
+           ct_rank, after.qps, after.qps_ready, after.registered_bytes, after.shared_bytes,
+           init_ms);
     fflush(stdout);
     CHECK(after.qps == want, "%d RC QPs after alltoall %s, expected %d", after.qps,
           arcoll_config_get(ctx, "ARCOLL_ALLTOALL_ALG"), want);
@@ -809,19 +872,17 @@ static void test_qps(arcoll_context_t ctx, const char *spec)
      * needs no QP beyond the alltoall's, so a rank that gets there first does
      * not open a connection to one still counting (lazy connections are
      * opened by whichever side writes first). */
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap_shm");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap_shm");
 }
 
 /* Monotonic seconds (phasefault, and coll_more.c's vbad). */
-static double phase_now(void)
+double ct_now(void)
 {
     struct timespec t;
 
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
-
-#include "coll_heapmr.c"
 
 static int bench_cmp(const void *a, const void *b)
 {
@@ -832,7 +893,7 @@ static int bench_cmp(const void *a, const void *b)
 
 /* The median of iters timings (the machine is shared: a preempted call is
  * an outlier, not the algorithm's cost). */
-static double bench_median(double *t, int iters)
+double ct_bench_median(double *t, int iters)
 {
     qsort(t, (size_t)iters, sizeof(*t), bench_cmp);
     return t[iters / 2];
@@ -840,37 +901,37 @@ static double bench_median(double *t, int iters)
 
 /* Seconds per call of alg (both collectives' setting): each rank's median
  * over iters calls, the slowest rank's; -1 on an error. */
-static double bench_time(arcoll_context_t ctx, const char *alg, int a2a, size_t bytes, uint8_t *s,
-                         uint8_t *r, int iters, double *t)
+double ct_bench_time(arcoll_context_t ctx, const char *alg, int a2a, size_t bytes, uint8_t *s,
+                     uint8_t *r, int iters, double *t)
 {
     enum { BENCH_MAX_RANKS = 64 };
     arcoll_team_t world = arcoll_team_world(ctx);
     double mine, all[BENCH_MAX_RANKS], worst = 0;
 
-    if (nranks > BENCH_MAX_RANKS)
+    if (ct_nranks > BENCH_MAX_RANKS)
         return -1;
-    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
-    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
     for (int i = 0; i < 2; i++)
-        run_coll(world, a2a, 0, s, r, bytes);
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+        ct_run_coll(world, a2a, 0, s, r, bytes);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
     if (arcoll_allgather(world, &worst, all, sizeof(worst)) != ARCOLL_OK) /* a barrier */
         return -1;
-    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
-    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
     for (int i = 0; i < iters; i++) {
-        double t0 = phase_now();
-        if (run_coll(world, a2a, 0, s, r, bytes) != ARCOLL_OK)
+        double t0 = ct_now();
+        if (ct_run_coll(world, a2a, 0, s, r, bytes) != ARCOLL_OK)
             return -1;
-        t[i] = phase_now() - t0;
+        t[i] = ct_now() - t0;
     }
-    mine = bench_median(t, iters);
-    set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
-    set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
+    mine = ct_bench_median(t, iters);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "pap");
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "pap");
     if (arcoll_allgather(world, &mine, all, sizeof(mine)) != ARCOLL_OK)
         return -1;
-    for (int i = 0; i < nranks; i++)
+    for (int i = 0; i < ct_nranks; i++)
         worst = all[i] > worst ? all[i] : worst;
     return worst;
 }
@@ -886,7 +947,7 @@ static void test_heapbench(arcoll_context_t ctx)
 {
     enum { ITERS = 2000, BATCHES = 5 };
     static const char *const cols[] = {"pap", "sh_co", "auto", "auto"};
-    size_t max = 4096 * (size_t)nranks;
+    size_t max = 4096 * (size_t)ct_nranks;
     uint8_t *ms = malloc(max), *mr = malloc(max);
     uint8_t *hs = arcoll_heap_malloc(max), *hr = arcoll_heap_malloc(max);
     double *ts = malloc(sizeof(double) * ITERS);
@@ -899,21 +960,21 @@ static void test_heapbench(arcoll_context_t ctx)
     memset(ms, 1, max);
     memset(hs, 1, max);
     for (int c = 1; c >= 0; c--) {
-        if (rank == 0)
+        if (ct_rank == 0)
             printf("%s, %d ranks: us per call (slowest rank's median of %d, best of %d)\n"
                    "%6s %10s %10s %10s %10s %12s %12s\n",
-                   c ? "alltoall" : "allgather", nranks, ITERS, BATCHES, "bytes", "pap",
+                   c ? "alltoall" : "allgather", ct_nranks, ITERS, BATCHES, "bytes", "pap",
                    "sh_co->pap", "auto", "auto heap", "sh_co->pap/pap", "auto/pap");
         for (size_t bytes = 8; bytes <= 4096; bytes *= 8) {
             double best[4] = {1e30, 1e30, 1e30, 1e30};
             for (int b = 0; b < BATCHES; b++)
                 for (int k = 0; k < 4; k++) {
-                    double t = bench_time(ctx, cols[k], c, bytes, k == 3 ? hs : ms,
-                                          k == 3 ? hr : mr, ITERS, ts);
+                    double t = ct_bench_time(ctx, cols[k], c, bytes, k == 3 ? hs : ms,
+                                             k == 3 ? hr : mr, ITERS, ts);
                     CHECK(t >= 0, "heapbench %s %zu B failed", cols[k], bytes);
                     best[k] = t >= 0 && t < best[k] ? t : best[k];
                 }
-            if (rank == 0)
+            if (ct_rank == 0)
                 printf("%6zu %10.2f %10.2f %10.2f %10.2f %12.2f %12.2f\n", bytes, best[0] * 1e6,
                        best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, best[1] / best[0],
                        best[2] / best[0]);
@@ -926,8 +987,6 @@ out:
     free(mr);
     free(ms);
 }
-
-#include "coll_more.c"
 
 /* ---- phasefault: a rank lost outside the data path ---------------------- */
 
@@ -974,7 +1033,7 @@ static void phase_report(const char *phase, int rc, double secs, long timeout_ms
                (oob && rc == ARCOLL_ERR_BOOTSTRAP)) &&
               secs < (double)timeout_ms / 1000.0 + 5.0;
 
-    printf("[rank %d] %s phasefault %s: %s (%s) after %.2f s\n", rank, ok ? "KILL-OK" : "FAIL",
+    printf("[rank %d] %s phasefault %s: %s (%s) after %.2f s\n", ct_rank, ok ? "KILL-OK" : "FAIL",
            phase, phase_code(rc), arcoll_strerror(rc), secs);
     fflush(stdout);
     /* COLL_PHASE_LINGER: stay until every survivor has met its own timeout, so
@@ -993,19 +1052,19 @@ static void phase_alltoall(arcoll_context_t ctx, bool victim, const char *sig, l
                            bool oob)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t bytes = 4096, len = bytes * (size_t)nranks;
+    size_t bytes = 4096, len = bytes * (size_t)ct_nranks;
     uint8_t *s = malloc(len), *r = malloc(len);
     double t0;
     int rc;
 
     for (uint64_t call = 1; call <= 5; call++)
-        one(world, 1, 0, call, bytes, "phasefault alltoall before the fault");
+        ct_one(world, 1, 0, call, bytes, "phasefault alltoall before the fault");
     if (victim)
         phase_die(sig, timeout_ms);
-    fill(1, 6, rank, nranks, bytes, s);
-    t0 = phase_now();
+    ct_fill(1, 6, ct_rank, ct_nranks, bytes, s);
+    t0 = ct_now();
     rc = arcoll_alltoall(world, s, r, bytes);
-    phase_report("alltoall", rc, phase_now() - t0, timeout_ms, oob);
+    phase_report("alltoall", rc, ct_now() - t0, timeout_ms, oob);
     free(s);
     free(r);
 }
@@ -1027,11 +1086,11 @@ static int test_phasefault(int argc, char **argv, const arcoll_oob_t *oob)
 
     if (strcmp(phase, "init") == 0 && victim)
         phase_die(sig, timeout_ms);
-    t0 = phase_now();
+    t0 = ct_now();
     rc = arcoll_init(oob, &ctx);
     if (strcmp(phase, "init") == 0) {
-        rank = wrank;
-        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
+        ct_set_rank(wrank);
+        phase_report(phase, rc, ct_now() - t0, timeout_ms, oob != NULL);
         if (rc == ARCOLL_OK)
             arcoll_finalize(ctx);
         return 0;
@@ -1040,46 +1099,45 @@ static int test_phasefault(int argc, char **argv, const arcoll_oob_t *oob)
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
         return 1;
     }
-    rank = arcoll_context_rank(ctx);
-    nranks = arcoll_context_size(ctx);
-    all = malloc(sizeof(int) * (size_t)nranks);
-    for (int i = 0; i < nranks; i++)
+    ct_set_rank(arcoll_context_rank(ctx));
+    ct_nranks = arcoll_context_size(ctx);
+    all = malloc(sizeof(int) * (size_t)ct_nranks);
+    for (int i = 0; i < ct_nranks; i++)
         all[i] = i;
     if (strcmp(phase, "create") == 0) {
         if (victim)
             phase_die(sig, timeout_ms);
-        t0 = phase_now();
-        rc = arcoll_team_create(ctx, all, nranks, &team);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
+        t0 = ct_now();
+        rc = arcoll_team_create(ctx, all, ct_nranks, &team);
+        phase_report(phase, rc, ct_now() - t0, timeout_ms, oob != NULL);
     } else if (strcmp(phase, "destroy") == 0) {
-        rc = arcoll_team_create(ctx, all, nranks, &team);
+        rc = arcoll_team_create(ctx, all, ct_nranks, &team);
         CHECK(rc == ARCOLL_OK, "team create: %s", arcoll_strerror(rc));
         if (victim)
             phase_die(sig, timeout_ms);
-        t0 = phase_now();
+        t0 = ct_now();
         rc = arcoll_team_destroy(ctx, team);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
+        phase_report(phase, rc, ct_now() - t0, timeout_ms, oob != NULL);
     } else if (strcmp(phase, "alltoall") == 0) {
         phase_alltoall(ctx, victim, sig, timeout_ms, oob != NULL);
     } else if (strcmp(phase, "finalize") == 0) {
         if (victim)
             phase_die(sig, timeout_ms);
-        t0 = phase_now();
+        t0 = ct_now();
         rc = arcoll_finalize(ctx);
-        phase_report(phase, rc, phase_now() - t0, timeout_ms, oob != NULL);
+        phase_report(phase, rc, ct_now() - t0, timeout_ms, oob != NULL);
         free(all);
         return 0;
     } else {
-        fprintf(stderr, "unknown phase %s\n", phase);
-        failed++;
+        tl_expect(&ct_tally, 0, "unknown phase %s", phase);
     }
     free(all);
     /* The survivors still release what they hold, without waiting again. */
-    t0 = phase_now();
+    t0 = ct_now();
     rc = arcoll_finalize(ctx);
-    printf("[rank %d] finalize after the fault: %s after %.2f s\n", rank, arcoll_strerror(rc),
-           phase_now() - t0);
-    return failed > 0;
+    printf("[rank %d] finalize after the fault: %s after %.2f s\n", ct_rank, arcoll_strerror(rc),
+           ct_now() - t0);
+    return ct_tally.failed > 0;
 }
 
 /* The node heap (docs/heap.md): a buffer allocated before arcoll_init and one
@@ -1092,7 +1150,7 @@ static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
     enum { EARLY = 4096, LATE = 1 << 20 };
     arcoll_team_t world = arcoll_team_world(ctx);
     uint8_t *late = arcoll_heap_malloc(LATE);
-    uint64_t mine[2], *all = calloc((size_t)nranks, sizeof(mine));
+    uint64_t mine[2], *all = calloc((size_t)ct_nranks, sizeof(mine));
     int shared = arcoll_heap_is_shared(), rc, bad = 0;
 
     CHECK(early != NULL && late != NULL && all != NULL, "heap allocation failed");
@@ -1101,25 +1159,20 @@ static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
     if (early == NULL || late == NULL || all == NULL)
         goto out;
     CHECK(arcoll_heap_contains(early) && arcoll_heap_contains(late), "not in the heap");
-    for (size_t i = 0; i < EARLY; i++)
-        early[i] = (uint8_t)(rank * 31 + i);
-    for (size_t i = 0; i < LATE; i++)
-        late[i] = (uint8_t)(rank * 17 + i / 7);
+    tl_fill(early, EARLY, 1, ct_rank, TL_ANY);
+    tl_fill(late, LATE, 2, ct_rank, TL_ANY);
     mine[0] = (uint64_t)(uintptr_t)early;
     mine[1] = (uint64_t)(uintptr_t)late;
-    set(ctx, "ARCOLL_PATH", "copy");
+    ct_set(ctx, "ARCOLL_PATH", "copy");
     rc = arcoll_allgather(world, mine, all, sizeof(mine));
     CHECK(rc == ARCOLL_OK, "allgather of the pointers: %s", arcoll_strerror(rc));
     if (rc != ARCOLL_OK || !shared)
         goto out;
-    for (int r = 0; r < nranks; r++) {
+    for (int r = 0; r < ct_nranks; r++) {
         const uint8_t *e = (const uint8_t *)(uintptr_t)all[2 * r];
         const uint8_t *l = (const uint8_t *)(uintptr_t)all[2 * r + 1];
-        CHECK(r == rank || !arcoll_heap_contains(e), "rank %d's buffer is in my slot", r);
-        for (size_t i = 0; i < EARLY && !bad; i++)
-            bad = e[i] != (uint8_t)(r * 31 + i);
-        for (size_t i = 0; i < LATE && !bad; i++)
-            bad = l[i] != (uint8_t)(r * 17 + i / 7);
+        CHECK(r == ct_rank || !arcoll_heap_contains(e), "rank %d's buffer is in my slot", r);
+        bad = tl_check(e, EARLY, 1, r, TL_ANY, NULL) + tl_check(l, LATE, 2, r, TL_ANY, NULL) != 0;
         CHECK(!bad, "rank %d's heap buffers read wrong through their address", r);
     }
     /* A forked child's heap is a private copy: its writes reach nobody. */
@@ -1127,7 +1180,7 @@ static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
         pid_t pid = fork();
         int st = -1;
         if (pid == 0) {
-            int ok = !arcoll_heap_is_shared() && early[5] == (uint8_t)(rank * 31 + 5);
+            int ok = !arcoll_heap_is_shared() && early[5] == tl_byte(1, ct_rank, TL_ANY, 5);
             memset(early, 0xee, EARLY);
             memset(late, 0xee, LATE);
             _exit(ok ? 0 : 1);
@@ -1137,11 +1190,11 @@ static void test_heap(arcoll_context_t ctx, uint8_t *early, const char *want)
     }
     rc = arcoll_allgather(world, mine, all, sizeof(mine));
     CHECK(rc == ARCOLL_OK, "allgather (barrier): %s", arcoll_strerror(rc));
-    for (int r = 0; r < nranks && rc == ARCOLL_OK; r++) {
+    for (int r = 0; r < ct_nranks && rc == ARCOLL_OK; r++) {
         const uint8_t *e = (const uint8_t *)(uintptr_t)all[2 * r];
         const uint8_t *l = (const uint8_t *)(uintptr_t)all[2 * r + 1];
-        bad = e[EARLY - 1] != (uint8_t)(r * 31 + EARLY - 1) ||
-              l[LATE - 1] != (uint8_t)(r * 17 + (LATE - 1) / 7);
+        bad = e[EARLY - 1] != tl_byte(1, r, TL_ANY, EARLY - 1) ||
+              l[LATE - 1] != tl_byte(2, r, TL_ANY, LATE - 1);
         CHECK(!bad, "rank %d's buffers changed after its child wrote its copy", r);
     }
     /* Nobody frees while another still reads. */
@@ -1160,30 +1213,30 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     const char *mode = argc > 1 ? argv[1] : "matrix";
     uint8_t *heap_early;
 
+    /* An algorithm it does not know fails the run, before any rank starts. */
+    if (algs_init() != 0)
+        return 2;
     if (strcmp(mode, "phasefault") == 0)
         return test_phasefault(argc, argv, oob);
     /* Calls before arcoll_init are errors, not crashes. */
     {
         char b[8] = {0}, c[8];
         rc = arcoll_alltoall(NULL, b, c, 1);
-        if (rc != ARCOLL_ERR_STATE) {
-            fprintf(stderr, "FAIL call before init returned %s\n", arcoll_strerror(rc));
-            failed++;
-        }
+        tl_expect(&ct_tally, rc == ARCOLL_ERR_STATE, "call before init returned %s",
+                  arcoll_strerror(rc));
     }
     /* heap, heapcoll: one buffer from before init (the heap made at first use;
      * arcoll_init shares it only if it exists then, docs/heap.md). */
     heap_early = strncmp(mode, "heap", 4) == 0 ? arcoll_heap_malloc(4096) : NULL;
-    init_ms = phase_now();
+    init_ms = ct_now();
     rc = arcoll_init(oob, &ctx);
-    init_ms = (phase_now() - init_ms) * 1e3;
+    init_ms = (ct_now() - init_ms) * 1e3;
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll_init: %s: %s\n", arcoll_strerror(rc), arcoll_last_error(NULL));
         return 1;
     }
-    rank = arcoll_context_rank(ctx);
-    nranks = arcoll_context_size(ctx);
-    algs_init();
+    ct_set_rank(arcoll_context_rank(ctx));
+    ct_nranks = arcoll_context_size(ctx);
     if (strcmp(mode, "matrix") == 0)
         test_matrix(ctx);
     else if (strcmp(mode, "skew") == 0)
@@ -1198,21 +1251,21 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
     else if (strcmp(mode, "bad") == 0)
         test_bad(ctx);
     else if (strcmp(mode, "v") == 0)
-        test_v(ctx);
+        ct_test_v(ctx);
     else if (strcmp(mode, "a2av") == 0)
-        test_a2av(ctx);
+        ct_test_a2av(ctx);
     else if (strcmp(mode, "vbad") == 0)
-        test_vbad(ctx);
+        ct_test_vbad(ctx);
     else if (strcmp(mode, "split") == 0)
-        test_split(ctx);
+        ct_test_split(ctx);
     else if (strcmp(mode, "inflight") == 0)
-        test_inflight(ctx);
+        ct_test_inflight(ctx);
     else if (strcmp(mode, "vskew") == 0)
-        test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
+        ct_test_vskew(ctx, argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? atol(argv[3]) : 100);
     else if (strcmp(mode, "qps") == 0)
         test_qps(ctx, argc > 2 ? argv[2] : NULL);
     else if (strcmp(mode, "heapmr") == 0)
-        test_heapmr(ctx, argc > 2 ? argv[2] : "api", argc > 3 ? atol(argv[3]) : 40);
+        ct_test_heapmr(ctx, argc > 2 ? argv[2] : "api", argc > 3 ? atol(argv[3]) : 40);
     else if (strcmp(mode, "heapbench") == 0) {
         test_heapbench(ctx);
         arcoll_heap_free(heap_early);
@@ -1228,49 +1281,36 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         test_kill(ctx);
         /* The team lost a rank: no collective summary is possible. */
         arcoll_finalize(ctx);
-        return failed ? 1 : 0;
+        return ct_tally.failed ? 1 : 0;
     } else if (coll_test_extra == NULL || !coll_test_extra(ctx, mode, argc, argv)) {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        failed++;
+        tl_expect(&ct_tally, 0, "unknown mode %s", mode);
     }
 
     /* Sum the verdicts over ranks (a broken library would fail here too). */
-    counts[0] = passed;
-    counts[1] = failed;
-    all = calloc((size_t)nranks, sizeof(counts));
-    set(ctx, "ARCOLL_PATH", "copy");
+    counts[0] = (int)ct_tally.passed;
+    counts[1] = (int)ct_tally.failed;
+    all = calloc((size_t)ct_nranks, sizeof(counts));
+    ct_set(ctx, "ARCOLL_PATH", "copy");
     rc = arcoll_allgather(arcoll_team_world(ctx), counts, all, sizeof(counts));
-    if (rc == ARCOLL_OK && rank == 0) {
+    if (rc == ARCOLL_OK && ct_rank == 0) {
         int p = 0, f = 0;
-        for (int i = 0; i < nranks; i++) {
+        for (int i = 0; i < ct_nranks; i++) {
             p += all[2 * i];
             f += all[2 * i + 1];
         }
-        printf("coll_test %s on %d ranks (%d nodes): %d passed, %d failed\n", mode, nranks,
+        printf("coll_test %s on %d ranks (%d nodes): %d passed, %d failed\n", mode, ct_nranks,
                arcoll_context_nnodes(ctx), p, f);
     }
     free(all);
-    if (rc != ARCOLL_OK)
-        failed++;
+    tl_expect(&ct_tally, rc == ARCOLL_OK, "allgather of the counts: %s", arcoll_strerror(rc));
     rc = arcoll_finalize(ctx);
-    if (rc != ARCOLL_OK)
-        failed++;
+    tl_expect(&ct_tally, rc == ARCOLL_OK, "arcoll_finalize: %s", arcoll_strerror(rc));
     /* Calls after finalize are errors, not crashes. */
     {
         char b[8] = {0}, c[8];
         rc = arcoll_alltoall(arcoll_team_world(ctx), b, c, 1);
-        if (rc != ARCOLL_ERR_STATE) {
-            fprintf(stderr, "[rank %d] FAIL call after finalize returned %s\n", rank,
-                    arcoll_strerror(rc));
-            failed++;
-        }
+        tl_expect(&ct_tally, rc == ARCOLL_ERR_STATE, "call after finalize returned %s",
+                  arcoll_strerror(rc));
     }
-    return failed ? 1 : 0;
+    return ct_tally.failed ? 1 : 0;
 }
-
-#ifndef COLL_TEST_NO_MAIN
-int main(int argc, char **argv)
-{
-    return coll_test_main(argc, argv, NULL);
-}
-#endif

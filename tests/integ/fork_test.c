@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COLL_TEST_NO_MAIN
-#include "coll_test.c"
+#include "coll_test.h"
 #include "launch_verdict.h"
+#include "shco_test.h"
 
 /* coll_test keeps member lists in arrays of 64 (sub-team) and 256 ints. */
 #define FORK_MAX_RANKS 64
@@ -117,8 +117,6 @@ static int fork_allgather(const void *sbuf, void *rbuf, size_t len, void *user)
         memcpy((unsigned char *)rbuf + (size_t)r * len, sh->slot[r], len);
     return fork_barrier(o);
 }
-
-#include "shco_test.c"
 
 static int fork_child(struct fork_shared *sh, int me, int n, int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * sh_co on forked ranks (included by fork_test.c after coll_test.c): the
+ * sh_co on forked ranks (fork_test.c's shco modes, on coll_test's helpers): the
  * parent maps one MAP_SHARED anonymous region before the fork and registers
  * it (heap/region.h), so it is at the same address, under the same id, in
  * every rank; each rank takes its buffers from its own slice of it.
@@ -21,7 +21,15 @@
  *   fork_test N shco bench          sh_co vs pap vs direct, 1 KiB .. 4 MiB per peer, and a
  *                                   single-threaded memcpy of the bytes one rank receives
  */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "coll_test.h"
 #include "heap/region.h"
+#include "shco_test.h"
 
 #define SHCO_REGION_ID 0x5c0c0ULL
 
@@ -30,7 +38,7 @@ static size_t shco_slice; /* bytes of it per rank */
 static size_t shco_used;  /* bump allocation in this rank's slice */
 
 /* Parent, before the fork: the region and its registration, inherited. */
-static int shco_region_make(int n, size_t slice)
+int shco_region_make(int n, size_t slice)
 {
     size_t len = slice * (size_t)n;
 
@@ -50,11 +58,12 @@ static int shco_region_make(int n, size_t slice)
 
 static void *shco_alloc(size_t len)
 {
-    char *p = shco_base + (size_t)rank * shco_slice + shco_used;
+    char *p = shco_base + (size_t)ct_rank * shco_slice + shco_used;
 
     len = (len + 63) & ~(size_t)63;
     if (shco_used + len > shco_slice) {
-        fprintf(stderr, "[rank %d] sh_co region slice of %zu bytes exhausted\n", rank, shco_slice);
+        fprintf(stderr, "[rank %d] sh_co region slice of %zu bytes exhausted\n", ct_rank,
+                shco_slice);
         abort();
     }
     shco_used += len;
@@ -68,8 +77,8 @@ static void shco_free_all(void)
 
 static void shco_algs(arcoll_context_t ctx, const char *alg)
 {
-    set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
-    set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLTOALL_ALG", alg);
+    ct_set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
 }
 
 /* One validated call with the given buffers. */
@@ -78,12 +87,12 @@ static int shco_one(arcoll_team_t team, int a2a, int nb, uint64_t call, size_t b
 {
     int me = arcoll_team_rank(team), n = arcoll_team_size(team), rc;
 
-    fill(a2a, call, me, n, bytes, s);
+    ct_fill(a2a, call, me, n, bytes, s);
     memset(r, 0xee, bytes * (size_t)n);
-    rc = run_coll(team, a2a, nb, s, r, bytes);
+    rc = ct_run_coll(team, a2a, nb, s, r, bytes);
     CHECK(rc == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rc), arcoll_last_error(NULL));
     if (rc == ARCOLL_OK)
-        CHECK(verify(a2a, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
+        CHECK(ct_verify(a2a, call, me, n, bytes, r, what) == 0, "%s: wrong data", what);
     return rc;
 }
 
@@ -112,13 +121,15 @@ static void shco_counted(arcoll_context_t ctx, arcoll_counters_t c0, unsigned lo
 
 static arcoll_team_t shco_team_all(arcoll_context_t ctx)
 {
-    int all[FORK_MAX_RANKS];
+    int *all = malloc(sizeof(int) * (size_t)ct_nranks);
     arcoll_team_t t = NULL;
-    int rc;
+    int rc = ARCOLL_ERR_NOMEM;
 
-    for (int i = 0; i < nranks; i++)
+    for (int i = 0; all != NULL && i < ct_nranks; i++)
         all[i] = i;
-    rc = arcoll_team_create(ctx, all, nranks, &t);
+    if (all != NULL)
+        rc = arcoll_team_create(ctx, all, ct_nranks, &t);
+    free(all);
     CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
     return rc == ARCOLL_OK ? t : NULL;
 }
@@ -132,7 +143,7 @@ static void shco_sizes(arcoll_context_t ctx)
 
     shco_algs(ctx, "sh_co");
     for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
-        size_t len = sizes[z] * (size_t)nranks;
+        size_t len = sizes[z] * (size_t)ct_nranks;
         uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
         for (int c = 0; c < 2; c++)
             for (int nb = 0; nb < 2; nb++) {
@@ -151,7 +162,7 @@ static void shco_sizes(arcoll_context_t ctx)
 static void shco_in_place(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t bytes = 4096, len = bytes * (size_t)nranks;
+    size_t bytes = 4096, len = bytes * (size_t)ct_nranks;
     uint8_t *r = shco_alloc(len);
     uint64_t call = 7000;
 
@@ -159,13 +170,13 @@ static void shco_in_place(arcoll_context_t ctx)
     for (int c = 0; c < 2; c++) {
         int rc;
         memset(r, 0xee, len);
-        fill(c, ++call, rank, nranks, bytes, c ? r : r + (size_t)rank * bytes);
+        ct_fill(c, ++call, ct_rank, ct_nranks, bytes, c ? r : r + (size_t)ct_rank * bytes);
         rc = c ? arcoll_alltoall(world, ARCOLL_IN_PLACE, r, bytes)
                : arcoll_allgather(world, ARCOLL_IN_PLACE, r, bytes);
         CHECK(rc == ARCOLL_OK, "sh_co %s in place: %s", c ? "alltoall" : "allgather",
               arcoll_strerror(rc));
         if (rc == ARCOLL_OK)
-            CHECK(verify(c, call, rank, nranks, bytes, r, "in place") == 0,
+            CHECK(ct_verify(c, call, ct_rank, ct_nranks, bytes, r, "in place") == 0,
                   "sh_co %s in place: wrong data", c ? "alltoall" : "allgather");
     }
     shco_free_all();
@@ -176,7 +187,7 @@ static void shco_in_place(arcoll_context_t ctx)
  * past the smaller receive buffers. */
 static void shco_mismatch(arcoll_context_t ctx)
 {
-    size_t n = (size_t)nranks;
+    size_t n = (size_t)ct_nranks;
     arcoll_team_t t = shco_team_all(ctx);
     uint8_t *s = shco_alloc(n * 64), *r = shco_alloc(n * 64);
 
@@ -184,7 +195,7 @@ static void shco_mismatch(arcoll_context_t ctx)
         return;
     shco_algs(ctx, "sh_co");
     for (int c = 0; c < 2; c++) {
-        size_t bytes = rank == 0 ? 24 : 16;
+        size_t bytes = ct_rank == 0 ? 24 : 16;
         memset(r, 0x5a, n * 64);
         int rc = c ? arcoll_alltoall(t, s, r, bytes) : arcoll_allgather(t, s, r, bytes);
         CHECK(rc == ARCOLL_ERR_MISMATCH, "sh_co %s size mismatch: %s, want every rank to see it",
@@ -214,10 +225,10 @@ static void shco_fallback(arcoll_context_t ctx)
     shco_algs(ctx, "sh_co");
     for (int outside = 1; outside <= 3; outside++)
         for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
-            size_t len = sizes[z] * (size_t)nranks;
+            size_t len = sizes[z] * (size_t)ct_nranks;
             uint8_t *ps = malloc(len), *pr = malloc(len);
             uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
-            if (rank == nranks - 1) {
+            if (ct_rank == ct_nranks - 1) {
                 s = outside & 1 ? ps : s;
                 r = outside & 2 ? pr : r;
             }
@@ -248,25 +259,25 @@ static void shco_fallback(arcoll_context_t ctx)
 /* A rank that never arrives: the others fail with ARCOLL_ERR_TIMEOUT in time. */
 static void shco_timeout(arcoll_context_t ctx)
 {
-    size_t n = (size_t)nranks;
+    size_t n = (size_t)ct_nranks;
     arcoll_team_t t = shco_team_all(ctx);
     uint8_t *s = shco_alloc(n * 8), *r = shco_alloc(n * 8);
 
     if (t == NULL)
         return;
     shco_algs(ctx, "sh_co");
-    set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
-    if (rank != nranks - 1) {
-        double t0 = fork_now();
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "1000");
+    if (ct_rank != ct_nranks - 1) {
+        double t0 = ct_now();
         int rc = arcoll_alltoall(t, s, r, 8);
-        double secs = fork_now() - t0;
+        double secs = ct_now() - t0;
         CHECK(rc == ARCOLL_ERR_TIMEOUT, "sh_co peer never arrives: %s", arcoll_strerror(rc));
         /* A wide margin: waiting ranks yield between polls, and under the ASan
          * build on a machine loaded 14x over its cores one run took 7.8 s. */
         CHECK(secs >= 0.9 && secs < 16.0, "sh_co timeout after %.2f s, ARCOLL_TIMEOUT_MS=1000",
               secs);
     }
-    set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
     arcoll_team_destroy(ctx, t);
     shco_free_all();
 }
@@ -282,14 +293,14 @@ static void shco_timeout(arcoll_context_t ctx)
  * pap in the same epoch). The 0-byte rank is the first or the last. */
 static void shco_empty(arcoll_context_t ctx)
 {
-    const size_t bytes = 64, area = bytes * (size_t)nranks, guard = 4096;
+    const size_t bytes = 64, area = bytes * (size_t)ct_nranks, guard = 4096;
 
     shco_algs(ctx, "sh_co");
-    set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "20000");
     for (int outside = 0; outside < 2; outside++)
         for (int v = 0; v < 2; v++)
             for (int c = 0; c < 2; c++) {
-                int odd = (outside + v + c) % 2 ? nranks - 1 : 0, rc = ARCOLL_OK;
+                int odd = (outside + v + c) % 2 ? ct_nranks - 1 : 0, rc = ARCOLL_OK;
                 arcoll_team_t t = shco_team_all(ctx);
                 uint8_t *ps = malloc(area), *pr = malloc(area + guard);
                 uint8_t *s = outside ? ps : shco_alloc(area);
@@ -306,16 +317,16 @@ static void shco_empty(arcoll_context_t ctx)
                 }
                 memset(s, 1, area);
                 memset(r, 0xa5, area + guard);
-                t0 = fork_now();
-                for (int call = 0; call < (rank == odd ? 1 + v : 1); call++) {
-                    size_t mine = rank == odd && call == 0 ? 0 : bytes;
+                t0 = ct_now();
+                for (int call = 0; call < (ct_rank == odd ? 1 + v : 1); call++) {
+                    size_t mine = ct_rank == odd && call == 0 ? 0 : bytes;
                     rc = c ? arcoll_alltoall(t, s, r, mine) : arcoll_allgather(t, s, r, mine);
-                    if (rank == odd && call == 0)
+                    if (ct_rank == odd && call == 0)
                         CHECK(rc == ARCOLL_OK, "%s: the 0-byte call got %s", what,
                               arcoll_strerror(rc));
                 }
-                if (rank != odd || v == 1) {
-                    double secs = fork_now() - t0;
+                if (ct_rank != odd || v == 1) {
+                    double secs = ct_now() - t0;
                     for (size_t j = area; j < area + guard; j++)
                         bad += r[j] != 0xa5;
                     CHECK(rc == ARCOLL_ERR_MISMATCH, "%s: got %s, want a mismatch (%s)", what,
@@ -333,7 +344,7 @@ static void shco_empty(arcoll_context_t ctx)
                 free(pr);
                 shco_free_all();
             }
-    set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
 }
 
 /* 0 bytes on every rank takes no call of the node segment on any: the sh_co
@@ -343,7 +354,7 @@ static void shco_empty_all(arcoll_context_t ctx)
 {
     static const char *algs[] = {"sh_co", "pap_shm", "sh_co"};
     arcoll_team_t world = arcoll_team_world(ctx);
-    const size_t bytes = 200, len = bytes * (size_t)nranks;
+    const size_t bytes = 200, len = bytes * (size_t)ct_nranks;
     uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
     uint64_t call = 11000;
     char what[128];
@@ -373,7 +384,7 @@ static void shco_empty_all(arcoll_context_t ctx)
 static void shco_inflight(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t bytes = 1000, len = bytes * (size_t)nranks;
+    size_t bytes = 1000, len = bytes * (size_t)ct_nranks;
     uint64_t call = 9000;
 
     for (int outside = 0; outside < 2; outside++) {
@@ -384,10 +395,10 @@ static void shco_inflight(arcoll_context_t ctx)
         for (int k = 0; k < 3; k++) {
             s[k] = shco_alloc(len);
             r[k] = shco_alloc(len);
-            fill(k != 1, call + (uint64_t)k, rank, nranks, bytes, s[k]);
+            ct_fill(k != 1, call + (uint64_t)k, ct_rank, ct_nranks, bytes, s[k]);
             memset(r[k], 0xee, len);
         }
-        if (outside && rank == nranks - 1)
+        if (outside && ct_rank == ct_nranks - 1)
             r[0] = priv;
         for (int k = 0; k < 3; k++) {
             shco_algs(ctx, alg[k]);
@@ -401,8 +412,8 @@ static void shco_inflight(arcoll_context_t ctx)
             rc[k] = arcoll_wait(&req[k]);
             CHECK(rc[k] == ARCOLL_OK, "in flight: call %d: %s", k, arcoll_strerror(rc[k]));
             if (rc[k] == ARCOLL_OK)
-                CHECK(verify(k != 1, call + (uint64_t)k, rank, nranks, bytes, r[k], "in flight") ==
-                          0,
+                CHECK(ct_verify(k != 1, call + (uint64_t)k, ct_rank, ct_nranks, bytes, r[k],
+                                "in flight") == 0,
                       "in flight (outside %d): call %d: wrong data", outside, k);
         }
         call += 3;
@@ -416,27 +427,29 @@ static void shco_skew(arcoll_context_t ctx, long iters, long max_us, const char 
     static const size_t sizes[] = {8, 200, 4096};
     static const char *mixed[] = {"sh_co", "pap_shm", "sh_co", "shm_direct", "sh_co", "pap"};
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t most = 4096 * (size_t)nranks;
+    size_t most = 4096 * (size_t)ct_nranks;
     uint8_t *s = shco_alloc(most), *r = shco_alloc(most);
     int bad_calls = 0, errors = 0, mix = strcmp(mode, "mix") == 0, late = strcmp(mode, "late") == 0;
 
-    srand(4321u + (unsigned)rank * 7919u);
+    srand(4321u + (unsigned)ct_rank * 7919u);
     shco_algs(ctx, "sh_co");
     for (long it = 0; it < iters; it++) {
         size_t bytes = sizes[it % 3];
         int c = (int)((it / 3) % 2), rc;
         if (mix) /* algorithms that share the node segment, call by call */
             shco_algs(ctx, mixed[it % 6]);
-        fill(c, (uint64_t)it + 1, rank, nranks, bytes, s);
-        if (!late || rank == nranks - 1)
-            delay_us(rand() % (max_us + 1));
+        ct_fill(c, (uint64_t)it + 1, ct_rank, ct_nranks, bytes, s);
+        if (!late || ct_rank == ct_nranks - 1)
+            ct_delay_us(rand() % (max_us + 1));
         rc = c ? arcoll_alltoall(world, s, r, bytes) : arcoll_allgather(world, s, r, bytes);
         if (rc != ARCOLL_OK) {
-            fprintf(stderr, "[rank %d] sh_co skew call %ld: %s\n", rank, it, arcoll_strerror(rc));
+            fprintf(stderr, "[rank %d] sh_co skew call %ld: %s\n", ct_rank, it,
+                    arcoll_strerror(rc));
             errors++;
             break;
         }
-        bad_calls += verify(c, (uint64_t)it + 1, rank, nranks, bytes, r, "sh_co skew") != 0;
+        bad_calls +=
+            ct_verify(c, (uint64_t)it + 1, ct_rank, ct_nranks, bytes, r, "sh_co skew") != 0;
     }
     CHECK(errors == 0 && bad_calls == 0, "sh_co skew %s: %d corrupted calls of %ld, %d errors",
           mode, bad_calls, iters, errors);
@@ -448,12 +461,12 @@ static void shco_skew(arcoll_context_t ctx, long iters, long max_us, const char 
 static double shco_memcpy_time(uint8_t *s, uint8_t *r, size_t len, int iters, double *t)
 {
     for (int i = 0; i < iters; i++) {
-        double t0 = fork_now();
+        double t0 = ct_now();
         memcpy(r, s, len);
         __asm__ __volatile__("" ::"r"(r) : "memory");
-        t[i] = fork_now() - t0;
+        t[i] = ct_now() - t0;
     }
-    return bench_median(t, iters);
+    return ct_bench_median(t, iters);
 }
 
 /* The machine is shared and noisy: SHCO_BATCHES batches per algorithm,
@@ -469,15 +482,15 @@ static void shco_bench(arcoll_context_t ctx, const char *only)
     int nalg = only != NULL && strcmp(only, "sh_co") == 0 ? 1 : 3;
 
     for (int c = 1; c >= 0; c--) {
-        if (rank == 0)
+        if (ct_rank == 0)
             printf("%s, %d ranks: us per call (slowest rank's median over a batch, best of %d "
                    "batches); GB/s = bytes one rank receives / time; memcpy = one thread "
                    "copying those bytes once\n"
                    "%9s %10s %10s %10s %10s %8s %8s %8s\n",
-                   c ? "alltoall" : "allgather", nranks, SHCO_BATCHES, "bytes", "sh_co", "pap",
+                   c ? "alltoall" : "allgather", ct_nranks, SHCO_BATCHES, "bytes", "sh_co", "pap",
                    "direct", "memcpy", "sh_co", "memcpy", "sh/mcpy");
         for (size_t bytes = 1024; bytes <= (4u << 20); bytes *= 4) {
-            size_t len = bytes * (size_t)nranks;
+            size_t len = bytes * (size_t)ct_nranks;
             uint8_t *s = shco_alloc(len), *r = shco_alloc(len);
             int iters = (int)((16u << 20) / len);
             double best[4] = {1e30, 1e30, 1e30, 1e30}, ts[500];
@@ -486,17 +499,17 @@ static void shco_bench(arcoll_context_t ctx, const char *only)
             memset(r, 2, len);
             for (int b = 0; b < SHCO_BATCHES; b++) {
                 for (int a = 0; a < nalg; a++) {
-                    double t = bench_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
+                    double t = ct_bench_time(ctx, algs3[a], c, bytes, s, r, iters, ts);
                     best[a] = t >= 0 && t < best[a] ? t : best[a];
                 }
                 double t = shco_memcpy_time(s, r, len, iters, ts);
                 best[3] = t < best[3] ? t : best[3];
             }
-            if (rank == 0 && nalg == 1)
+            if (ct_rank == 0 && nalg == 1)
                 printf("%9zu %10.1f %10s %10s %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
                        "-", "-", best[3] * 1e6, (double)len / best[0] / 1e9,
                        (double)len / best[3] / 1e9, best[3] / best[0]);
-            else if (rank == 0)
+            else if (ct_rank == 0)
                 printf("%9zu %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %8.2f\n", bytes, best[0] * 1e6,
                        best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, (double)len / best[0] / 1e9,
                        (double)len / best[3] / 1e9, best[3] / best[0]);
@@ -506,7 +519,7 @@ static void shco_bench(arcoll_context_t ctx, const char *only)
 }
 
 /* coll_test's hook for the modes above: 1 if mode was one of them. */
-static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv)
+int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv)
 {
     if (strcmp(mode, "shco") != 0)
         return 0;
@@ -526,8 +539,7 @@ static int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **ar
     } else if (strcmp(what, "bench") == 0) {
         shco_bench(ctx, argc > 3 ? argv[3] : NULL);
     } else {
-        fprintf(stderr, "unknown shco mode %s\n", what);
-        failed++;
+        tl_expect(&ct_tally, 0, "unknown shco mode %s", what);
     }
     return 1;
 }

@@ -46,8 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COLL_TEST_NO_MAIN
-#include "coll_test.c"
+#include "coll_test.h"
 #include "launch_verdict.h"
 
 /* coll_test keeps member lists in arrays of 64 (sub-team) and 256 ints. */

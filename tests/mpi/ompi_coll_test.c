@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "arcoll_mpi.h"
+#include "tl.h"
 
 static int wrank, wsize;
 static _Atomic long passed, failed; /* mode multiple: two threads check */
@@ -58,10 +59,11 @@ static arcoll_mpi_stats_t stats(void)
     return s;
 }
 
-/* Element k of the block rank `from` sends rank `to`. */
+/* Element k of the block rank `from` sends rank `to` (or of the block `to` stands for):
+ * tests/lib's pattern (tl.h), a word of it. */
 static int val(int from, int to, int k)
 {
-    return from * 1000003 + to * 1009 + k;
+    return (int)tl_word(0, from, to, (size_t)k);
 }
 
 static void blocking(MPI_Comm comm, const char *name)

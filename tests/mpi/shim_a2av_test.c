@@ -40,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tl.h"
+
 #define SLACK     64   /* bytes after the last block, which must stay untouched */
 #define RECV_FILL 0xa5 /* receive buffers' bytes outside the blocks */
 #define SEND_FILL 0x5a /* send buffers' holes */
@@ -57,7 +59,8 @@ typedef struct elem {
 } elem_t;
 
 static int wrank, wsize, corrupt, inplace_nb;
-static long passed, failed;
+static char prefix[40];
+static tl_tally_t tally = {prefix, 0, 0}; /* the first 20 failures printed */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -101,42 +104,26 @@ static int count(int pat, int src, int dst, int n, int salt)
     }
 }
 
-/* Unit u of the block src sends dst in call `salt`, as an int or a double. */
-static int ival(int src, int dst, size_t u, int salt)
-{
-    return (int)(uint32_t)(src * 1000003u + dst * 7919u + (uint32_t)u * 31u + (uint32_t)salt * 17u);
-}
-
-static void put_unit(const elem_t *e, unsigned char *p, int src, int dst, size_t u, int salt)
-{
-    int v = ival(src, dst, u, salt);
-
-    if (e->dbl) {
-        double d = (double)v * 0.5;
-        memcpy(p, &d, sizeof(d));
-    } else {
-        memcpy(p, &v, sizeof(v));
-    }
-}
-
-/* Writes the block src sends dst, cnt elements, at base. */
+/* Writes the block src sends dst in call `salt`, cnt elements, at base: its units (ints or
+ * doubles) hold tests/lib's pattern (tl.h) of the block, the holes between them untouched. */
 static void put_block(const elem_t *e, unsigned char *base, int cnt, int src, int dst, int salt)
 {
+    size_t usize = e->dbl ? sizeof(double) : sizeof(int);
+
+    if (e->nunits == 1 && e->extent == usize) { /* contiguous */
+        tl_fill(base, (size_t)cnt * usize, (uint64_t)salt, src, dst);
+        return;
+    }
     for (size_t k = 0; k < (size_t)cnt; k++)
         for (int u = 0; u < e->nunits; u++)
-            put_unit(e, base + k * e->extent + e->off[u], src, dst, k * (size_t)e->nunits + u,
-                     salt);
+            tl_fill_at(base + k * e->extent + e->off[u],
+                       (k * (size_t)e->nunits + (size_t)u) * usize, usize, (uint64_t)salt, src,
+                       dst);
 }
 
 static void verdict(int ok, const char *what)
 {
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    if (failed <= 20)
-        fprintf(stderr, "shim_a2av_test[%d]: FAIL %s\n", wrank, what);
+    tl_expect_max(&tally, 20, ok, "%s", what);
 }
 
 /* One call of pattern pat on comm: its checks, then rank 0 prints the
@@ -247,6 +234,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "shim_a2av_test rank %d", wrank);
     corrupt = c != NULL && strcmp(c, "1") == 0;
     inplace_nb = ipnb != NULL && strcmp(ipnb, "1") == 0;
     if (iters < 1) {
@@ -272,7 +260,7 @@ int main(int argc, char **argv)
             }
     MPI_Comm_free(&half);
     MPI_Type_free(&vec);
-    long sums[2] = {passed, failed}, tot[2];
+    long sums[2] = {tally.passed, tally.failed}, tot[2];
     MPI_Reduce(sums, tot, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (wrank == 0) {
         fflush(stdout);
@@ -280,5 +268,5 @@ int main(int argc, char **argv)
                 tot[1]);
     }
     MPI_Finalize();
-    return failed == 0 ? 0 : 1;
+    return tally.failed == 0 ? 0 : 1;
 }

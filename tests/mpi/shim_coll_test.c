@@ -53,6 +53,7 @@
 #include <time.h>
 
 #include "arcoll_mpi.h"
+#include "tl.h"
 
 enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL, MODE_LATEFAIL };
 enum { SERVED, PASSED };
@@ -62,7 +63,8 @@ static long allreduce_mpi_below;
 
 static int mode, wrank, wsize;
 static long mpi_below; /* serve: calls of fewer bytes per peer go to PMPI */
-static long passed, failed;
+static char prefix[32];
+static tl_tally_t tally = {prefix, 0, 0}; /* the first 20 failures printed */
 static arcoll_mpi_stats_fn stats_fn;
 
 static void stats(arcoll_mpi_stats_t *s)
@@ -74,13 +76,7 @@ static void stats(arcoll_mpi_stats_t *s)
 
 static void verdict(int ok, const char *what, const char *detail)
 {
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    if (failed <= 20)
-        fprintf(stderr, "shim_coll_test[%d]: FAIL %s: %s\n", wrank, what, detail);
+    tl_expect_max(&tally, 20, ok, "%s: %s", what, detail);
 }
 
 /* The counter of `field` moved by exactly one, the other of the pair not. */
@@ -99,11 +95,6 @@ static int all_passed;
                                           : "served by arcoll, should be PMPI: " what, \
                     detail);                                                           \
     } while (0)
-
-static unsigned char pat(int a, int b, size_t k, int salt)
-{
-    return (unsigned char)(a * 131 + b * 29 + (int)(k % 253) * 7 + salt * 17 + 3);
-}
 
 /*
  * A unit of data: m elements of type t, ue bytes of buffer (gaps included).
@@ -172,10 +163,11 @@ static unsigned char *buf2(size_t len, unsigned char **ref, int fill)
     return b;
 }
 
+/* len bytes of rank a's data in call salt (a tests/lib pattern; results are compared with
+ * PMPI's). */
 static void fill(unsigned char *b, size_t len, int a, int salt)
 {
-    for (size_t k = 0; k < len; k++)
-        b[k] = pat(a, 0, k, salt);
+    tl_fill(b, len, (uint64_t)salt, a, TL_ANY);
 }
 
 /* Alltoall or allgather of k units per block; in place or not; blocking. */
@@ -978,6 +970,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "shim_coll_test rank %d", wrank);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     if (getenv("SHIM_TEST_ALLREDUCE_MPI_BELOW") != NULL)
         allreduce_mpi_below = strtol(getenv("SHIM_TEST_ALLREDUCE_MPI_BELOW"), NULL, 0);
@@ -1007,8 +1000,8 @@ int main(int argc, char **argv)
     MPI_Type_free(&vec4);
     MPI_Type_free(&contig3);
     MPI_Type_free(&vec2);
-    sums[0] = passed;
-    sums[1] = failed;
+    sums[0] = tally.passed;
+    sums[1] = tally.failed;
     PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wrank == 0)
         printf("shim_coll_test on %d ranks (%s): %ld passed, %ld failed\n", wsize, mname, sums[0],

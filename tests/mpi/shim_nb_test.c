@@ -33,6 +33,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "tl.h"
+
 enum { K_A2A, K_AG, K_A2AV, K_RSB, K_AR, K_BARRIER, K_BCAST, K_REDUCE, K_KINDS };
 static const char *const kname[K_KINDS] = {
     "Ialltoall",  "Iallgather", "Ialltoallv", "Ireduce_scatter_block",
@@ -51,12 +53,11 @@ typedef struct {
 } slot_t;
 
 static int wrank, wsize;
-static long passed, failed;
+static char prefix[32];
+static tl_tally_t tally = {prefix, 0, 0}; /* one verdict a call; the first 5 wrong printed */
 
-static int val(int from, int to, int k, int call)
-{
-    return from * 1000003 + to * 7919 + k * 31 + call * 17;
-}
+/* The data of a call: tests/lib's patterns (tl.h), blocks of ints as bytes. */
+#define IB(k) (sizeof(int) * (size_t)(k))
 
 /* The same kind sequence on every rank: a hash of the call number. */
 static int kind_of(int call)
@@ -74,14 +75,11 @@ static void slot_start(slot_t *s, int call, MPI_Request *req)
     memset(s->rbuf, 0xab, sizeof(int) * ELEMS * (size_t)n);
     switch (k) {
     case K_A2A:
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < ELEMS; e++)
-                s->sbuf[j * ELEMS + e] = val(wrank, j, e, call);
+        tl_fill_blocks(s->sbuf, IB(ELEMS), n, (uint64_t)call, wrank);
         MPI_Ialltoall(s->sbuf, ELEMS, MPI_INT, s->rbuf, ELEMS, MPI_INT, MPI_COMM_WORLD, req);
         break;
     case K_AG:
-        for (int e = 0; e < ELEMS; e++)
-            s->sbuf[e] = val(wrank, 0, e, call);
+        tl_fill(s->sbuf, IB(ELEMS), (uint64_t)call, wrank, TL_ANY);
         MPI_Iallgather(s->sbuf, ELEMS, MPI_INT, s->rbuf, ELEMS, MPI_INT, MPI_COMM_WORLD, req);
         break;
     case K_A2AV:
@@ -89,8 +87,7 @@ static void slot_start(slot_t *s, int call, MPI_Request *req)
         for (int j = 0, off = 0; j < n; j++) {
             s->sc[j] = (wrank + j + call) % 5;
             s->sd[j] = off;
-            for (int e = 0; e < s->sc[j]; e++)
-                s->sbuf[off + e] = val(wrank, j, e, call);
+            tl_fill(s->sbuf + off, IB(s->sc[j]), (uint64_t)call, wrank, j);
             off += s->sc[j];
         }
         for (int j = 0, off = 0; j < n; j++) {
@@ -102,25 +99,26 @@ static void slot_start(slot_t *s, int call, MPI_Request *req)
                        MPI_COMM_WORLD, req);
         break;
     case K_RSB:
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < ELEMS; e++)
-                s->sbuf[j * ELEMS + e] = val(wrank, j, e, call) % 1000;
+        for (int e = 0; e < ELEMS * n; e++)
+            s->sbuf[e] = (int)tl_red_in((uint64_t)call, wrank, (size_t)e);
         MPI_Ireduce_scatter_block(s->sbuf, s->rbuf, ELEMS, MPI_INT, MPI_SUM, MPI_COMM_WORLD, req);
         break;
     case K_AR:
         for (int e = 0; e < ELEMS; e++)
-            s->sbuf[e] = val(wrank, 0, e, call) % 1000;
+            s->sbuf[e] = (int)tl_red_in((uint64_t)call, wrank, (size_t)e);
         MPI_Iallreduce(s->sbuf, s->rbuf, ELEMS, MPI_INT, MPI_SUM, MPI_COMM_WORLD, req);
         break;
     case K_BARRIER: MPI_Ibarrier(MPI_COMM_WORLD, req); break;
     case K_BCAST:
-        for (int e = 0; e < BIG; e++)
-            s->big[e] = wrank == call % n ? val(call % n, 0, e, call) : -1;
+        if (wrank == call % n)
+            tl_fill(s->big, IB(BIG), (uint64_t)call, wrank, TL_ANY);
+        else
+            memset(s->big, 0xff, IB(BIG));
         MPI_Ibcast(s->big, BIG, MPI_INT, call % n, MPI_COMM_WORLD, req);
         break;
     default:
         for (int e = 0; e < BIG; e++)
-            s->big[e] = val(wrank, 0, e, call) % 1000;
+            s->big[e] = (int)tl_red_in((uint64_t)call, wrank, (size_t)e);
         MPI_Ireduce(s->big, s->bigr, BIG, MPI_INT, MPI_SUM, call % n, MPI_COMM_WORLD, req);
         break;
     }
@@ -131,66 +129,36 @@ static int slot_check(const slot_t *s)
     int n = wsize, call = s->call;
 
     switch (s->kind) {
-    case K_A2A:
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < ELEMS; e++)
-                if (s->rbuf[j * ELEMS + e] != val(j, wrank, e, call))
-                    return 0;
-        return 1;
-    case K_AG:
-        for (int j = 0; j < n; j++)
-            for (int e = 0; e < ELEMS; e++)
-                if (s->rbuf[j * ELEMS + e] != val(j, 0, e, call))
-                    return 0;
-        return 1;
+    case K_A2A: return tl_check_blocks(s->rbuf, IB(ELEMS), n, (uint64_t)call, wrank, NULL) == 0;
+    case K_AG: return tl_check_blocks(s->rbuf, IB(ELEMS), n, (uint64_t)call, TL_ANY, NULL) == 0;
     case K_A2AV:
         for (int j = 0; j < n; j++)
-            for (int e = 0; e < s->rc[j]; e++)
-                if (s->rbuf[s->rd[j] + e] != val(j, wrank, e, call))
-                    return 0;
+            if (tl_check(s->rbuf + s->rd[j], IB(s->rc[j]), (uint64_t)call, j, wrank, NULL) != 0)
+                return 0;
         return 1;
     case K_RSB:
-        for (int e = 0; e < ELEMS; e++) {
-            int want = 0;
-            for (int j = 0; j < n; j++)
-                want += val(j, wrank, e, call) % 1000;
-            if (s->rbuf[e] != want)
+        for (int e = 0; e < ELEMS; e++)
+            if (s->rbuf[e] != (int)tl_red_sum((uint64_t)call, n, (size_t)(wrank * ELEMS + e)))
                 return 0;
-        }
         return 1;
     case K_AR:
     case K_REDUCE: {
         const int *got = s->kind == K_AR ? s->rbuf : s->bigr;
         if (s->kind == K_REDUCE && wrank != call % n)
             return 1;
-        for (int e = 0; e < (s->kind == K_AR ? ELEMS : BIG); e++) {
-            int want = 0;
-            for (int j = 0; j < n; j++)
-                want += val(j, 0, e, call) % 1000;
-            if (got[e] != want)
+        for (int e = 0; e < (s->kind == K_AR ? ELEMS : BIG); e++)
+            if (got[e] != (int)tl_red_sum((uint64_t)call, n, (size_t)e))
                 return 0;
-        }
         return 1;
     }
-    case K_BCAST:
-        for (int e = 0; e < BIG; e++)
-            if (s->big[e] != val(call % n, 0, e, call))
-                return 0;
-        return 1;
+    case K_BCAST: return tl_check(s->big, IB(BIG), (uint64_t)call, call % n, TL_ANY, NULL) == 0;
     default: return 1;
     }
 }
 
 static void done(slot_t *s)
 {
-    if (slot_check(s)) {
-        passed++;
-    } else {
-        failed++;
-        if (failed <= 5)
-            fprintf(stderr, "rank %d: call %d (%s): wrong result\n", wrank, s->call,
-                    kname[s->kind]);
-    }
+    tl_expect_max(&tally, 5, slot_check(s), "call %d (%s): wrong result", s->call, kname[s->kind]);
     s->kind = -1;
 }
 
@@ -230,9 +198,7 @@ static void order_test(int reps)
             s[i].kind = K_A2A;
             s[i].call = rep * NA + i;
             memset(s[i].rbuf, 0xab, sizeof(int) * ELEMS * (size_t)n);
-            for (int j = 0; j < n; j++)
-                for (int e = 0; e < ELEMS; e++)
-                    s[i].sbuf[j * ELEMS + e] = val(wrank, j, e, s[i].call);
+            tl_fill_blocks(s[i].sbuf, IB(ELEMS), n, (uint64_t)s[i].call, wrank);
             if (blocking)
                 MPI_Alltoall(s[i].sbuf, ELEMS, MPI_INT, s[i].rbuf, ELEMS, MPI_INT, MPI_COMM_WORLD);
             else
@@ -265,6 +231,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "rank %d", wrank);
     if (inflight < 1 || inflight > MAXF)
         inflight = 24;
     for (int i = 0; i < MAXF; i++) {
@@ -342,8 +309,8 @@ int main(int argc, char **argv)
         slots[i].kind = -1;
         nreq--;
     }
-    tot[0] = passed;
-    tot[1] = failed;
+    tot[0] = tally.passed;
+    tot[1] = tally.failed;
     MPI_Reduce(tot, all, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (wrank == 0)
         printf("shim_nb_test on %d ranks: %d calls, up to %d in flight, %.2f s\n"

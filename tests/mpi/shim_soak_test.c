@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "arcoll_mpi.h"
+#include "tl.h"
 
 enum { C_A2A, C_AG, C_A2AV, C_AGV, C_RSB, C_AR, NCOLL };
 static const char *const cname[NCOLL] = {
@@ -45,7 +46,9 @@ enum { T_BYTE, T_INT, T_DOUBLE, T_TRIPLE, NTYPES };
 #define NINF  4           /* nonblocking calls in flight at most */
 
 static int wrank, wsize, fault_ok;
-static long passed, failed, faulted;
+static char prefix[32];
+static tl_tally_t tally = {prefix, 0, 0}; /* calls checked; the first 5 wrong ones printed */
+static long faulted;
 static unsigned long long bytes_checked, ncalls;
 static MPI_Datatype triple; /* 3 ints in an extent of 16 bytes (a gap: packed) */
 
@@ -56,18 +59,6 @@ static uint64_t rng(uint64_t *s)
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return *s;
-}
-
-static uint8_t pat(uint64_t call, int src, int dst, size_t i)
-{
-    uint64_t x = call * 0x9e3779b97f4a7c15ULL + (uint64_t)src * 131 + (uint64_t)dst * 7919 + i;
-    return (uint8_t)(x ^ (x >> 17) ^ (x >> 31));
-}
-
-/* Small integers as elements (reductions stay exact in every type). */
-static int32_t ival(uint64_t call, int src, size_t i)
-{
-    return (int32_t)((call * 31 + (uint64_t)src * 7 + i) % 1000);
 }
 
 typedef struct {
@@ -105,29 +96,38 @@ static size_t tsize(int t)
 
 static int gap_type; /* the type of the block being checked has a gap */
 
-/* Element i of a data-movement block from src to dst, as bytes. */
+/* A data-movement block from src to dst: tests/lib's pattern (tl.h). */
 static void put_block(char *p, size_t bytes, uint64_t call, int src, int dst)
 {
-    for (size_t i = 0; i < bytes; i++)
-        p[i] = (char)pat(call, src, dst, i);
+    tl_fill(p, bytes, call, src, dst);
 }
 
 static int check_block(const char *p, size_t bytes, uint64_t call, int src, int dst)
 {
-    for (size_t i = 0; i < bytes; i++) {
-        if (gap_type && i % 16 >= 12)
+    char *want;
+    int ok = 1;
+
+    if (!gap_type) {
+        bytes_checked += bytes;
+        return tl_check(p, bytes, call, src, dst, NULL) == 0;
+    }
+    want = xmalloc(bytes);
+    tl_fill(want, bytes, call, src, dst);
+    for (size_t i = 0; i < bytes && ok; i++) {
+        if (i % 16 >= 12)
             continue; /* not part of the datatype: MPI leaves it alone */
         bytes_checked++;
-        if ((uint8_t)p[i] != pat(call, src, dst, i))
-            return 0;
+        ok = p[i] == want[i];
     }
-    return 1;
+    free(want);
+    return ok;
 }
 
+/* Small integers as elements (tl_red_in: reductions stay exact in every type). */
 static void reduce_fill(job_t *j, size_t elems)
 {
     for (size_t i = 0; i < elems; i++) {
-        int32_t v = ival(j->call, j->me, i);
+        int32_t v = (int32_t)tl_red_in(j->call, j->me, i);
         if (j->type == T_DOUBLE)
             ((double *)j->sbuf)[i] = v;
         else
@@ -139,9 +139,7 @@ static int reduce_check(const job_t *j, const char *got, size_t elems, size_t fr
 {
     bytes_checked += elems * j->esize;
     for (size_t i = 0; i < elems; i++) {
-        long want = 0, have;
-        for (int s = 0; s < j->n; s++)
-            want += ival(j->call, s, from + i);
+        long want = (long)tl_red_sum(j->call, j->n, from + i), have;
         have = j->type == T_DOUBLE ? (long)((const double *)got)[i] : ((const int32_t *)got)[i];
         if (have != want)
             return 0;
@@ -254,13 +252,11 @@ static void job_check(job_t *j, int rc)
     size_t e = j->esize, blk = j->count * e;
 
     if (rc != MPI_SUCCESS) {
-        if (fault_ok) {
+        if (fault_ok)
             faulted++;
-        } else {
-            failed++;
-            fprintf(stderr, "[rank %d] call %llu (%s): MPI error %d\n", wrank,
-                    (unsigned long long)j->call, cname[j->coll], rc);
-        }
+        else
+            tl_expect(&tally, 0, "call %llu (%s): MPI error %d", (unsigned long long)j->call,
+                      cname[j->coll], rc);
         goto out;
     }
     gap_type = j->type == T_TRIPLE;
@@ -284,15 +280,8 @@ static void job_check(job_t *j, int rc)
     case C_RSB: ok = reduce_check(j, j->rbuf, j->count, (size_t)me * j->count); break;
     default: ok = reduce_check(j, j->rbuf, j->count, 0); break;
     }
-    if (ok) {
-        passed++;
-    } else {
-        failed++;
-        if (failed <= 5)
-            fprintf(stderr, "[rank %d] call %llu (%s, type %d, %zu elements, in place %d): wrong\n",
-                    wrank, (unsigned long long)j->call, cname[j->coll], j->type, j->count,
-                    j->inplace);
-    }
+    tl_expect_max(&tally, 5, ok, "call %llu (%s, type %d, %zu elements, in place %d): wrong",
+                  (unsigned long long)j->call, cname[j->coll], j->type, j->count, j->inplace);
 out:
     free(j->sbuf);
     free(j->rbuf);
@@ -358,6 +347,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "rank %d", wrank);
     fault_ok = getenv("SOAK_FAULT_OK") != NULL;
     stats = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     {
@@ -465,17 +455,13 @@ int main(int argc, char **argv)
     if (warm) {
         int bad = le.rss_kib > lw.rss_kib + 32 * 1024 || le.fds > lw.fds + 4 || le.shm > lw.shm ||
                   le.ctxs > lw.ctxs;
-        if (bad) {
-            failed++;
-            fprintf(stderr,
-                    "[rank %d] resources grew: RSS %ld -> %ld KiB, fds %ld -> %ld, /dev/shm "
-                    "arcoll names %ld -> %ld, live contexts %llu -> %llu\n",
-                    wrank, lw.rss_kib, le.rss_kib, lw.fds, le.fds, lw.shm, le.shm, lw.ctxs,
-                    le.ctxs);
-        }
+        tl_expect(&tally, !bad,
+                  "resources grew: RSS %ld -> %ld KiB, fds %ld -> %ld, /dev/shm arcoll names "
+                  "%ld -> %ld, live contexts %llu -> %llu",
+                  lw.rss_kib, le.rss_kib, lw.fds, le.fds, lw.shm, le.shm, lw.ctxs, le.ctxs);
     }
-    tot[0] = passed;
-    tot[1] = failed;
+    tot[0] = tally.passed;
+    tot[1] = tally.failed;
     tot[2] = faulted;
     tot[3] = (long)ncalls;
     bc = bytes_checked;

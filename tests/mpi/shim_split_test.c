@@ -39,11 +39,13 @@
 #include <unistd.h>
 
 #include "arcoll_mpi.h"
+#include "tl.h"
 
 enum { MODE_SHIM, MODE_PLAIN, MODE_FAIL, MODE_ORDER, MODE_OWN, MODE_ATTR };
 
 static int mode, wrank, wsize;
-static long passed, failed;
+static char prefix[40];
+static tl_tally_t tally = {prefix, 0, 0}; /* the first 30 failures printed */
 static arcoll_mpi_stats_fn stats_fn;
 
 static void stats(arcoll_mpi_stats_t *s)
@@ -55,13 +57,7 @@ static void stats(arcoll_mpi_stats_t *s)
 
 static void verdict(int ok, const char *what, const char *detail)
 {
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    if (failed <= 30)
-        fprintf(stderr, "shim_split_test[%d]: FAIL %s: %s\n", wrank, what, detail);
+    tl_expect_max(&tally, 30, ok, "%s: %s", what, detail);
 }
 
 /* Only the checks of the shim's counters depend on the mode. */
@@ -95,10 +91,9 @@ static int colls(MPI_Comm comm, const char *name, int salt)
     double d[K], dr[K], dref[K];
     int *cnt = malloc((size_t)n * sizeof(int)), *dis = malloc((size_t)n * sizeof(int));
 
-    for (size_t k = 0; k < nk; k++)
-        s[k] = salt * 1000003 + me * 10007 + (int)k;
+    tl_fill(s, nk * sizeof(int), (uint64_t)salt, me, TL_ANY);
     for (int k = 0; k < K; k++)
-        d[k] = me * 3 + k + salt;
+        d[k] = (double)tl_red_in((uint64_t)salt, me, (size_t)k);
     stats(&s0);
     memset(r, 0xEE, nk * sizeof(int));
     memset(ref, 0xEE, nk * sizeof(int));
@@ -204,6 +199,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "shim_split_test rank %d", wrank);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     if (mode != MODE_PLAIN && stats_fn == NULL) {
         if (wrank == 0)
@@ -360,8 +356,8 @@ int main(int argc, char **argv)
                s3.comms_split - s0.comms_split > (unsigned long long)cycles && s3.errors == 0,
            "communicators made contexts instead of splitting teams", "whole run");
 
-    sums[0] = passed;
-    sums[1] = failed;
+    sums[0] = tally.passed;
+    sums[1] = tally.failed;
     PMPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wrank == 0)
         printf("shim_split_test on %d ranks (%s): %ld passed, %ld failed\n", wsize, mname, sums[0],

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "arcoll_mpi.h"
+#include "tl.h"
 
 enum { ALLTOALL, ALLGATHER };
 enum { MODE_SHIM, MODE_MULTIPLE, MODE_PLAIN };
@@ -41,13 +42,9 @@ static int mode, wrank, wsize;
  * than N bytes per peer to PMPI (the default table: 512 with ranks <= cores). */
 static long mpi_below;
 static int copies; /* calls of the application's attribute copy callback */
-static long passed, failed;
+static char prefix[32];
+static tl_tally_t tally = {prefix, 0, 0}; /* the first 10 failures printed */
 static arcoll_mpi_stats_fn stats_fn;
-
-static unsigned char pattern(int from, int to, size_t k, int iter)
-{
-    return (unsigned char)(from * 131 + to * 31 + (int)(k % 251) * 7 + iter * 13 + 1);
-}
 
 static void stats(arcoll_mpi_stats_t *s)
 {
@@ -62,16 +59,10 @@ static void verdict(int ok, const char *what, const char *comm, int coll, MPI_Da
     char tname[MPI_MAX_OBJECT_NAME] = "?";
     int len;
 
-    if (ok) {
-        passed++;
-        return;
-    }
-    failed++;
-    if (failed <= 10) {
+    if (!ok)
         MPI_Type_get_name(type, tname, &len);
-        fprintf(stderr, "shim_test[%d]: FAIL %s: %s %s of %d x %s\n", wrank, what, comm,
-                coll == ALLTOALL ? "MPI_Alltoall" : "MPI_Allgather", count, tname);
-    }
+    tl_expect_max(&tally, 10, ok, "%s: %s %s of %d x %s", what, comm,
+                  coll == ALLTOALL ? "MPI_Alltoall" : "MPI_Allgather", count, tname);
 }
 
 /* What a call should have done to the shim's counters. */
@@ -110,10 +101,10 @@ static void coll_once(const char *cname, MPI_Comm comm, int coll, MPI_Datatype t
         verdict(0, "out of memory", cname, coll, type, count);
         goto out;
     }
-    for (size_t k = 0; k < slen; k++)
-        sbuf[k] = coll == ALLTOALL
-                      ? pattern(rank, (int)(k / (blk ? blk : 1)), k % (blk ? blk : 1), iter)
-                      : pattern(rank, 0, k, iter);
+    if (coll == ALLTOALL)
+        tl_fill_blocks(sbuf, blk, n, (uint64_t)iter, rank);
+    else
+        tl_fill(sbuf, blk, (uint64_t)iter, rank, TL_ANY);
     /* Gaps of a datatype are never written: both buffers start alike. */
     memset(rbuf, 0xEE, blk * (size_t)n + 1);
     memset(ref, 0xEE, blk * (size_t)n + 1);
@@ -136,11 +127,10 @@ static void coll_once(const char *cname, MPI_Comm comm, int coll, MPI_Datatype t
     else
         PMPI_Allgather(in_place ? MPI_IN_PLACE : sbuf, count, type, ref, count, type, comm);
 
-    ok = rc == MPI_SUCCESS && memcmp(rbuf, ref, blk * (size_t)n + 1) == 0;
-    for (int j = 0; ok && plain && !inter && j < n; j++)
-        for (size_t k = 0; ok && k < blk; k++)
-            ok = rbuf[(size_t)j * blk + k] ==
-                 (coll == ALLTOALL ? pattern(j, rank, k, iter) : pattern(j, 0, k, iter));
+    ok = rc == MPI_SUCCESS && memcmp(rbuf, ref, blk * (size_t)n + 1) == 0 &&
+         (!plain || inter ||
+          tl_check_blocks(rbuf, blk, n, (uint64_t)iter, coll == ALLTOALL ? rank : TL_ANY, NULL) ==
+              0);
     verdict(ok, "data differs from PMPI or from the senders' pattern", cname, coll, type, count);
 
     if (mode != MODE_PLAIN) {
@@ -241,6 +231,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    snprintf(prefix, sizeof(prefix), "shim_test rank %d", wrank);
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
         mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
@@ -305,8 +296,8 @@ int main(int argc, char **argv)
 
     MPI_Comm_delete_attr(MPI_COMM_WORLD, key);
     MPI_Comm_free_keyval(&key);
-    sums[0] = passed;
-    sums[1] = failed;
+    sums[0] = tally.passed;
+    sums[1] = tally.failed;
     MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (wrank == 0)
         printf("shim_test on %d ranks (%s): %ld passed, %ld failed\n", wsize, mname, sums[0],

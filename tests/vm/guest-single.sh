@@ -105,15 +105,18 @@ av() {
 }
 T=$B/tests
 av verbs_info 1 ok bash -c "'$B/bin/arcoll_info' && echo 'info: 1 passed, 0 failed'"
-av verbs_matrix_np4 4 ok "$T/coll_test" matrix
-# Verbs features below run the flat algorithms only (COLL_TEST_ALGS); np4 above runs all four.
+# The guests test what is specific to verbs (the data path, wire-up, registration, faults over
+# a real device), not the algorithms' logic at every rank count and shape: that is the
+# in-process matrix's (tests/matrix/sim_matrix.c), where the same algorithm code runs over the
+# simulated channel. So the verbs runs take the flat algorithms (COLL_TEST_ALGS), one node
+# algorithm family each, and 2-5 ranks (8 where connections per rank are counted).
 FLAT="env COLL_TEST_ALGS=direct,pap"
 av verbs_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
 ARCOLL_NOTIFY=imm av verbs_imm_matrix_np3 3 ok $FLAT "$T/coll_test" matrix
 ARCOLL_DEVICE=rxe0:1 ARCOLL_GID_INDEX="$G" av verbs_pinned_gid_env_np2 2 ok "$T/coll_test" env
 ARCOLL_WIREUP=rdmacm ARCOLL_LOG=info av verbs_rdmacm_env_np2 2 ok "$T/coll_test" env
-av verbs_skew_random_np4 4 ok $FLAT "$T/coll_test" skew 1000 200 random
-av verbs_skew_late_np4 4 ok $FLAT "$T/coll_test" skew 500 500 late
+av verbs_skew_random_np4 4 ok $FLAT "$T/coll_test" skew 300 200 random
+av verbs_skew_late_np4 4 ok $FLAT "$T/coll_test" skew 200 500 late
 ARCOLL_NOTIFY=imm av verbs_imm_skew_late_np3 3 ok $FLAT "$T/coll_test" skew 300 300 late
 # Shared-memory aware algorithms on pretend nodes: node segments in shared memory, the
 # masters' phase 2 over verbs; equal nodes of 2 and unequal nodes of 3 and 1.
@@ -123,7 +126,7 @@ ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_skew_late_np4 4 ok $SHMA "$T/coll_test" s
 # 100 random-skew calls on the unequal nodes: 300 took 200 s of guest time at host load 15.
 ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 100 200 random
 # Non-leader alltoall (seed 001) on pretend nodes over verbs: cross teams of one rank per node.
-NLA="env COLL_TEST_ALGS=sa,sa_direct,rd,leader"
+NLA="env COLL_TEST_ALGS=sa,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok $NLA "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
     "$T/coll_test" skew 150 300 late
@@ -172,7 +175,7 @@ for sig in kill:PEER stop:TIMEOUT; do
     AV_TIMEOUT_MS=3000 AV_MPIRUN_ARGS=--enable-recovery av verbs_phasefault_alltoall_${sig%:*}_np4 \
         4 "kill:3:${sig#*:}" env COLL_PHASE_LINGER=1 "$T/coll_test" phasefault alltoall "${sig%:*}"
 done
-av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 1:4096 -M 0,32 -i 20 -x 2 -v &&
+av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 2048:4096 -M 0,32 -i 10 -x 2 -v &&
     echo 'bench: 1 passed, 0 failed'"
 # One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.
 av verbs_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanperf' 65536 1000 &&
@@ -193,7 +196,6 @@ fi
 # A power of two and not (2, 5; 3 repeated 5's uneven rounds; the pair runs 2 and 4).
 VOPS="env COLL_V_OPS_EVERY=8"
 av verbs_v_np2 2 ok $VOPS "$T/coll_test" v
-av verbs_v_np5 5 ok $VOPS "$T/coll_test" v
 av verbs_vbad_np3 3 ok "$T/coll_test" vbad
 av verbs_inflight_np3 3 ok "$T/coll_test" inflight
 ARCOLL_NODE_SIZE=2 av verbs_split_nodes2_np4 4 ok "$T/coll_test" split
@@ -203,14 +205,11 @@ av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
 # distributions x sizes x in place x nonblocking x routing limits (ARCOLL_SLOAV_MAX 2k, 0,
 # 64k), and blocks of 0, 1 and 1 MiB mixed in one call; sloavx on pretend nodes of 2; 1000
 # back-to-back skewed calls of each (vbad above covers their cross-rank mismatches). All of
-# it at 2 ranks and on the pretend nodes (8 ranks); the others rotate the limits from cell to
-# cell (COLL_A2AV_QUICK: every limit still meets every distribution and size), at 5 (not a power
-# of two: a partial last round) and 16 (four rounds). 3 and 8 repeated 5 and the nodes' 8.
+# it at 2 ranks; at 5 (not a power of two: a partial last round) the limits rotate from cell to
+# cell (COLL_A2AV_QUICK: every limit still meets every distribution and size). sloavx on real
+# nodes: the pair; 16 ranks' four rounds and the pretend nodes: the in-process matrix.
 av verbs_a2av_np2 2 ok "$T/coll_test" a2av
-for np in 5 16; do
-    av verbs_a2av_quick_np$np $np ok env COLL_A2AV_QUICK=1 "$T/coll_test" a2av
-done
-ARCOLL_NODE_SIZE=2 av verbs_a2av_nodes2_np8 8 ok "$T/coll_test" a2av
+av verbs_a2av_quick_np5 5 ok env COLL_A2AV_QUICK=1 "$T/coll_test" a2av
 for alg in sloav sloavx; do
     VSKEW_ALG=$alg av verbs_vskew_${alg}_np4 4 ok "$T/coll_test" vskew 1000 200
 done

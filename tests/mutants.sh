@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Deliberately broken builds: each kind of check CI runs must be able to fail (tests/README.md,
+# "Each check can fail"). For every mutant below, on a scratch copy of this tree: apply one
+# small source change, rebuild (incremental), run the one check that must catch it, and expect
+# that check to FAIL; then undo the change. Not part of make check (minutes, and the guests).
+#   tests/mutants.sh [NAME...]     (default: all; MUT_DIR, default /tmp/arcoll-mutants)
+# Prints "mutant NAME: caught by CHECK (N s)" or "mutant NAME: MISSED by CHECK"; the last line
+# "mutants: N caught, M missed, K broken" (broken: the change did not apply or did not build).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+W=${MUT_DIR:-/tmp/arcoll-mutants}
+caught=0
+missed=0
+broken=0
+
+# NAME|FILE|PERL SUBSTITUTION (applied once)|CHECK (run in the copy; must fail)
+MUTANTS=(
+    # An algorithm's schedule merges two segments one byte apart: only ragged v-counts meet it.
+    "matrix|src/recdbl/rd_sched.c|s/g\[m - 1\]\.off \+ g\[m - 1\]\.len == x\.off/g[m - 1].off + g[m - 1].len + 1 >= x.off/|tests/integ/run.sh build sim-matrix"
+    # A peer that stops is reported as a channel error, not the documented timeout.
+    "phase-fault|src/core/engine.c|s/    return ARCOLL_ERR_TIMEOUT;\n\}/    return ARCOLL_ERR_CHANNEL;\n}/|tests/integ/run.sh build phasefault-3-alltoall-stop"
+    # The signature of a call's arguments no longer depends on them: mismatches go unseen.
+    "mismatch|src/core/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
+    # Named segments are never unlinked: names stay behind in /dev/shm.
+    "leak|src/smp/smp_seg.c|s/if \(shm_unlink\(name\) != 0\)/if (0)/|tests/integ/run.sh build degraded-3-no-proc"
+    # Large RDMA WRITEs land 8 bytes off: only the verbs data path has this line.
+    "verbs-pair|src/verbs/verbs_chan.c|s/wr\.wr\.rdma\.remote_addr = raddr;/wr.wr.rdma.remote_addr = raddr + (len > 4096 ? 8 : 0);/|env VMBED_ONLY=pair_matrix tests/vm/run.sh build pair"
+    # Under Slurm only, every rank believes it is rank 0.
+    "slurm|bootstrap/boot_pmix.c|s/b->rank = \(int\)p->self\.rank;/b->rank = getenv(\"SLURM_JOB_ID\") != NULL ? 0 : (int)p->self.rank;/|tests/slurm/run.sh build srun-pmix-3-coll-test"
+    # A tuning rule longer than the rule buffer overflows it (the length check comes after).
+    "fuzz|src/core/tune.c|s/snprintf\(rule, sizeof\(rule\), \"%\.\*s\", \(int\)\(len < sizeof\(rule\) \? len : sizeof\(rule\) - 1\), p\);/memcpy(rule, p, len);\n        rule[len] = '\\\\0';/|make fuzz FUZZ_SECONDS=20"
+    # One line formatted by hand.
+    "format|src/core/log.c|s/\n    return /\n    return  /|make format-check"
+)
+
+mkdir -p "$W"
+echo "mutants: copying $ROOT to $W"
+rsync -a --delete --exclude '/build' --exclude '/build-*' --exclude '/.git' "$ROOT"/ "$W"/ || exit 1
+cd "$W" || exit 1
+if ! make -j2 all >"$W/build.log" 2>&1; then
+    echo "mutants: the unmutated copy does not build (see $W/build.log)"
+    exit 1
+fi
+for m in "${MUTANTS[@]}"; do
+    IFS='|' read -r name file subst check <<<"$m"
+    if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+        continue
+    fi
+    cp "$file" "$file.orig"
+    perl -0pi -e "$subst" "$file"
+    if cmp -s "$file" "$file.orig"; then
+        echo "mutant $name: BROKEN (the change did not apply to $file)"
+        broken=$((broken + 1))
+        mv "$file.orig" "$file"
+        touch "$file"
+        continue
+    fi
+    t=$SECONDS
+    if ! make -j2 all >"$W/mutant-$name.build.log" 2>&1; then
+        echo "mutant $name: BROKEN (does not build; see $W/mutant-$name.build.log)"
+        broken=$((broken + 1))
+    elif bash -c "$check" >"$W/mutant-$name.log" 2>&1; then
+        echo "mutant $name: MISSED by $check (see $W/mutant-$name.log)"
+        missed=$((missed + 1))
+    else
+        echo "mutant $name: caught by $check ($((SECONDS - t)) s): $(grep -m1 -E '^FAIL|FAIL |failed|ERROR|error:' "$W/mutant-$name.log" | cut -c1-160)"
+        caught=$((caught + 1))
+    fi
+    mv "$file.orig" "$file"
+    touch "$file" # newer than the mutant's objects: the next build takes it
+done
+make -j2 all >/dev/null 2>&1
+echo "mutants: $caught caught, $missed missed, $broken broken"
+[ $missed -eq 0 ] && [ $broken -eq 0 ]
