@@ -409,7 +409,7 @@ slurm: all
 	@tests/slurm/run.sh $(BUILD)
 
 # The soak test (tests/mpi/soak.sh): SOAK_SECONDS of random jobs through the PMPI shim, with
-# faults injected in some; not part of make check (which runs a 1-minute version of it: each kind of job once).
+# faults injected in some; not part of make check (which runs a 2-minute version of it).
 .PHONY: soak
 soak: all
 	@tests/mpi/soak.sh $(BUILD) $(or $(SOAK_SECONDS),600)

@@ -195,10 +195,10 @@ else
     done
     t shim-nb-3-64-in-flight ok:" 0 failed" timeout 120 $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
         ARCOLL_TIMEOUT_MS=10000 "$B/tests/shim_nb_test" 2000 64
-    # The soak test's 1-minute run, each of its six kinds of job for 10 s (make soak runs it for
+    # The soak test's 2-minute run (issue 40 asks for one in CI; make soak runs it for
     # SOAK_SECONDS, 600 by default): random collectives, sizes, datatypes, communicators, skew,
     # injected faults; every byte checked and resources flat after warm-up (tests/mpi/soak.sh).
-    t soak-1min ok:"soak: " tests/mpi/soak.sh "$B" 60
+    t soak-2min ok:"soak: " tests/mpi/soak.sh "$B" 120
     t shim-coll-4-copy-small-bounce ok:" 0 failed" $MPIRUN -np 4 env LD_PRELOAD="$PRE" \
         ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k "$CT" shim
     t shim-coll-3-debug ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" ARCOLL_LOG=debug \

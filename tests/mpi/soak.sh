@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test of the PMPI shim (make soak; a 1-minute run in tests/mpi/run.sh, each kind of job once): jobs of
+# Soak test of the PMPI shim (make soak; a 2-minute run in tests/mpi/run.sh): jobs of
 # tests/mpi/shim_soak_test.c (random collectives, sizes, datatypes, communicators made and
 # freed, in place or not, blocking and nonblocking, random skew, every byte checked,
 # resources after warm-up against the end) until SECONDS are used, cycling through:
