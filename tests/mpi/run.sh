@@ -227,6 +227,7 @@ else
         # The same with nonblocking calls, each waited for and followed by an MPI_Barrier the
         # shim does not see: the failure is raised through the communicator's error handler at
         # the wait and agreed there (agreed only at the next call, the barrier hung).
+        [ $n = 2 ] && continue # the waits' agreements at 4 ranks only (each waits 3-4 s)
         t "shim-coll-$n-ifail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
             ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
         # World rank 1 reaches the call after its failing one ARCOLL_TIMEOUT_MS + 1 s late, and
