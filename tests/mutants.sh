@@ -4,8 +4,9 @@
 # small source change, rebuild (incremental), run the one check that must catch it, and expect
 # that check to FAIL; then undo the change. Not part of make check (minutes, and the guests).
 #   tests/mutants.sh [NAME...]     (default: all; MUT_DIR, default /tmp/arcoll-mutants)
-# Prints "mutant NAME: caught by CHECK (N s)" or "mutant NAME: MISSED by CHECK"; the last line
-# "mutants: N caught, M missed, K broken" (broken: the change did not apply or did not build).
+# Each run starts from a fresh copy. Prints "mutant NAME: caught by CHECK (N s)" or "mutant
+# NAME: MISSED by CHECK"; the last line "mutants: N caught, M missed, K broken" (broken: the
+# change did not apply or did not build).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${MUT_DIR:-/tmp/arcoll-mutants}
@@ -15,10 +16,11 @@ broken=0
 
 # NAME|FILE|PERL SUBSTITUTION (applied once)|CHECK (run in the copy; must fail)
 MUTANTS=(
-    # An algorithm's schedule merges two segments one byte apart: only ragged v-counts meet it.
-    "matrix|src/recdbl/rd_sched.c|s/g\[m - 1\]\.off \+ g\[m - 1\]\.len == x\.off/g[m - 1].off + g[m - 1].len + 1 >= x.off/|tests/integ/run.sh build sim-matrix"
-    # A peer that stops is reported as a channel error, not the documented timeout.
-    "phase-fault|src/core/engine.c|s/    return ARCOLL_ERR_TIMEOUT;\n\}/    return ARCOLL_ERR_CHANNEL;\n}/|tests/integ/run.sh build phasefault-3-alltoall-stop"
+    # Recursive doubling/halving forget the extra ranks of a team that is not a power of two,
+    # at 12 ranks only: a rank count no launcher test runs any more, the matrix does.
+    "matrix|src/recdbl/rd_sched.c|s/c->orphans = \(n & \(n - 1\)\) != 0;/c->orphans = (n & (n - 1)) != 0 \&\& n != 12;/|tests/integ/run.sh build sim-matrix"
+    # A call's deadline is ten times ARCOLL_TIMEOUT_MS: a stopped peer is reported too late.
+    "phase-fault|src/core/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
     # The signature of a call's arguments no longer depends on them: mismatches go unseen.
     "mismatch|src/core/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
     # Named segments are never unlinked: names stay behind in /dev/shm.
@@ -35,8 +37,13 @@ MUTANTS=(
 
 mkdir -p "$W"
 echo "mutants: copying $ROOT to $W"
-rsync -a --delete --exclude '/build' --exclude '/build-*' --exclude '/.git' "$ROOT"/ "$W"/ || exit 1
+rm -rf "$W" && mkdir -p "$W" || exit 1
+# The tree as it is now (tracked files and new ones git does not ignore), without builds.
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$W") ||
+    exit 1
 cd "$W" || exit 1
+# make format-check lists the files git knows.
+git init -q && git add -A || exit 1
 if ! make -j2 all >"$W/build.log" 2>&1; then
     echo "mutants: the unmutated copy does not build (see $W/build.log)"
     exit 1
@@ -59,9 +66,15 @@ for m in "${MUTANTS[@]}"; do
     if ! make -j2 all >"$W/mutant-$name.build.log" 2>&1; then
         echo "mutant $name: BROKEN (does not build; see $W/mutant-$name.build.log)"
         broken=$((broken + 1))
-    elif bash -c "$check" >"$W/mutant-$name.log" 2>&1; then
-        echo "mutant $name: MISSED by $check (see $W/mutant-$name.log)"
-        missed=$((missed + 1))
+    elif bash -c "$check" >"$W/mutant-$name.log" 2>&1 ||
+        grep -qE '^[a-z]+: 0 passed, 0 failed$' "$W/mutant-$name.log"; then
+        if grep -qE '^[a-z]+: 0 passed, 0 failed$' "$W/mutant-$name.log"; then
+            echo "mutant $name: BROKEN (the check ran no test: $check)"
+            broken=$((broken + 1))
+        else
+            echo "mutant $name: MISSED by $check (see $W/mutant-$name.log)"
+            missed=$((missed + 1))
+        fi
     else
         echo "mutant $name: caught by $check ($((SECONDS - t)) s): $(grep -m1 -E '^FAIL|FAIL |failed|ERROR|error:' "$W/mutant-$name.log" | cut -c1-160)"
         caught=$((caught + 1))
