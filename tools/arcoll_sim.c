@@ -26,9 +26,11 @@
  * arcoll_init_config); min/avg/max over ranks are printed per field.
  * --connect eager: ARCOLL_VERBS_CONNECT=eager, every QP made at init.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +45,17 @@
 
 #define MAX_SIZES 16
 
-enum { C_A2A, C_AG, C_A2AV, C_AGV, C_AR, C_N };
-static const char *const coll_names[C_N] = {"alltoall", "allgather", "alltoallv", "allgatherv",
-                                            "allreduce"};
-static const coll_type_t coll_types[C_N] = {COLL_ALLTOALL, COLL_ALLGATHER, COLL_ALLTOALLV,
-                                            COLL_ALLGATHERV, COLL_ALLREDUCE};
-static const char *const coll_vars[C_N] = {"ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG",
-                                           "ARCOLL_ALLTOALLV_ALG", "ARCOLL_ALLGATHERV_ALG",
-                                           "ARCOLL_ALLREDUCE_ALG"};
+/* The collectives: the one list (core/algs.h), indexed by coll_type_t; --coll takes the
+ * settings name, and ARCOLL_<NAME>_ALG chooses the algorithm. */
+enum { C_N = COLL_NTYPES };
+#define SIM_COLL_NAME(type, name, shown, bit) [type] = #name,
+static const char *const coll_names[C_N] = {CORE_COLL_LIST(SIM_COLL_NAME)};
+#define SIM_COLL_ALG(type, name, shown, bit) [type] = offsetof(core_config_t, name##_alg),
+static const size_t coll_cfg_off[C_N] = {CORE_COLL_LIST(SIM_COLL_ALG)};
+/* The reductions: int64 sums, sizes in bytes of each rank's result (reduce_scatter_block:
+ * each rank's share). */
+#define IS_RED(c) ((c) == COLL_ALLREDUCE || (c) == COLL_REDUCE_SCATTER)
+#define IS_AG(c)  ((c) == COLL_ALLGATHER || (c) == COLL_ALLGATHERV)
 
 /* One rank's resources after its calls (--resources). */
 typedef struct res {
@@ -146,11 +151,12 @@ static uint64_t skew_ns(const job_t *j, int rank, int it, size_t bytes)
  * integers. */
 static void fill(const job_t *j, int rank, int it, size_t bytes, unsigned char *s)
 {
-    if (j->coll == C_AR) {
+    if (IS_RED(j->coll)) {
         int64_t *v = (int64_t *)(void *)s;
-        for (size_t i = 0; i < bytes / 8; i++)
+        size_t len = j->coll == COLL_REDUCE_SCATTER ? (size_t)j->n * bytes : bytes;
+        for (size_t i = 0; i < len / 8; i++)
             v[i] = tl_red_in((uint64_t)it, rank, i);
-    } else if (j->coll == C_AG || j->coll == C_AGV) {
+    } else if (IS_AG(j->coll)) {
         tl_fill(s, bytes, (uint64_t)it, rank, TL_ANY);
     } else {
         tl_fill_blocks(s, bytes, j->n, (uint64_t)it, rank);
@@ -160,25 +166,27 @@ static void fill(const job_t *j, int rank, int it, size_t bytes, unsigned char *
 /* 1 if every received byte is right. */
 static int check(const job_t *j, int rank, int it, size_t bytes, const unsigned char *r)
 {
-    if (j->coll == C_AR) {
+    if (IS_RED(j->coll)) {
         const int64_t *v = (const int64_t *)(const void *)r;
+        size_t first = j->coll == COLL_REDUCE_SCATTER ? (size_t)rank * (bytes / 8) : 0;
         for (size_t i = 0; i < bytes / 8; i++)
-            if (v[i] != tl_red_sum((uint64_t)it, j->n, i))
+            if (v[i] != tl_red_sum((uint64_t)it, j->n, first + i))
                 return 0;
         return 1;
     }
-    return tl_check_blocks(r, bytes, j->n, (uint64_t)it,
-                           j->coll == C_AG || j->coll == C_AGV ? TL_ANY : rank, NULL) == 0;
+    return tl_check_blocks(r, bytes, j->n, (uint64_t)it, IS_AG(j->coll) ? TL_ANY : rank, NULL) == 0;
 }
 
 static int call(const job_t *j, arcoll_team_t t, const void *s, void *r, size_t bytes,
                 const size_t *counts, const size_t *displs)
 {
     switch (j->coll) {
-    case C_A2A: return arcoll_alltoall(t, s, r, bytes);
-    case C_AG: return arcoll_allgather(t, s, r, bytes);
-    case C_A2AV: return arcoll_alltoallv(t, s, counts, displs, r, counts, displs);
-    case C_AGV: return arcoll_allgatherv(t, s, bytes, r, counts, displs);
+    case COLL_ALLTOALL: return arcoll_alltoall(t, s, r, bytes);
+    case COLL_ALLGATHER: return arcoll_allgather(t, s, r, bytes);
+    case COLL_ALLTOALLV: return arcoll_alltoallv(t, s, counts, displs, r, counts, displs);
+    case COLL_ALLGATHERV: return arcoll_allgatherv(t, s, bytes, r, counts, displs);
+    case COLL_REDUCE_SCATTER:
+        return arcoll_reduce_scatter_block(t, s, r, bytes / 8, ARCOLL_INT64, ARCOLL_SUM);
     default: return arcoll_allreduce(t, s, r, bytes / 8, ARCOLL_INT64, ARCOLL_SUM);
     }
 }
@@ -186,8 +194,8 @@ static int call(const job_t *j, arcoll_team_t t, const void *s, void *r, size_t 
 static int rank_size(job_t *j, int rank, arcoll_team_t team, int si)
 {
     size_t bytes = j->sizes[si], n = (size_t)j->n;
-    size_t sb = j->coll == C_AR ? bytes : j->coll == C_AG || j->coll == C_AGV ? bytes : n * bytes;
-    size_t rb = j->coll == C_AR ? bytes : n * bytes;
+    size_t sb = j->coll == COLL_ALLREDUCE || IS_AG(j->coll) ? bytes : n * bytes;
+    size_t rb = IS_RED(j->coll) ? bytes : n * bytes;
     unsigned char *s, *r;
     size_t *counts, *displs;
     int rc = ARCOLL_OK;
@@ -260,13 +268,18 @@ out:
 static int rank_main(int rank, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[11] = {"ARCOLL_CHANNEL", "sim", coll_vars[j->coll], j->alg};
+    const char *cfg[11] = {"ARCOLL_CHANNEL", "sim", NULL, j->alg};
+    char var[64];
     arcoll_context_t ctx;
     arcoll_oob_t oob;
     arcoll_resources_t ar;
     uint64_t t0;
     int rc, frc, k = 4;
 
+    snprintf(var, sizeof(var), "ARCOLL_%s_ALG", coll_names[j->coll]);
+    for (char *q = var; *q != '\0'; q++)
+        *q = (char)toupper((unsigned char)*q);
+    cfg[2] = var;
     if (j->bounce != NULL) {
         cfg[k++] = "ARCOLL_BOUNCE_SIZE";
         cfg[k++] = j->bounce;
@@ -295,11 +308,9 @@ static int rank_main(int rank, void *arg)
     for (int si = 0; rank == 0 && si < j->nsizes; si++) {
         int picked;
         const char *why;
-        int *cfg_alg[C_N] = {&ctx->cfg.alltoall_alg, &ctx->cfg.allgather_alg,
-                             &ctx->cfg.alltoallv_alg, &ctx->cfg.allgatherv_alg,
-                             &ctx->cfg.allreduce_alg};
-        j->ran[si] = coll_alg_resolve(arcoll_team_world(ctx), coll_types[j->coll], j->sizes[si],
-                                      *cfg_alg[j->coll], &picked, &why);
+        int alg = *(const int *)(const void *)((const char *)&ctx->cfg + coll_cfg_off[j->coll]);
+        j->ran[si] = coll_alg_resolve(arcoll_team_world(ctx), (coll_type_t)j->coll, j->sizes[si],
+                                      alg, &picked, &why);
     }
     for (int si = 0; rc == ARCOLL_OK && si < j->nsizes; si++)
         rc = rank_size(j, rank, arcoll_team_world(ctx), si);
@@ -351,8 +362,10 @@ static void shared_free(job_t *j)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll alltoall|allgather|alltoallv|allgatherv|"
-               "allreduce]\n"
+    fprintf(f, "usage: arcoll-sim -n N [--ppn P] [--coll ");
+    for (int c = 0; c < C_N; c++)
+        fprintf(f, "%s%s", c ? "|" : "", coll_names[c]);
+    fprintf(f, "]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
                "[--csv|--json]\n"
@@ -478,11 +491,11 @@ static int parse(job_t *j, int argc, char **argv)
                         "--skew >= 0, --late <= 1, --stack >= 64, a --size\n");
         return -1;
     }
-    if (j->coll == C_AR)
+    if (IS_RED(j->coll))
         for (int i = 0; i < j->nsizes; i++)
             if (j->sizes[i] % 8) {
-                fprintf(stderr, "arcoll-sim: allreduce sizes are of int64 vectors: multiples "
-                                "of 8\n");
+                fprintf(stderr, "arcoll-sim: %s sizes are of int64 vectors: multiples of 8\n",
+                        coll_names[j->coll]);
                 return -1;
             }
     if (sim_params_load(params, &j->so.params) != ARCOLL_OK)

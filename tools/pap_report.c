@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/algs.h"
 #include "core/pap_stats.h"
+#include "core/req.h"
 #include "core/textio.h"
 #include "tools/pap_report.h"
 
@@ -69,9 +71,9 @@ typedef struct rep_arrival {
     double sum_late_ns;
 } rep_arrival_t;
 
-/* The collectives a profile names (coll_type_name's order). */
-static const char *const rep_types[] = {
-    "alltoall", "allgather", "alltoallv", "allgatherv", "reduce_scatter_block", "allreduce"};
+/* The collectives a profile names: the one list's names for logs and profiles (core/algs.h). */
+#define REP_COLL_SHOWN(type, name, shown, bit) [type] = shown,
+static const char *const rep_types[] = {CORE_COLL_LIST(REP_COLL_SHOWN)};
 
 int rep_quiet;
 

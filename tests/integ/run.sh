@@ -579,6 +579,8 @@ run sim-matrix-corrupt-caught "fail:sim_matrix: [0-9]* passed, [1-9][0-9]* faile
 run sim-matrix-reorder-caught "fail:wrong bytes" "$T/sim_matrix" --fault reorder --shape 5:1 \
     --alg direct,sloav --combos 1
 run sim-matrix-unknown-alg-fails 'fail:unknown algorithm "nosuch"' "$T/sim_matrix" --alg pap,nosuch
+# The tool itself (arcoll-sim) on the collective it took last: reduce_scatter_block's shares.
+run sim-6-reduce_scatter-rdh "$SIMOK" $SIM -n 6 --coll reduce_scatter --alg rdh --size 8,4000
 run sim-8-skew-random-json "$SIMOK" $SIM -n 8 --coll alltoall --alg pap --size 8 --skew 32 --json
 run sim-8-skew-late-csv "text:^alltoall,direct,8,1,8,ib-edr,8,32,0.25,.*,0,direct$" $SIM -n 8 --coll alltoall \
     --alg direct --size 8 --skew 32 --late 0.25 --params ib-edr --csv
