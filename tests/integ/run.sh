@@ -449,12 +449,14 @@ run init-differing-setting lines 3 "init: invalid configuration: arcoll_init: ra
 # The last rank kills or stops itself just before the phase. Each survivor must report the
 # documented code within ARCOLL_TIMEOUT_MS + 5 s (docs/reliability.md): a stopped rank is seen
 # at the timeout (TIMEOUT), a killed one by its pid (PEER), but in init, before the pids are
-# exchanged (TIMEOUT).
+# exchanged (TIMEOUT). After a stop the survivors stay until every one has met its timeout
+# (COLL_PHASE_LINGER), or one of them may see the other exit first (PEER) and report that.
 phase_code() { [ "$2" = kill ] && [ "$1" != init ] && echo PEER || echo TIMEOUT; }
+phase_env() { [ "$1" = stop ] && echo COLL_PHASE_LINGER=1 || echo COLL_PHASE_NO_LINGER=1; }
 for phase in init create destroy finalize; do
     for sig in kill stop; do
         run "phasefault-3-$phase-$sig" lines 2 "KILL-OK phasefault $phase: $(phase_code $phase $sig) (" \
-            $PF -np 3 "$T/coll_test" phasefault $phase $sig
+            $PF -np 3 env "$(phase_env $sig)" "$T/coll_test" phasefault $phase $sig
     done
 done
 # ARCOLL_PROFILE's exchanges at finalize run over the world team, not PMIx: a rank gone
@@ -462,8 +464,8 @@ done
 PD=$(mktemp -d)
 for sig in kill stop; do
     run "phasefault-3-finalize-$sig-profile" lines 2 \
-        "KILL-OK phasefault finalize: $(phase_code finalize $sig) (" env \
-        ARCOLL_PROFILE="$PD/prof-$sig" $PF -np 3 "$T/coll_test" phasefault finalize $sig
+        "KILL-OK phasefault finalize: $(phase_code finalize $sig) (" env ARCOLL_PROFILE="$PD/prof-$sig" \
+        $PF -np 3 env "$(phase_env $sig)" "$T/coll_test" phasefault finalize $sig
     run "phasefault-3-finalize-$sig-profile-written" "text:^2 profiles$" bash -c \
         'echo "$(ls "$0".0 "$0".1 2>/dev/null | wc -l) profiles"' "$PD/prof-$sig"
 done
