@@ -8,13 +8,14 @@ set -u
 B=${1:-build}
 FILTER=${2:-}
 # TEST_SET=asan (make asan): the tests the sanitizer build runs (tests/timing.sh; tests/README.md,
-# "Time budget"): every sim-* test (the algorithm matrix in one process over the model channel),
-# and one launcher test per family at 2-4 ranks: mpirun, PMIx singleton, forked ranks, TCP
+# "Time budget"): the algorithm matrix in one process over the model channel (sim-matrix) and
+# the simulator's tests but its scale runs, and one launcher test per family at 2-4 ranks: mpirun, PMIx singleton, forked ranks, TCP
 # launcher, pretend nodes, node heap, sh_co, a killed rank, a mismatch. make check runs them all.
 TEST_SET_ASAN="sim-matrix* sim-fault-* sim-*-deadlock-reported sim-model-* sim-set-* sim-8-skew-*
     sim-5-alltoall-window* sim-2x* sim-1x16-* sim-16x* sim-nopayload-identical
     sim-landed-skip-same-rows-direct sim-resources-vs-real sim-compare-* sim-calibrate-*
-    sim-trends-smoke sim-progress-lines sim-channel-outside-fails sim-internal-* singleton-matrix mpirun-3-matrix mpirun-3-bad-input mpirun-3-skew-random
+    sim-trends-smoke sim-progress-lines sim-channel-outside-fails sim-internal-* singleton-matrix
+    mpirun-3-matrix mpirun-3-bad-input mpirun-3-skew-random
     mpirun-3-v mpirun-3-vbad mpirun-3-inflight mpirun-3-split mpirun-4-a2av mpirun-3-realloc
     shm-4-nodes-2-matrix nl-4-nodes-2-matrix mnco-4-nodes-2-sizes mpirun-2-heap mpirun-4-kill
     oob-4-matrix shco-4-check shco-4-sockets2-check tcp-2x2-matrix"
@@ -31,8 +32,9 @@ export ARCOLL_TIMEOUT_MS=${ARCOLL_TIMEOUT_MS:-20000}
 MPIRUN="mpirun --oversubscribe --bind-to none"
 # Repetitions of the long loops: the sanitizer build (make asan) runs fewer (it looks for memory
 # errors, which each code path shows on its first run); make check runs the full counts (1000
-# skewed calls, 1000 vskew calls per multi-round algorithm, 30 crashed jobs: 100, then 50, until the CI
-# time budget, tests/README.md; the named segments before memfds leaked 3 names in 10).
+# skewed calls, 1000 vskew calls per multi-round algorithm, 30 crashed jobs: 100, then 50,
+# until the CI time budget, tests/README.md; the named segments before memfds leaked 3 names
+# in 10).
 SKEW_N=${INTEG_SKEW_CALLS:-1000}
 VSKEW_N=${INTEG_VSKEW_CALLS:-1000}
 CRASH_N=${INTEG_CRASH_RUNS:-30}
