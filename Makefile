@@ -125,11 +125,15 @@ $(BUILD)/arcoll.pc: arcoll.pc.in
 LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 
 # The preloadable malloc of the node heap (docs/heap.md): exports malloc & co, over libarcoll.
-$(BUILD)/lib/libarcoll_heap.so: src/preload/heap_preload.c $(BUILD)/obj/src/core/size.o \
-		include/arcoll.h $(BUILD)/lib/libarcoll.so
+# The same code is in the PMPI shim, with ARCOLL_HEAP=auto and ARCOLL_HEAP_MIN=1k by default.
+PRELOAD_SRC := src/preload/heap_preload.c
+PRELOAD_DEP := $(PRELOAD_SRC) src/preload/heap_preload.h src/heap/heap.h include/arcoll.h \
+	$(BUILD)/obj/src/core/size.o $(BUILD)/obj/src/heap/slot.o
+PRELOAD_OBJ := $(BUILD)/obj/src/core/size.o $(BUILD)/obj/src/heap/slot.o
+$(BUILD)/lib/libarcoll_heap.so: $(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -shared $< $(BUILD)/obj/src/core/size.o -o $@ \
+	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -shared $(PRELOAD_SRC) $(PRELOAD_OBJ) -o $@ \
 		$(LINK_SHARED) -ldl $(EXTRA_LDFLAGS)
 
 BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
@@ -158,21 +162,33 @@ $(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_cloc
 # The decision layer the shim and the Open MPI component share (src/mpi/arcoll_mpi_common.c).
 MPI_COMMON := src/mpi/arcoll_mpi_common.c src/mpi/arcoll_mpi_common.h
 
+# Allocator compatibility under the shim's node heap (tests/mpi/run.sh, heap-compat-*): C
+# (arcoll_heap_contains from libarcoll), the same program bringing its own malloc (Debian's
+# libjemalloc.so, where it exists) and C++ (mpicxx, skipped without its compiler); the Fortran
+# one is in SHIM_FTEST.
+MPICXX ?= mpicxx
+JEMALLOC_SO := $(wildcard $(shell pkg-config --variable=libdir jemalloc 2>/dev/null)/libjemalloc.so)
+HEAP_COMPAT := $(BUILD)/tests/heap_compat_test $(BUILD)/tests/heap_compat_cxx \
+	$(if $(JEMALLOC_SO),$(BUILD)/tests/heap_compat_jemalloc)
+
 # The PMPI shim: an unmodified MPI program's collectives (C and Fortran) on arcoll under
 # LD_PRELOAD (docs/embedding.md); its test program and latency benchmark. Only where mpicc
 # exists, like arcoll-bench-mpi.
 SHIM := $(if $(BENCH_MPI),$(BUILD)/lib/libarcoll_mpi.so $(BUILD)/tests/shim_test \
 	$(BUILD)/tests/shim_coll_test $(BUILD)/tests/shim_split_test $(BUILD)/tests/shim_a2av_test \
-	$(BUILD)/tests/shim_nb_test $(BUILD)/tests/shim_soak_test \
+	$(BUILD)/tests/shim_nb_test $(BUILD)/tests/shim_soak_test $(HEAP_COMPAT) \
 	$(BUILD)/bin/arcoll-mpi-lat $(BUILD)/bin/arcoll-transpose)
 all: $(SHIM)
 
+# The shim carries the node heap's malloc (ARCOLL_HEAP=auto: only in MPI ranks, blocks of 1 KiB
+# or more): one preloaded library is the whole fast path (docs/heap.md).
 $(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c $(MPI_COMMON) include/arcoll_mpi.h \
-		$(BUILD)/lib/libarcoll.so
+		$(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -shared $< \
-		src/mpi/arcoll_mpi_common.c -o $@ $(LINK_SHARED)
+		src/mpi/arcoll_mpi_common.c -DPRE_DEF_MODE='"auto"' -DPRE_DEF_MIN=1024 $(PRELOAD_SRC) \
+		$(PRELOAD_OBJ) -o $@ $(LINK_SHARED) -ldl
 
 # The MPI test programs take their data patterns and verdicts from tests/lib (plain C).
 # -rdynamic: ARCOLL_PROFILE names the test's functions as call sites.
@@ -195,6 +211,29 @@ $(BUILD)/tests/libdegrade.so: tests/integ/degrade_preload.c
 	$(Q)$(CC) $(CFLAGS_ALL) -fPIC -shared $< -o $@
 all: $(BUILD)/tests/libdegrade.so
 
+# Allocator compatibility under the shim's node heap (HEAP_COMPAT, with the shim's programs).
+HEAP_COMPAT_DEP := tests/mpi/heap_compat_test.c include/arcoll.h tests/lib/tl.h $(TL_LIB) \
+	$(BUILD)/lib/libarcoll.so
+
+$(BUILD)/tests/heap_compat_test: $(HEAP_COMPAT_DEP)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib -pthread $< -o $@ $(TL_LIB) $(LINK_SHARED)
+
+$(BUILD)/tests/heap_compat_jemalloc: $(HEAP_COMPAT_DEP)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@ (-ljemalloc)")
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -Itests/lib -pthread -DHEAP_COMPAT_JEMALLOC $< -o $@ \
+		-ljemalloc $(TL_LIB) $(LINK_SHARED)
+
+$(BUILD)/tests/heap_compat_cxx: tests/mpi/heap_compat_cxx.cpp include/arcoll.h $(BUILD)/lib/libarcoll.so
+	@mkdir -p $(dir $@)
+	$(Q)if cxx=$$($(MPICXX) --showme:command 2>/dev/null) && command -v $$cxx >/dev/null; then \
+		$(if $(Q),echo "  LINK    $@";) \
+		$(MPICXX) -std=c++17 $(OPT) -Wall -Wextra -Werror -Iinclude $(EXTRA_CFLAGS) $< -o $@ \
+			$(LINK_SHARED) $(EXTRA_LDFLAGS); \
+	else echo "  SKIP    $@: no $(MPICXX) or its C++ compiler (Debian package g++)"; fi
+
 # Plain MPI (no arcoll header): many nonblocking calls in flight, arcoll's and MPI's mixed.
 $(BUILD)/tests/shim_nb_test: tests/mpi/shim_nb_test.c tests/lib/tl.h $(TL_LIB)
 	@mkdir -p $(dir $@)
@@ -211,7 +250,8 @@ $(BUILD)/tests/shim_a2av_test: tests/mpi/shim_a2av_test.c tests/lib/tl.h $(TL_LI
 # compiler it wraps exist (Debian: gfortran besides libopenmpi-dev); tests/mpi/run.sh says
 # so when they are missing.
 MPIFC ?= mpifort
-SHIM_FTEST := $(if $(SHIM),$(BUILD)/tests/shim_ftest $(BUILD)/tests/shim_ftest08)
+SHIM_FTEST := $(if $(SHIM),$(BUILD)/tests/shim_ftest $(BUILD)/tests/shim_ftest08 \
+	$(BUILD)/tests/heap_compat_f)
 all: $(SHIM_FTEST)
 
 $(SHIM_FTEST): $(BUILD)/tests/%: tests/mpi/%.f90

@@ -62,7 +62,7 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
      "transport: smp (shared memory, one node), verbs (InfiniBand/RoCE) or sim (the model "
      "channel of arcoll-sim, docs/scale.md; only inside the simulator)"},
-    {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "pap", 0, 0, 1,
+    {"ARCOLL_ALLTOALL_ALG", CFG_ENUM, CFG_OFF(alltoall_alg), cfg_algs, "auto", 0, 0, 1,
      "alltoall algorithm: direct (arrival-oblivious baseline), pap (PAP_Direct), shm_direct "
      "or pap_shm (node masters through shared memory, seed 002 4.4), sa or sa_direct "
      "(non-leader send-side aggregation, PAP or Direct inter-node step, seed 001), rd "
@@ -70,11 +70,11 @@ static const cfg_var_t cfg_vars[] = {
      "buffers in a same-address region: memcpy in Morton order, seed 004), mn_co (two rounds "
      "of aggregated messages through Morton-order owners, seed 004 2.5), auto (by size and job "
      "shape, ARCOLL_TUNE; sh_co only where one node's ranks share the node heap)"},
-    {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "pap", 0, 0, 1,
+    {"ARCOLL_ALLGATHER_ALG", CFG_ENUM, CFG_OFF(allgather_alg), cfg_algs, "auto", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
      "rdh (recursive doubling in distance-halving order, seed 003), sh_co or mn_co (seed 004) "
      "or auto"},
-    {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "pap", 0, 0, 1,
+    {"ARCOLL_ALLTOALLV_ALG", CFG_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "auto", 0, 0, 1,
      "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), sloav or "
      "sloavx (logarithmic, seed 000), or auto"},
     {"ARCOLL_ALLGATHERV_ALG", CFG_ENUM, CFG_OFF(allgatherv_alg), cfg_algs, "auto", 0, 0, 1,
@@ -320,7 +320,7 @@ int core_config_init(core_config_t *cfg)
             rc = ARCOLL_ERR_CONFIG;
     }
     /* A misspelt variable would otherwise be silently ignored. ARCOLL_MPI_*
-     * belong to the PMPI shim, ARCOLL_HEAP_* to the node heap (read before
+     * belong to the PMPI shim, ARCOLL_HEAP(_*) to the node heap (read before
      * any init): they read them themselves. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         char name[64];
@@ -331,7 +331,7 @@ int core_config_init(core_config_t *cfg)
         name[n] = '\0';
         if (cfg_var_find(name) == NULL && strcmp(name, "ARCOLL_NODE_SIZE") != 0 &&
             strcmp(name, "ARCOLL_FAULT") != 0 && strncmp(name, "ARCOLL_MPI_", 11) != 0 &&
-            strncmp(name, "ARCOLL_HEAP_", 12) != 0)
+            strncmp(name, "ARCOLL_HEAP_", 12) != 0 && strcmp(name, "ARCOLL_HEAP") != 0)
             log_warn("ignoring unknown environment variable %s", name);
     }
     return rc;

@@ -89,27 +89,6 @@ static void heap_env(const char *name, int hex, size_t dflt, size_t *out)
     log_warn("heap: %s=%s is not %s; using %#zx", name, v, hex ? "an address" : "a size", dflt);
 }
 
-/* This process's index among its node's ranks, from the launcher, before
- * any bootstrap: -1 if nobody says. */
-static int heap_local_rank(void)
-{
-    static const char *const vars[] = {"ARCOLL_HEAP_SLOT", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                       "MPI_LOCALRANKID", "SLURM_LOCALID", "PALS_LOCAL_RANKID"};
-
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-        const char *v = getenv(vars[i]);
-        char *end;
-        long r;
-
-        if (v == NULL || *v == '\0')
-            continue;
-        r = strtol(v, &end, 10);
-        if (*end == '\0' && r >= 0 && r < (1L << 20))
-            return (int)r;
-    }
-    return -1;
-}
-
 /* ---- extent hooks: a bump allocator over the segment ---- */
 
 static void *heap_hook_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t align,
@@ -319,7 +298,7 @@ static int heap_create(void)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), h, nslots, base, total;
     char *res = NULL;
-    int slot = heap_local_rank(), rc;
+    int slot = heap_launcher_rank(), rc;
 
     heap_env("ARCOLL_HEAP_SIZE", 0, HEAP_DEF_SIZE, &h);
     heap_env("ARCOLL_HEAP_SLOTS", 0, HEAP_DEF_SLOTS, &nslots);

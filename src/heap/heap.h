@@ -48,5 +48,10 @@ void heap_node_detach(void);
  * shared on this host: what a rank tells its team at team creation, so that
  * auto may pick sh_co (core/tune.c). */
 uint64_t heap_node_region(void);
+/* This process's index among its node's ranks as its launcher gives it
+ * (ARCOLL_HEAP_SLOT, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+ * SLURM_LOCALID, PALS_LOCAL_RANKID), -1 if none does: not an MPI rank.
+ * Reads the environment only (no allocation: the preload's malloc calls it). */
+int heap_launcher_rank(void);
 
 #endif

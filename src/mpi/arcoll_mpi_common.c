@@ -358,8 +358,28 @@ static int amc_pack(const void *buf, int count, MPI_Datatype t, size_t size, cha
     return rc;
 }
 
-/* Reduction datatypes and ops that arcoll has: by size, for C and Fortran. */
+/* Reduction datatypes and ops that arcoll has: by size, for C and Fortran.
+ * The last predefined type found is remembered (they are never freed): a
+ * program's reductions repeat one type, and the table scan with its
+ * PMPI_Type_size was 4% of a small MPI_Allreduce passed through the shim. */
+static int amc_dtype_scan(MPI_Datatype t, arcoll_dtype_t *out);
 int amc_dtype(MPI_Datatype t, arcoll_dtype_t *out)
+{
+    static MPI_Datatype last = MPI_DATATYPE_NULL;
+    static arcoll_dtype_t last_dt;
+
+    if (t != MPI_DATATYPE_NULL && t == last) {
+        *out = last_dt;
+        return 0;
+    }
+    if (amc_dtype_scan(t, out) != 0)
+        return -1;
+    last_dt = *out;
+    last = t;
+    return 0;
+}
+
+static int amc_dtype_scan(MPI_Datatype t, arcoll_dtype_t *out)
 {
     /* kind: 's' signed, 'u' unsigned, 'f' floating */
     const struct {

@@ -335,22 +335,22 @@ PT='alltoall:0-inf:over=yes:@copy#alltoall:0-16k:over=no:@zcopy#alltoall:16k-128
 PT+='allgather:0-inf:@copy'
 # Below 512 B per peer with ranks <= cores, the default serve rules keep the shim's calls in MPI.
 M=" \(the shim: MPI's\)"
-run tune-path-2-info "text:alltoall +pap +1 B-512 B +pap$M \[zcopy\]$|alltoall +pap +512 B-16 KiB +pap \[zcopy\]$|\
-alltoall +pap +16 KiB-128 KiB +pap \[copy\]$|alltoall +pap +128 KiB-inf +pap \[zcopy\]$|\
-allgather +pap +1 B-512 B +pap$M \[copy\]$|allgather +pap +512 B-inf +pap \[copy\]$" \
+run tune-path-2-info "text:alltoall +auto +1 B-512 B +pap$M \[zcopy\]$|alltoall +auto +512 B-16 KiB +pap \[zcopy\]$|\
+alltoall +auto +16 KiB-128 KiB +pap \[copy\]$|alltoall +auto +128 KiB-inf +pap \[zcopy\]$|\
+allgather +auto +1 B-512 B +pap$M \[copy\]$|allgather +auto +512 B-inf +pap \[copy\]$" \
     env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$B/bin/arcoll_info"
-run tune-path-2-default-info "text:alltoall +pap +1 B-512 B +pap$M \[copy\]$|alltoall +pap +512 B-32 KiB +pap \[copy\]$|\
-alltoall +pap +32 KiB-inf +pap \[zcopy\]$|allgather +pap +1 B-512 B +pap$M \[copy\]$|\
-allgather +pap +512 B-32 KiB +pap \[copy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
+run tune-path-2-default-info "text:alltoall +auto +1 B-512 B +pap$M \[copy\]$|alltoall +auto +512 B-32 KiB +pap \[copy\]$|\
+alltoall +auto +32 KiB-inf +pap \[zcopy\]$|allgather +auto +1 B-512 B +pap$M \[copy\]$|\
+allgather +auto +512 B-32 KiB +pap \[copy\]$|allgather +auto +32 KiB-inf +pap \[zcopy\]$" \
     $MPIRUN -np 2 "$B/bin/arcoll_info"
 # A user's @arcoll rule before the default's @mpi keeps the calls in arcoll.
-run tune-serve-2-arcoll-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|allgather +pap +1 B-512 B +pap$M \[copy\]$" \
+run tune-serve-2-arcoll-info "text:alltoall +auto +1 B-32 KiB +pap \[copy\]$|allgather +auto +1 B-512 B +pap$M \[copy\]$" \
     env ARCOLL_TUNE="alltoall:0-inf:@arcoll" $MPIRUN -np 2 "$B/bin/arcoll_info"
 if [ "$(nproc)" -lt 4 ]; then
-    run tune-path-4-over-info "text:alltoall +pap +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
+    run tune-path-4-over-info "text:alltoall +auto +1 B-inf +pap \[copy\]$" env ARCOLL_TUNE="$PT" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"
-    run tune-path-4-over-default-info "text:alltoall +pap +1 B-32 KiB +pap \[copy\]$|\
-alltoall +pap +32 KiB-inf +pap \[zcopy\]$|allgather +pap +32 KiB-inf +pap \[zcopy\]$" \
+    run tune-path-4-over-default-info "text:alltoall +auto +1 B-32 KiB +pap \[copy\]$|\
+alltoall +auto +32 KiB-inf +pap \[zcopy\]$|allgather +auto +32 KiB-inf +pap \[zcopy\]$" \
         $MPIRUN -np 4 "$B/bin/arcoll_info"
 fi
 # arcoll-bench compares paths side by side (ALG/PATH, data checked); arcoll-tune.sh writes

@@ -2,7 +2,8 @@
 # Embedding tests: the example channel (examples/oob_channel.c) and the PMPI shim
 # (libarcoll_mpi.so preloaded into ordinary MPI programs: tests/mpi/shim_test.c,
 # shim_coll_test.c, shim_split_test.c, shim_a2av_test.c, and the Fortran shim_ftest.f90 /
-# shim_ftest08.f90), and the Open MPI component (mca_coll_arcoll.so: tests/mpi/ompi_coll_test.c,
+# shim_ftest08.f90; the heap's malloc in it: heap_compat_test.c, heap_compat_cxx.cpp,
+# heap_compat_f.f90), and the Open MPI component (mca_coll_arcoll.so: tests/mpi/ompi_coll_test.c,
 # ompi_ftest_h.f90 and the Fortran programs above)
 # at 2-8 ranks, its fallbacks, ARCOLL_PROFILE through it, and proof that the tests fail
 # without it.
@@ -140,6 +141,61 @@ else
         t shim-heap-4-shco-fallback-counted counted:4:"sh_co: 0 calls, [1-9][0-9]* fallbacks" \
             $MPIRUN -np 4 env LD_PRELOAD="$HEAP:$PRE" ARCOLL_LOG=info ARCOLL_HEAP_SLOTS=2 \
             ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_ALLGATHER_ALG=sh_co "$ST" shim
+        # Allocator compatibility under the shim's heap (docs/heap.md): the malloc the shim
+        # carries against what real programs do (tests/mpi/heap_compat_*): a late MPI_Init,
+        # threads, fork, every malloc entry point, realloc across the heap's limits, a 64 MiB
+        # heap exhausted; every byte checked, and each block where it must be
+        # (arcoll_heap_contains: 1 KiB and more in the heap, smaller and huge ones not).
+        HC=$B/tests/heap_compat_test
+        t heap-compat-2 ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" ARCOLL_HEAP_SIZE=64m \
+            ARCOLL_LOG=info "$HC"
+        t heap-compat-2-serves ok:"node heap: serves this program's blocks of 1024 bytes or more" \
+            grep -F "node heap: serves" "$LOG/heap-compat-2.log"
+        # Its buffers, made before MPI_Init too, are eligible for sh_co on every rank.
+        t heap-compat-2-shco counted:2:"sh_co: [1-9][0-9]* calls, 0 fallbacks" \
+            cat "$LOG/heap-compat-2.log"
+        # Blocks of ARCOLL_HEAP_HUGE or more stay out of a heap that could hold them (and 3
+        # ranks: not a power of two).
+        t heap-compat-3-huge ok:" 0 failed" $MPIRUN -np 3 env LD_PRELOAD="$PRE" \
+            ARCOLL_HEAP_SIZE=128m ARCOLL_HEAP_HUGE=16m "$HC"
+        # The placement checks can fail: with the heap off, no block is where they expect.
+        t heap-compat-2-off-is-caught fails:"before MPI_Init is in the node heap" $MPIRUN -np 2 \
+            env LD_PRELOAD="$PRE" ARCOLL_HEAP=off ARCOLL_HEAP_SIZE=64m "$HC"
+        t heap-compat-2-off ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" ARCOLL_HEAP=off \
+            HEAP_COMPAT_EXPECT=off ARCOLL_HEAP_SIZE=64m "$HC"
+        # The program brings its own malloc (linked with jemalloc): the heap stays off and
+        # jemalloc serves everything (its thread.allocated counter shows a 1 MiB malloc).
+        if [ -x "$B/tests/heap_compat_jemalloc" ]; then
+            t heap-compat-2-own-malloc ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" \
+                HEAP_COMPAT_EXPECT=off ARCOLL_HEAP_SIZE=64m ARCOLL_LOG=info \
+                "$B/tests/heap_compat_jemalloc"
+            t heap-compat-2-own-malloc-said ok:"node heap: off (the program brings its own malloc)" \
+                grep -F "node heap: off" "$LOG/heap-compat-2-own-malloc.log"
+            # libarcoll_heap.so ahead of the shim (the old two-library recipe) asks the shim,
+            # which found jemalloc behind it: both forward to jemalloc.
+            t heap-compat-2-own-malloc-two-preloads ok:" 0 failed" $MPIRUN -np 2 env \
+                LD_PRELOAD="$HEAP:$PRE" HEAP_COMPAT_EXPECT=off ARCOLL_HEAP_SIZE=64m \
+                "$B/tests/heap_compat_jemalloc"
+            # The counter check can fail: a block from glibc instead of jemalloc.
+            t heap-compat-2-own-malloc-bypassed-is-caught fails:"FAIL jemalloc served a 1 MiB" \
+                $MPIRUN -np 2 env LD_PRELOAD="$PRE" HEAP_COMPAT_EXPECT=off \
+                HEAP_COMPAT_GLIBC_BLOCK=1 "$B/tests/heap_compat_jemalloc"
+        else
+            echo "SKIP heap-compat-2-own-malloc: not built (no libjemalloc.so; Debian package libjemalloc-dev)"
+        fi
+        # C++ (new, new[], over-aligned new, std::vector, std::string) and Fortran (ALLOCATE).
+        if [ -x "$B/tests/heap_compat_cxx" ]; then
+            t heap-compat-cxx-2 ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" \
+                "$B/tests/heap_compat_cxx"
+        else
+            echo "SKIP heap-compat-cxx-2: not built (no mpicxx or g++)"
+        fi
+        if [ -x "$B/tests/heap_compat_f" ]; then
+            t heap-compat-fortran-2 ok:" 0 failed" $MPIRUN -np 2 env LD_PRELOAD="$PRE" \
+                "$B/tests/heap_compat_f"
+        else
+            echo "SKIP heap-compat-fortran-2: not built (no mpifort or gfortran)"
+        fi
     else
         echo "SKIP shim-heap-*: libarcoll_heap.so cannot replace a sanitizer's malloc"
     fi

@@ -95,8 +95,10 @@ static void test_defaults(void **state)
     memset(&cfg, 0x5a, sizeof(cfg));
     init_clean(&cfg);
     assert_int_equal(cfg.channel, CORE_CHANNEL_SMP);
-    assert_int_equal(cfg.alltoall_alg, CORE_ALG_PAP);
-    assert_int_equal(cfg.allgather_alg, CORE_ALG_PAP);
+    /* auto everywhere: the one switch (docs/heap.md) needs no ARCOLL_*_ALG. */
+    assert_int_equal(cfg.alltoall_alg, CORE_ALG_AUTO);
+    assert_int_equal(cfg.allgather_alg, CORE_ALG_AUTO);
+    assert_int_equal(cfg.alltoallv_alg, CORE_ALG_AUTO);
     assert_int_equal(cfg.path, CORE_PATH_AUTO);
     /* "auto": each channel brings its own measured crossover. */
     assert_true(cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE);
@@ -119,8 +121,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.smp_cma, CORE_CMA_AUTO);
 
     assert_string_equal(get(&cfg, "ARCOLL_CHANNEL"), "smp");
-    assert_string_equal(get(&cfg, "ARCOLL_ALLTOALL_ALG"), "pap");
-    assert_string_equal(get(&cfg, "ARCOLL_ALLGATHER_ALG"), "pap");
+    assert_string_equal(get(&cfg, "ARCOLL_ALLTOALL_ALG"), "auto");
+    assert_string_equal(get(&cfg, "ARCOLL_ALLGATHER_ALG"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_PATH"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_ZCOPY_THRESHOLD"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_BOUNCE_SIZE"), "16384");
@@ -595,7 +597,7 @@ static void test_env_read(void **state)
     init_clean(&cfg);
     assert_int_equal(cfg.channel, CORE_CHANNEL_VERBS);
     assert_int_equal(cfg.alltoall_alg, CORE_ALG_DIRECT);
-    assert_int_equal(cfg.allgather_alg, CORE_ALG_PAP); /* not set: default */
+    assert_int_equal(cfg.allgather_alg, CORE_ALG_AUTO); /* not set: default */
     assert_int_equal(cfg.path, CORE_PATH_ZCOPY);
     assert_int_equal(cfg.zcopy_threshold, 1 << 20);
     assert_int_equal(cfg.bounce_size, 4096);
