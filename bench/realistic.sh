@@ -19,6 +19,11 @@
 # shim, not Open MPI alone. REAL_REF=LABEL adds, for every other library, the ratio of its
 # median call to LABEL's Open MPI median call of the same round (run LABEL=SHIMLIB with
 # REAL_REF_ENV, e.g. ARCOLL_HEAP=off, to time Open MPI alone beside it).
+# A LABEL=DIR whose DIR holds mca_coll_arcoll.so runs Open MPI with that component instead of
+# the preload (OMPI_MCA_mca_base_component_path=DIR:Open MPI's own; REAL_COMPONENT_PRELOAD, e.g.
+# the node heap's libarcoll_heap.so, is preloaded then). With the component loaded PMPI_* reach
+# it too, so its runs' ratio columns are 1: compare it through REAL_REF, or REAL_VS=LABEL (its
+# median call over LABEL's of the same round: the component against the shim, side by side).
 # REAL_TABLE_ONLY=1 makes the tables from the runs already in OUTDIR.
 set -euo pipefail
 OUT=${1:?usage: bench/realistic.sh OUTDIR NP LABEL=SHIMLIB ...}
@@ -34,6 +39,8 @@ MCA=()
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
 REF=${REAL_REF:-}
+VS=${REAL_VS:-}
+OMPI_OWN=$(dirname "$(find /usr/lib -name mca_coll_tuned.so -print -quit 2>/dev/null || true)")
 read -r -a RENV <<<"${REAL_REF_ENV:-}"
 for ((r = 1; r <= RUNS && ${REAL_TABLE_ONLY:-0} == 0; r++)); do
     for spec in "$@"; do
@@ -41,23 +48,29 @@ for ((r = 1; r <= RUNS && ${REAL_TABLE_ONLY:-0} == 0; r++)); do
         lib=$(realpath "${spec#*=}")
         env=("${XENV[@]}")
         [ "$label" = "$REF" ] && env+=("${RENV[@]}")
+        if [ -d "$lib" ]; then # the Open MPI component
+            env+=("OMPI_MCA_mca_base_component_path=$lib:$OMPI_OWN"
+                "LD_PRELOAD=${REAL_COMPONENT_PRELOAD:-}")
+        else
+            env+=("LD_PRELOAD=$lib")
+        fi
         echo "run $r/$RUNS $label: np=$NP ${ARGS[*]} ${env[*]}" >&2
-        mpirun --oversubscribe --bind-to none "${MCA[@]}" -np "$NP" env LD_PRELOAD="$lib" \
-            "${env[@]}" "$LAT" -R "${ARGS[@]}" >"$OUT/$label.$r.txt" 2>&1 ||
+        env "${env[@]}" mpirun --oversubscribe --bind-to none "${MCA[@]}" -np "$NP" \
+            "$LAT" -R "${ARGS[@]}" >"$OUT/$label.$r.txt" 2>&1 ||
             echo "  (exit $?: see $OUT/$label.$r.txt)" >&2
     done
 done
 # A row: coll bytes iters PMPI shim ratio PMPI-med shim-med r-med r-p10 ...; the table is the
 # median over runs per (library, coll, bytes) of r-med, or (with REF) of shim-med over REF's
 # PMPI-med in the run of the same round.
-table() { # table LABEL [REF]
+table() { # table LABEL [REF [COLUMN]]: COLUMN 7 (REF's Open MPI, default) or 8 (REF's arcoll)
     for f in "$OUT/$1".*.txt; do
         r=${f%.txt}
         r=${r##*.}
         if [ -n "${2:-}" ]; then
             [ -e "$OUT/$2.$r.txt" ] || continue
-            awk '$1 ~ /^[a-z_]+$/ && $2 ~ /^[0-9]+$/ && NF >= 10 { print "R", $1, $2, $7 }' \
-                "$OUT/$2.$r.txt"
+            awk -v col="${3:-7}" '$1 ~ /^[a-z_]+$/ && $2 ~ /^[0-9]+$/ && NF >= 10 {
+                print "R", $1, $2, $col }' "$OUT/$2.$r.txt"
         fi
         awk '$1 ~ /^[a-z_]+$/ && $2 ~ /^[0-9]+$/ && NF >= 10 { print "S", $1, $2, $8, $9 }' "$f"
     done | awk -v ref="${2:-}" '
@@ -108,6 +121,17 @@ table() { # table LABEL [REF]
             echo
             echo "### ${spec%%=*} / Open MPI alone"
             table "${spec%%=*}" "$REF"
+        done
+    fi
+    if [ -n "$VS" ]; then
+        echo
+        echo "Against $VS: cell = median over rounds of the library's median call over $VS's"
+        echo "median call (its MPI_* column) in the same round"
+        for spec in "$@"; do
+            [ "${spec%%=*}" = "$VS" ] && continue
+            echo
+            echo "### ${spec%%=*} / $VS"
+            table "${spec%%=*}" "$VS" 8
         done
     fi
 } >"$OUT/table.md"
