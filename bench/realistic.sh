@@ -104,6 +104,18 @@ table() { # table LABEL [REF [COLUMN]]: COLUMN 7 (REF's Open MPI, default) or 8 
                 }
             }'
 }
+cross() { # cross LABEL COLUMN NAME TEXT SPEC...: every other library's calls over LABEL's COLUMN
+    local ref=$1 col=$2 name=$3 text=$4 spec
+    shift 4
+    echo
+    echo "$text"
+    for spec in "$@"; do
+        [ "${spec%%=*}" = "$ref" ] && continue
+        echo
+        echo "### ${spec%%=*} / $name"
+        table "${spec%%=*}" "$ref" "$col"
+    done
+}
 {
     echo "np=$NP, $RUNS runs per library, arcoll-mpi-lat -R ${ARGS[*]} ${REAL_ENV:-}"
     echo "cell: median over runs of r-med (arcoll / Open MPI, median call, the same run); below 1: arcoll faster"
@@ -112,27 +124,10 @@ table() { # table LABEL [REF [COLUMN]]: COLUMN 7 (REF's Open MPI, default) or 8 
         echo "### ${spec%%=*}"
         table "${spec%%=*}"
     done
-    if [ -n "$REF" ]; then
-        echo
-        echo "Against Open MPI alone: cell = median over rounds of the library's median call over"
-        echo "the Open MPI median call of $REF's run in the same round (${REAL_REF_ENV:-})"
-        for spec in "$@"; do
-            [ "${spec%%=*}" = "$REF" ] && continue
-            echo
-            echo "### ${spec%%=*} / Open MPI alone"
-            table "${spec%%=*}" "$REF"
-        done
-    fi
-    if [ -n "$VS" ]; then
-        echo
-        echo "Against $VS: cell = median over rounds of the library's median call over $VS's"
-        echo "median call (its MPI_* column) in the same round"
-        for spec in "$@"; do
-            [ "${spec%%=*}" = "$VS" ] && continue
-            echo
-            echo "### ${spec%%=*} / $VS"
-            table "${spec%%=*}" "$VS" 8
-        done
-    fi
+    [ -z "$REF" ] || cross "$REF" 7 "Open MPI alone" "Against Open MPI alone: cell = median over rounds \
+of the library's median call over the Open MPI median call of $REF's run in the same round \
+(${REAL_REF_ENV:-})" "$@"
+    [ -z "$VS" ] || cross "$VS" 8 "$VS" "Against $VS: cell = median over rounds of the library's \
+median call over $VS's median call (its MPI_* column) in the same round" "$@"
 } >"$OUT/table.md"
 cat "$OUT/table.md"
