@@ -30,12 +30,12 @@ program heap_compat_f
         r = -1
         call MPI_Alltoall(s, k, MPI_DOUBLE_PRECISION, r, k, MPI_DOUBLE_PRECISION, &
                           MPI_COMM_WORLD, ierr)
-        call check(ierr == MPI_SUCCESS .and. alltoall_ok(r, k, round), 'MPI_ALLTOALL')
+        call check(ierr == MPI_SUCCESS .and. blocks_ok(r, k, round, me), 'MPI_ALLTOALL')
         g = s(1:k)
         r = -1
         call MPI_Allgather(g, k, MPI_DOUBLE_PRECISION, r, k, MPI_DOUBLE_PRECISION, &
                            MPI_COMM_WORLD, ierr)
-        call check(ierr == MPI_SUCCESS .and. allgather_ok(r, k, round), 'MPI_ALLGATHER')
+        call check(ierr == MPI_SUCCESS .and. blocks_ok(r, k, round, 0), 'MPI_ALLGATHER')
         deallocate(s, r, g)
         ! The array from before MPI_Init, reallocated with another size.
         deallocate(early)
@@ -70,30 +70,19 @@ contains
         end do
     end subroutine fill_send
 
-    logical function alltoall_ok(r, k, round)
+    ! Rank j's block for rank dest, from each j (alltoall: dest = me; allgather: rank j sent
+    ! its block for rank 0 to everybody).
+    logical function blocks_ok(r, k, round, dest)
         real(8), intent(in) :: r(:)
-        integer, intent(in) :: k, round
+        integer, intent(in) :: k, round, dest
         integer :: i, j
-        alltoall_ok = .true.
+        blocks_ok = .true.
         do j = 0, n - 1
             do i = 1, k
-                alltoall_ok = alltoall_ok .and. r(j * k + i) == val(round, j, me, i)
+                blocks_ok = blocks_ok .and. r(j * k + i) == val(round, j, dest, i)
             end do
         end do
-    end function alltoall_ok
-
-    ! Rank j sent its block for rank 0.
-    logical function allgather_ok(r, k, round)
-        real(8), intent(in) :: r(:)
-        integer, intent(in) :: k, round
-        integer :: i, j
-        allgather_ok = .true.
-        do j = 0, n - 1
-            do i = 1, k
-                allgather_ok = allgather_ok .and. r(j * k + i) == val(round, j, 0, i)
-            end do
-        end do
-    end function allgather_ok
+    end function blocks_ok
 
     subroutine check(good, what)
         logical, intent(in) :: good
