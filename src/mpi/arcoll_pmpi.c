@@ -117,13 +117,6 @@ static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
-/*
- * Once per process: log level, fault hook, thread level, keyval. At MPI_Init
- * (world 1) the processes agree over MPI_COMM_WORLD whether the shim serves:
- * MPI lets ranks ask for different thread levels, and a process whose shim
- * is off would call PMPI while the others enter arcoll. A process whose
- * MPI_Init the shim did not see decides alone at its first call.
- */
 /* What the node heap's malloc, carried by this library, decided: one line
  * from rank 0 (docs/heap.md, "The one switch"). */
 static void shim_heap_report(void)
@@ -150,6 +143,13 @@ static void shim_heap_report(void)
         amc_log(AMC_LOG_INFO, "node heap: %s", why[w]);
 }
 
+/*
+ * Once per process: log level, fault hook, thread level, keyval. At MPI_Init
+ * (world 1) the processes agree over MPI_COMM_WORLD whether the shim serves:
+ * MPI lets ranks ask for different thread levels, and a process whose shim
+ * is off would call PMPI while the others enter arcoll. A process whose
+ * MPI_Init the shim did not see decides alone at its first call.
+ */
 static void shim_setup(int world)
 {
     const char *split = getenv("ARCOLL_MPI_SPLIT"), *fault = getenv("ARCOLL_MPI_FAULT");
