@@ -23,6 +23,10 @@ MUTANTS=(
     "phase-fault|src/core/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
     # The signature of a call's arguments no longer depends on them: mismatches go unseen.
     "mismatch|src/core/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
+    # A rank that fails a call no longer tells its peers (failure word): they wait for it.
+    "fail-word|src/core/engine.c|s/    if \(t->fail_told /    if (1 \x7c\x7c t->fail_told /|tests/integ/run.sh build failtell-4"
+    # GONE notices are never sent: across the link a killed rank is seen only at the timeout.
+    "gone-notice|src/verbs/verbs_chan.c|s/g\.dst = \(uint32_t\)r;/continue;/|env VMBED_ONLY=pair_fault_alltoall_kill tests/vm/run.sh build pair"
     # Named segments are never unlinked: names stay behind in /dev/shm.
     "leak|src/smp/smp_seg.c|s/if \(shm_unlink\(name\) != 0\)/if (0)/|tests/integ/run.sh build degraded-3-no-proc"
     # Large RDMA WRITEs land 8 bytes off: only the verbs data path has this line.

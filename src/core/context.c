@@ -759,6 +759,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
         wire_fault_reg_fail = f != NULL && strstr(f, "reg_fail") != NULL;
         wire_fault_heapmr_fail = f != NULL && strstr(f, "heapmr_fail") != NULL;
         wire_fault_bad_rkey = f != NULL && strstr(f, "bad_rkey") != NULL;
+        eng_fault_fail_call = f != NULL && strstr(f, "fail_call") != NULL;
         wire_fault_hello_drop = f == NULL                             ? 0
                                 : strstr(f, "hello_drop_all") != NULL ? 2
                                 : strstr(f, "hello_drop") != NULL     ? 1

@@ -30,6 +30,7 @@ struct arcoll_team {
     uint64_t seq;             /* epoch of the last collective started */
     uint64_t noops;           /* 0-byte calls so far (no epoch; numbered: seq + noops) */
     int failed;               /* a collective failed: epochs may disagree */
+    int fail_told;            /* its failure word went to the peers (eng_fail_tell) */
     /* Calls in flight: epoch e uses reqs[e % window] (ARCOLL_WINDOW, at most
      * ARCOLL_MAX_INFLIGHT; layout.banks = 2 x window). */
     coll_req_t reqs[ARCOLL_MAX_INFLIGHT];

@@ -110,9 +110,14 @@ int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len)
     return path == CORE_PATH_ZCOPY && ctx->chan->zcopy;
 }
 
-int eng_zcopy_pick(const coll_req_t *r, size_t len)
+int eng_zcopy_pick(coll_req_t *r, size_t len)
 {
-    return eng_path_zcopy(r->team, (int)r->type, len);
+    /* alltoallv asks per pair, mostly of one length: the tuning table once. */
+    if (len != r->zp_len || len == 0) {
+        r->zp_val = eng_path_zcopy(r->team, (int)r->type, len);
+        r->zp_len = len;
+    }
+    return r->zp_val;
 }
 
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
@@ -390,13 +395,15 @@ int coll_tx(coll_req_t *r, uint32_t peer)
     return coll_tx_step(r, peer);
 }
 
-/* Continue peers whose message needs more fragments (copy path). */
+/* Continue peers whose message needs more fragments (copy path), and
+ * alltoallv's copy blocks sent before the receiver's advertisement, which
+ * stay active until it comes (zcopy.c). */
 int coll_tx_continue(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
     int rc;
 
-    if (r->nfrags <= 1)
+    if (r->nfrags <= 1 && r->type != COLL_ALLTOALLV)
         return ARCOLL_OK;
     for (uint32_t peer = 0; peer < t->size; peer++) {
         if (r->peers[peer].tx_state != COLL_TX_ACTIVE)
@@ -430,6 +437,57 @@ static void coll_list_peers(coll_req_t *r, int want_rx, char *buf, size_t len)
         snprintf(buf, len, "none");
 }
 
+/* This rank serves neither call num of the team nor later ones: say so in
+ * every peer's region (the failure word), so that a peer waiting for us, or
+ * for a rank that waits for us, fails at its next check instead of at its
+ * timeout (docs/protocol.md §8). A size mismatch has its own refusals. Only
+ * over ready links (as the 0-byte notes): a notice must not need a
+ * connection this rank would no longer progress. Best effort. */
+static void eng_fail_tell(struct arcoll_team *t, uint64_t num, int rc)
+{
+    chan_t *c = t->ctx->chan;
+    uint64_t w = wire_fail_word(num, rc);
+
+    if (t->fail_told || rc == ARCOLL_ERR_MISMATCH || rc >= 0)
+        return;
+    t->fail_told = 1;
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        int cr = t->ranks[peer];
+        if (c->ops->peer_ready != NULL && !c->ops->peer_ready(c, cr))
+            continue;
+        (void)c->ops->put_u64(c, cr, w, &t->peer_region[peer], wire_fail_off(&t->layout, t->rank));
+    }
+}
+
+/* A peer this call still waits for or sends to has failed this call or an
+ * earlier one (its failure word): it will not serve the rest. *peer and its
+ * error. A peer that already did all its part of the call is not asked. */
+static int coll_peer_failed(const coll_req_t *r, uint32_t *peer, int *rc)
+{
+    const struct arcoll_team *t = r->team;
+
+    for (uint32_t p = 0; p < t->size; p++) {
+        const coll_peer_t *cp = &r->peers[p];
+        if (p == t->rank || (cp->rx_done && cp->tx_state == COLL_TX_DONE))
+            continue;
+        uint64_t w = wire_load(&t->region, wire_fail_off(&t->layout, p));
+        if (w != 0 && wire_fail_num(w) <= (r->epoch & (UINT64_MAX >> 8))) {
+            *peer = p;
+            *rc = wire_fail_rc(w);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+#ifdef ARCOLL_FAULTS
+/* ARCOLL_FAULT=fail_call: context rank 1 fails (ARCOLL_ERR_CHANNEL) the first
+ * call that has waited 300 ms, as a transport error would: its peers must
+ * learn it from its failure word (tests: coll_test failtell). Set at init. */
+int eng_fault_fail_call;
+#endif
+
 static int coll_slow_path(coll_req_t *r, uint64_t now)
 {
     struct arcoll_team *t = r->team;
@@ -437,6 +495,14 @@ static int coll_slow_path(coll_req_t *r, uint64_t now)
     char rx[96], tx[96];
 
     r->next_check_ns = now + COLL_CHECK_NS;
+#ifdef ARCOLL_FAULTS
+    if (eng_fault_fail_call && t->ctx->boot->rank == 1 && now - r->start_ns >= 300000000ULL) {
+        eng_fault_fail_call = 0;
+        log_err("%s (epoch %llu): ARCOLL_FAULT=fail_call: this call fails here",
+                coll_type_name(r->type), (unsigned long long)r->epoch);
+        return ARCOLL_ERR_CHANNEL;
+    }
+#endif
     for (uint32_t peer = 0; peer < t->size; peer++) {
         coll_peer_t *p = &r->peers[peer];
         if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
@@ -444,6 +510,16 @@ static int coll_slow_path(coll_req_t *r, uint64_t now)
         int rc = c->ops->peer_check(c, t->ranks[peer]);
         if (rc != ARCOLL_OK)
             return rc; /* logged by the channel */
+    }
+    uint32_t fp;
+    int frc;
+    if (coll_peer_failed(r, &fp, &frc)) {
+        if (!(r->flags & COLL_F_NOSELF))
+            log_err("%s (epoch %llu): team rank %u failed this call or an earlier one (%s) and "
+                    "will not serve the rest of it",
+                    coll_type_name(r->type), (unsigned long long)r->epoch, fp,
+                    arcoll_strerror(frc));
+        return frc;
     }
     if (now < r->deadline_ns)
         return ARCOLL_INPROGRESS;
@@ -493,6 +569,7 @@ static inline void coll_done(coll_req_t *r)
 
 int coll_fail(coll_req_t *r, int rc)
 {
+    eng_fail_tell(r->team, r->epoch, rc);
     r->proto->finish(r);
     r->team->failed = rc;
     r->status = rc;

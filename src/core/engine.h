@@ -140,7 +140,7 @@ int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv);
 /* Whether a block of len bytes per peer goes zero-copy (ARCOLL_PATH, the
  * tuning table's path rules, ARCOLL_ZCOPY_THRESHOLD, the channel): both ends
  * of a pair ask it with the length they agree on. */
-int eng_zcopy_pick(const coll_req_t *r, size_t len);
+int eng_zcopy_pick(coll_req_t *r, size_t len);
 /* The same for a team, a collective (coll_type_t) and a message length, outside
  * a call (arcoll_info). */
 int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);
@@ -244,5 +244,9 @@ void eng_sched_drop_peer(coll_req_t *r, uint32_t p);
 void eng_sched_reject_pending(coll_req_t *r);
 /* Free a request slot's schedule state (team teardown). */
 void eng_sched_release(coll_req_t *r);
+
+#ifdef ARCOLL_FAULTS
+extern int eng_fault_fail_call; /* ARCOLL_FAULT=fail_call (engine.c) */
+#endif
 
 #endif

@@ -103,6 +103,7 @@ typedef struct coll_peer {
     uint8_t rx_done;
     uint8_t rx_zc;    /* alltoallv: this peer's block comes zero-copy (we advertised a key) */
     uint8_t told;     /* we sent it our refusal of this call (docs/protocol.md §8) */
+    uint8_t tx_eager; /* alltoallv: our block to it goes on the copy path at once (zcopy.c) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
 } coll_peer_t;
@@ -137,6 +138,8 @@ struct coll_req {
     zmem_ref_t sreg; /* zcopy: registered send buffer */
     int rreg_valid, sreg_valid;
     int zc_bounce; /* zcopy: our buffer is unregistered, peers use our bounce slots */
+    size_t zp_len; /* eng_zcopy_pick's last length (0: none) and its answer */
+    int zp_val;
     int active;
     int status;
     int deferred;          /* error to report once every peer has been served */

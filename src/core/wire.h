@@ -10,7 +10,8 @@
  *   done[N][B]   64 B each: peer j's "all data written into your buffer" (zcopy)
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
  *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
- *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), no banks
+ *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), then the
+ *                number of the call in which j failed (wire_fail_word), no banks
  *
  * B = 2 x the team's window w (ARCOLL_WINDOW, at most ARCOLL_MAX_INFLIGHT,
  * so B <= WIRE_BANKS): a call of epoch e uses bank e mod B, and
@@ -190,6 +191,29 @@ static inline int wire_num_stray(uint64_t theirs, uint64_t ours, unsigned banks)
 
 /* A note: a rank that makes a 0-byte call writes every peer's note line with
  * (its epochs started << 32) | its 0-byte calls, both modulo 2^32. */
+/* The failure word, 8 bytes into peer j's note line: j's call number n
+ * failed with the arcoll error rc, so j serves neither n nor later calls
+ * (docs/protocol.md §8, "A rank that fails tells"). 0 while j is healthy. */
+static inline uint64_t wire_fail_word(uint64_t num, int rc)
+{
+    return (num << 8) | (uint64_t)(uint8_t)(-rc);
+}
+
+static inline uint64_t wire_fail_num(uint64_t word)
+{
+    return word >> 8;
+}
+
+static inline int wire_fail_rc(uint64_t word)
+{
+    return -(int)(word & 0xff);
+}
+
+static inline uint64_t wire_fail_off(const wire_layout_t *l, uint32_t peer)
+{
+    return wire_note_off(l, peer) + 8;
+}
+
 static inline uint64_t wire_note_word(uint64_t epochs, uint64_t noops)
 {
     return (epochs << 32) | (noops & 0xffffffffULL);

@@ -53,7 +53,11 @@ enum { VERBS_KIND_MR = 0x10 };
 #define VERBS_UD_SEND_BIT     (1ULL << 63) /* wr_id of a UD send; receives carry their index */
 #define VERBS_HELLO_MAGIC     0x48454c4fu  /* "HELO" */
 #define VERBS_HELLO_VERSION   1
-#define VERBS_HELLO_RESEND_NS (30ULL * 1000000) /* retransmit while not ready */
+#define VERBS_GONE_MAGIC      0x474f4e45u /* "GONE" */
+#define VERBS_GONE_VERSION    1
+#define VERBS_WATCH_NS        (100ULL * 1000000) /* node-mates' pids: every 100 ms of waiting */
+#define VERBS_GONE_SEND_NS    (20ULL * 1000000)  /* wait for a free UD send slot, at most */
+#define VERBS_HELLO_RESEND_NS (30ULL * 1000000)  /* retransmit while not ready */
 #define VERBS_EAGER_ROUND_NS  (200ULL * 1000000)
 
 /* Connection state toward one peer; each step implies the earlier ones. */
@@ -88,6 +92,7 @@ typedef struct verbs_peer {
     uint64_t done; /* WRs known complete */
     uint32_t unsignaled;
     int failed;        /* ibv_wc_status of the first error */
+    int gone_by;       /* 0, or 1 + the rank that saw this peer's process end on its host */
     int state;         /* VERBS_CONN_* */
     struct ibv_ah *ah; /* UD address handle for HELLOs */
     uint32_t rqpn;     /* the peer's RC QPN for us, from its HELLO */
@@ -129,6 +134,18 @@ typedef struct verbs_hello {
     uint32_t qpn;      /* the sender's RC QP for the receiver */
 } verbs_hello_t;
 
+/* A notice to the ranks of other hosts: rank `gone`, on the sender's host,
+ * has exited (its pid is gone). Across a link the transport may say nothing
+ * for a long time (docs/verbs.md, "A peer that dies"). */
+typedef struct verbs_gone {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t pad;
+    uint32_t src, dst; /* context ranks */
+    uint32_t gone;     /* the rank that exited */
+    int32_t pid;       /* its pid, for the log */
+} verbs_gone_t;
+
 typedef struct verbs_chan {
     chan_t super;
     struct ibv_context *ctx;
@@ -168,6 +185,7 @@ typedef struct verbs_chan {
     struct ibv_mr *ud_mr;
     uint32_t ud_send_next, ud_send_busy;
     int ud_send_errs;
+    uint64_t watch_ns; /* next look at the node-mates' pids */
 } verbs_chan_t;
 
 static const char *verbs_peer_desc(verbs_chan_t *vc, int peer)
@@ -554,38 +572,28 @@ static int verbs_ah_get(verbs_chan_t *vc, int peer, struct ibv_ah **out)
     return ARCOLL_OK;
 }
 
-/* HELLO{our QPN, rtr, ack} to the peer. Losing one is harmless (the side that
- * is not ready retransmits), so with every send slot busy it is skipped. */
-static int verbs_hello_send(verbs_chan_t *vc, int peer)
+/* One datagram to the peer's UD QP (a HELLO or a notice). With every send
+ * slot in flight it is skipped (ARCOLL_INPROGRESS): both kinds are resent
+ * by their callers' clocks or are best effort. */
+static int verbs_ud_send(verbs_chan_t *vc, int peer, const void *msg, size_t len)
 {
-    verbs_peer_t *p = &vc->peers[peer];
     struct ibv_send_wr wr, *bad;
     struct ibv_sge sge;
     struct ibv_ah *ah;
-    verbs_hello_t *h;
     uint32_t slot;
+    void *buf;
     int rc = verbs_ah_get(vc, peer, &ah);
 
     if (rc != ARCOLL_OK)
         return rc;
-    p->hello_ns = core_time_ns();
-    if (vc->ud_send_busy >= VERBS_UD_SENDS) {
-        log_debug("verbs: HELLO to rank %d skipped: every UD send slot is in flight", peer);
-        return ARCOLL_OK;
-    }
+    if (vc->ud_send_busy >= VERBS_UD_SENDS)
+        return ARCOLL_INPROGRESS;
     /* UD sends complete in order, so slots come back round-robin. */
     slot = vc->ud_send_next++ % VERBS_UD_SENDS;
-    h = (verbs_hello_t *)(vc->ud_buf + (size_t)(VERBS_UD_RECVS + slot) * VERBS_UD_SLOT);
-    memset(h, 0, sizeof(*h));
-    h->magic = VERBS_HELLO_MAGIC;
-    h->version = VERBS_HELLO_VERSION;
-    h->rtr = p->state >= VERBS_CONN_RTS;
-    h->ack = p->state == VERBS_CONN_READY;
-    h->src = (uint32_t)vc->super.boot->rank;
-    h->dst = (uint32_t)peer;
-    h->qpn = p->qp->qp_num;
-    sge.addr = (uintptr_t)h;
-    sge.length = sizeof(*h);
+    buf = vc->ud_buf + (size_t)(VERBS_UD_RECVS + slot) * VERBS_UD_SLOT;
+    memcpy(buf, msg, len);
+    sge.addr = (uintptr_t)buf;
+    sge.length = (uint32_t)len;
     sge.lkey = vc->ud_mr->lkey;
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = VERBS_UD_SEND_BIT | slot;
@@ -598,12 +606,38 @@ static int verbs_hello_send(verbs_chan_t *vc, int peer)
     wr.wr.ud.remote_qkey = VERBS_UD_QKEY;
     rc = ibv_post_send(vc->ud_qp, &wr, &bad);
     if (rc != 0) {
-        log_err("verbs: ibv_post_send of a HELLO to rank %d failed: %s", peer, strerror(rc));
+        log_err("verbs: ibv_post_send of a datagram to rank %d failed: %s", peer, strerror(rc));
         return ARCOLL_ERR_CHANNEL;
     }
     vc->ud_send_busy++;
-    p->hellos_sent++;
     return ARCOLL_OK;
+}
+
+/* HELLO{our QPN, rtr, ack} to the peer. Losing one is harmless (the side that
+ * is not ready retransmits), so with every send slot busy it is skipped. */
+static int verbs_hello_send(verbs_chan_t *vc, int peer)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+    verbs_hello_t h;
+    int rc;
+
+    p->hello_ns = core_time_ns();
+    memset(&h, 0, sizeof(h));
+    h.magic = VERBS_HELLO_MAGIC;
+    h.version = VERBS_HELLO_VERSION;
+    h.rtr = p->state >= VERBS_CONN_RTS;
+    h.ack = p->state == VERBS_CONN_READY;
+    h.src = (uint32_t)vc->super.boot->rank;
+    h.dst = (uint32_t)peer;
+    h.qpn = p->qp->qp_num;
+    rc = verbs_ud_send(vc, peer, &h, sizeof(h));
+    if (rc == ARCOLL_INPROGRESS) {
+        log_debug("verbs: HELLO to rank %d skipped: every UD send slot is in flight", peer);
+        return ARCOLL_OK;
+    }
+    if (rc == ARCOLL_OK)
+        p->hellos_sent++;
+    return rc;
 }
 
 /* Keep a put for a peer that is not ready; the first one opens the connection. */
@@ -729,7 +763,26 @@ static int verbs_fault_hello_lost(void)
 #define verbs_fault_hello_lost() 0
 #endif
 
-/* Retire HELLO sends, handle arrived HELLOs and give their buffers back. */
+/* A GONE notice: note that the rank exited (a peer check of it then fails). */
+static void verbs_gone_recv(verbs_chan_t *vc, const verbs_gone_t *g, uint32_t src_qp)
+{
+    boot_t *b = vc->super.boot;
+
+    if (g->version != VERBS_GONE_VERSION || g->dst != (uint32_t)b->rank ||
+        g->src >= (uint32_t)b->size || g->gone >= (uint32_t)b->size ||
+        g->src == (uint32_t)b->rank || g->gone == (uint32_t)b->rank ||
+        src_qp != vc->addrs[g->src].ud_qpn) {
+        log_warn("verbs: ignoring a malformed GONE notice from UD QP %u", src_qp);
+        return;
+    }
+    if (vc->peers[g->gone].gone_by == 0) {
+        vc->peers[g->gone].gone_by = (int)g->src + 1;
+        log_info("verbs: rank %u reports that rank %u (pid %d on its host) has exited", g->src,
+                 g->gone, g->pid);
+    }
+}
+
+/* Retire UD sends, handle arrived HELLOs and notices, give their buffers back. */
 static int verbs_ud_poll(verbs_chan_t *vc)
 {
     struct ibv_wc wc[16];
@@ -750,14 +803,16 @@ static int verbs_ud_poll(verbs_chan_t *vc)
                          ibv_wc_status_str(wc[i].status));
             continue;
         }
+        const char *msg = vc->ud_buf + (size_t)idx * VERBS_UD_SLOT + VERBS_UD_GRH;
+        uint32_t magic;
+        memcpy(&magic, msg, sizeof(magic));
         if (wc[i].status != IBV_WC_SUCCESS)
-            log_warn("verbs: a HELLO receive failed: %s", ibv_wc_status_str(wc[i].status));
+            log_warn("verbs: a UD receive failed: %s", ibv_wc_status_str(wc[i].status));
+        else if (magic == VERBS_GONE_MAGIC && wc[i].byte_len >= VERBS_UD_GRH + sizeof(verbs_gone_t))
+            verbs_gone_recv(vc, (const verbs_gone_t *)msg, wc[i].src_qp);
         else if (wc[i].byte_len >= VERBS_UD_GRH + sizeof(verbs_hello_t) &&
                  !verbs_fault_hello_lost())
-            r = verbs_hello_recv(
-                vc,
-                (const verbs_hello_t *)(vc->ud_buf + (size_t)idx * VERBS_UD_SLOT + VERBS_UD_GRH),
-                wc[i].src_qp);
+            r = verbs_hello_recv(vc, (const verbs_hello_t *)msg, wc[i].src_qp);
         if (r == ARCOLL_OK)
             r = verbs_ud_post_recv(vc, idx);
         if (rc == ARCOLL_OK)
@@ -897,14 +952,79 @@ static void verbs_stats(chan_t *c, int *qps, int *ready, size_t *reg)
     *reg = vc->reg_bytes;
 }
 
+/* A rank of this host has exited: tell every rank of the other hosts, which
+ * may be waiting for it with nothing from the transport (a write to a dead
+ * process's QP need not fail for a long time: docs/verbs.md). Best effort,
+ * once: a notice lost leaves them their timeout. */
+static void verbs_gone_tell(verbs_chan_t *vc, int gone)
+{
+    boot_t *b = vc->super.boot;
+    verbs_gone_t g;
+    int told = 0;
+
+    vc->peers[gone].gone_by = b->rank + 1;
+    memset(&g, 0, sizeof(g));
+    g.magic = VERBS_GONE_MAGIC;
+    g.version = VERBS_GONE_VERSION;
+    g.src = (uint32_t)b->rank;
+    g.gone = (uint32_t)gone;
+    g.pid = vc->pids[gone];
+    for (int r = 0; r < b->size; r++) {
+        uint64_t until = core_time_ns() + VERBS_GONE_SEND_NS;
+        int rc;
+        if (r == b->rank || vc->pids[r] > 0 || vc->peers[r].gone_by)
+            continue; /* this host's ranks see the pid themselves */
+        g.dst = (uint32_t)r;
+        /* Every slot busy: retire sends (and take arrivals) for a while. */
+        while ((rc = verbs_ud_send(vc, r, &g, sizeof(g))) == ARCOLL_INPROGRESS &&
+               core_time_ns() < until && verbs_ud_poll(vc) == ARCOLL_OK)
+            ;
+        if (rc != ARCOLL_OK) {
+            log_warn("verbs: could not tell rank %d that rank %d has exited", r, gone);
+            continue;
+        }
+        told++;
+    }
+    /* Out of our hands before the caller may return and exit. */
+    for (uint64_t until = core_time_ns() + VERBS_GONE_SEND_NS;
+         vc->ud_send_busy > 0 && core_time_ns() < until && verbs_ud_poll(vc) == ARCOLL_OK;)
+        ;
+    log_info("verbs: rank %d (pid %d, on this host) has exited: told %d ranks of other hosts", gone,
+             vc->pids[gone], told);
+}
+
+/* Every VERBS_WATCH_NS of waiting, a look at every node-mate, not only the
+ * ones this call waits for: the ranks of other hosts may wait for them. */
+static void verbs_watch(verbs_chan_t *vc)
+{
+    uint64_t now = core_time_ns();
+
+    if (now < vc->watch_ns)
+        return;
+    vc->watch_ns = now + VERBS_WATCH_NS;
+    for (int r = 0; r < vc->super.boot->size; r++)
+        if (r != vc->super.boot->rank && vc->pids[r] > 0 && !vc->peers[r].gone_by &&
+            boot_pid_gone(vc->pids[r]))
+            verbs_gone_tell(vc, r);
+}
+
 static int verbs_peer_check(chan_t *c, int peer)
 {
     verbs_chan_t *vc = (verbs_chan_t *)c;
+    int by;
 
     /* On our host we can look at the process itself: the transport may keep
      * acknowledging a dead peer's QP for a while (Soft-RoCE does). */
-    if (vc->pids[peer] > 0 && boot_pid_gone(vc->pids[peer])) {
+    verbs_watch(vc);
+    if (vc->pids[peer] > 0 && !vc->peers[peer].gone_by && boot_pid_gone(vc->pids[peer]))
+        verbs_gone_tell(vc, peer);
+    by = vc->peers[peer].gone_by - 1;
+    if (by == c->boot->rank) {
         log_err("verbs: rank %d (pid %d, on this host) has exited", peer, vc->pids[peer]);
+        return ARCOLL_ERR_PEER;
+    }
+    if (by >= 0) {
+        log_err("verbs: rank %d has exited (seen on its host by rank %d)", peer, by);
         return ARCOLL_ERR_PEER;
     }
     if (vc->peers[peer].failed) {

@@ -15,7 +15,7 @@ static int noticed;
 
 /* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
  * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
-static int zcopy_v_span(const coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
+static int zcopy_v_span(coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
                         size_t *hi)
 {
     const struct arcoll_team *t = r->team;
@@ -72,6 +72,7 @@ static int zcopy_v_start(coll_req_t *r)
         rc = coll_advertise_to(r, peer, &adv);
         if (rc != ARCOLL_OK)
             return rc;
+        r->peers[peer].tx_eager = !r->is_direct && !eng_zcopy_pick(r, a->scounts[peer]);
     }
     return ARCOLL_OK;
 }
@@ -119,6 +120,24 @@ static int zcopy_arrived(coll_req_t *r, uint32_t peer)
     return wire_load(&t->region, wire_ctrl_off(&t->layout, peer, r->bank)) == r->epoch;
 }
 
+/* alltoallv: a block that the sender's own length puts on the copy path goes
+ * at once, as alltoall's copy path does (PAP; Direct still waits for the
+ * receiver): fragment 0's header carries the length, which the receiver
+ * checks before it copies, so the advertisement is not waited for, a one-way
+ * latency less per call (docs/protocol.md §6). The block is done only once
+ * the advertisement has come and agrees: where only this direction of the
+ * pair disagrees, the receiver's refusal might otherwise come after we
+ * finished (its block to us may well be in already). */
+static int zcopy_v_eager(const coll_req_t *r, uint32_t peer)
+{
+    return r->peers[peer].tx_eager; /* zcopy_v_start */
+}
+
+static int zcopy_tx_ready(coll_req_t *r, uint32_t peer)
+{
+    return zcopy_v_eager(r, peer) || zcopy_arrived(r, peer);
+}
+
 static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
 {
     struct arcoll_team *t = r->team;
@@ -137,6 +156,14 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     size_t len = coll_tx_len(r, peer);
     int rc;
 
+    if (zcopy_v_eager(r, peer)) {
+        if (r->peers[peer].tx_frag < coll_nfrags(r, len) &&
+            (rc = coll_proto_bounce.tx(r, peer)) != 1)
+            return rc;
+        if (!coll_ctrl_read(r, peer, &adv))
+            return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
+        return adv.size == len ? 1 : coll_mismatch(r, peer, 1, adv.size);
+    }
     if (r->peers[peer].tx_frag > 0)
         return coll_proto_bounce.tx(r, peer); /* checked at fragment 0 */
     if (!coll_ctrl_read(r, peer, &adv))
@@ -180,7 +207,15 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
         if (!coll_rx_idle_check(r) || wire_load(&t->region, off) != wire_frag_word(r->epoch, 0))
             return 0;
         hdr = (const wire_slot_hdr_t *)((const char *)t->region.addr + off);
-        return hdr->size != coll_rx_len(r, peer) ? coll_mismatch(r, peer, 0, hdr->size) : 0;
+        if (hdr->size != coll_rx_len(r, peer))
+            return coll_mismatch(r, peer, 0, hdr->size);
+        /* alltoallv, the same length: the sender's path rules picked the copy
+         * path where ours picked zero-copy (rules that differ by node, say).
+         * It never takes our key (it did not wait for it): receive it here. */
+        if (r->type != COLL_ALLTOALLV)
+            return 0;
+        r->peers[peer].rx_zc = 0;
+        return coll_proto_bounce.rx(r, peer);
     }
     if (wire_done_status(w) != WIRE_ST_OK)
         return coll_mismatch(r, peer, 0, UINT64_MAX);
@@ -205,7 +240,7 @@ const coll_proto_t coll_proto_zcopy = {
     .name = "zcopy",
     .start = zcopy_start,
     .arrived = zcopy_arrived,
-    .tx_ready = zcopy_arrived,
+    .tx_ready = zcopy_tx_ready,
     .tx = zcopy_tx,
     .rx = zcopy_rx,
     .finish = zcopy_finish,

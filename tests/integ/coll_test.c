@@ -814,6 +814,63 @@ static void test_kill(arcoll_context_t ctx)
     free(r);
 }
 
+/* A rank that fails tells (docs/protocol.md §8): with ARCOLL_FAULT=fail_call
+ * (coll_test_fault) context rank 1 fails call 4 (ARCOLL_ERR_CHANNEL, as a
+ * transport error would) after 300 ms of waiting for the last rank, which
+ * comes 1 s late. Blocks of 1 MiB on the copy path: rank 1 has written only
+ * the first fragment to the late rank, which then waits for the rest from a
+ * rank that is alive and will never send it. It must fail with rank 1's error
+ * within 2 s of its arrival (ARCOLL_TIMEOUT_MS 20 s: before the failure word,
+ * it timed out). The others may have had all of rank 1's part before it
+ * failed: they succeed with their data right, or fail alike; then their next
+ * call on the team (call 5, which rank 1 answers with ARCOLL_ERR_STATE at
+ * once) must fail within 2 s too, not wait for rank 1 until the timeout
+ * (issue 40 item 3: a failure one rank saw, then another collective). */
+static void test_failtell(arcoll_context_t ctx)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t n = (size_t)ct_nranks, len = 1 << 20;
+    uint8_t *s = calloc(n, len), *r = calloc(n, len);
+    int rc = ARCOLL_OK, ok;
+    double t0, secs = 0;
+
+    ct_set(ctx, "ARCOLL_PATH", "copy");
+    for (uint64_t call = 1; call <= 4; call++) {
+        if (call == 4 && ct_rank == ct_nranks - 1)
+            usleep(1000000);
+        ct_fill(1, call, ct_rank, ct_nranks, len, s);
+        t0 = ct_now();
+        rc = arcoll_alltoall(world, s, r, len);
+        secs = ct_now() - t0;
+        if (call < 4) {
+            CHECK(rc == ARCOLL_OK, "call %llu: %s", (unsigned long long)call, arcoll_strerror(rc));
+            CHECK(ct_verify(1, call, ct_rank, ct_nranks, len, r, "failtell") == 0, "call %llu data",
+                  (unsigned long long)call);
+        }
+    }
+    ok = rc == ARCOLL_ERR_CHANNEL || (rc == ARCOLL_OK && ct_rank != 1 && ct_rank != ct_nranks - 1 &&
+                                      ct_verify(1, 4, ct_rank, ct_nranks, len, r, "failtell") == 0);
+    CHECK(ok, "call 4 returned %s, want the failed rank's error", arcoll_strerror(rc));
+    CHECK(secs < 2.0, "call 4 took %.2f s", secs);
+    if (rc == ARCOLL_OK) {
+        t0 = ct_now();
+        rc = arcoll_alltoall(world, s, r, len);
+        secs = ct_now() - t0;
+        ok = ok && rc == ARCOLL_ERR_CHANNEL;
+        CHECK(rc == ARCOLL_ERR_CHANNEL, "call 5 after a failure elsewhere returned %s",
+              arcoll_strerror(rc));
+        CHECK(secs < 2.0, "call 5 took %.2f s", secs);
+    }
+    printf("[rank %d] %s failtell: %s after %.2f s\n", ct_rank, ok && secs < 2.0 ? "TOLD" : "FAIL",
+           arcoll_strerror(rc), secs);
+    fflush(stdout);
+    /* Alive until every rank has reported: an exit would be seen by its pid
+     * (ARCOLL_ERR_PEER), not through the failure word. */
+    usleep(3000000);
+    free(s);
+    free(r);
+}
+
 /* Connections on demand: after some alltoalls with ARCOLL_ALLTOALL_ALG, this
  * rank holds exactly the RC QPs the algorithm needs (spec: one count per
  * rank, or one for all), each connected both ways, and zero-copy calls give
@@ -1075,7 +1132,11 @@ static int test_phasefault(int argc, char **argv, const arcoll_oob_t *oob)
     const char *env = getenv("ARCOLL_TIMEOUT_MS");
     const char *wr = getenv("OMPI_COMM_WORLD_RANK"), *ws = getenv("OMPI_COMM_WORLD_SIZE");
     long timeout_ms = env != NULL ? atol(env) : 60000;
-    /* The launcher's rank: mpirun's environment, or the callbacks' own. */
+    if (wr == NULL || ws == NULL) { /* srun */
+        wr = getenv("SLURM_PROCID");
+        ws = getenv("SLURM_NTASKS");
+    }
+    /* The launcher's rank: mpirun's or srun's environment, or the callbacks' own. */
     int wrank = oob != NULL ? oob->rank : wr != NULL ? atoi(wr) : 0;
     bool victim = oob != NULL ? oob->rank == oob->size - 1
                               : wr != NULL && ws != NULL && atoi(wr) == atoi(ws) - 1;
@@ -1277,8 +1338,11 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         arcoll_heap_free(heap_early);
     } else if (strcmp(mode, "heap") == 0)
         test_heap(ctx, heap_early, argc > 2 ? argv[2] : "shared");
-    else if (strcmp(mode, "kill") == 0) {
-        test_kill(ctx);
+    else if (strcmp(mode, "kill") == 0 || strcmp(mode, "failtell") == 0) {
+        if (strcmp(mode, "kill") == 0)
+            test_kill(ctx);
+        else
+            test_failtell(ctx);
         /* The team lost a rank: no collective summary is possible. */
         arcoll_finalize(ctx);
         return ct_tally.failed ? 1 : 0;

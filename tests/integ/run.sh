@@ -438,6 +438,11 @@ run zcopy-reg-fail-falls-back ok env ARCOLL_FAULT=reg_fail $MPIRUN -np 3 \
 # A rank that dies: the others must return an error, well within the timeout.
 run mpirun-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 \
     "$T/coll_test" kill
+# A rank that fails a call for a reason only it sees (a transport error, injected) tells its
+# peers through its failure word: the rank still waiting for its data fails within 2 s, not at
+# the 20 s timeout, although the failed rank stays alive (docs/protocol.md §8).
+run failtell-4 lines 4 "TOLD failtell: " timeout 60 env ARCOLL_TIMEOUT_MS=20000 \
+    ARCOLL_FAULT=fail_call $MPIRUN -np 4 "$T/coll_test_fault" failtell
 # Faults outside the data path (docs/reliability.md): every surviving rank ends within
 # ARCOLL_TIMEOUT_MS (+ 5 s, checked by coll_test; timeout 30 proves no hang). A setting that
 # does not parse on rank 1 only, and one that differs on rank 1 only, fail every rank naming it.

@@ -127,6 +127,23 @@ s() {
 }
 s srun-pmix-4-bench 4 "$B/bin/arcoll-bench" -m 1:16k -i 20 -x 2 -M 0,16 -c -q
 s srun-pmix-3-coll-test 3 "$B/tests/coll_test" matrix
+# A rank SIGKILLed in an alltoall: slurmstepd kills the whole step about 1 s after the death and
+# tells the survivors nothing through PMIx (docs/reliability.md, "A peer that dies"), so each of
+# the two survivors must report PEER, on its own, before then (ARCOLL_TIMEOUT_MS is 20 s).
+name=srun-pmix-3-kill-seen
+if [ -z "$FILTER" ] || [[ $name == *$FILTER* ]]; then
+    start=$SECONDS
+    timeout 60 srun --mpi=pmix -n 3 -O env ARCOLL_TIMEOUT_MS=20000 "$B/tests/coll_test" \
+        phasefault alltoall kill >"$LOG/$name.log" 2>&1
+    timing_add "$name" $((SECONDS - start))
+    seen=$(grep -c "KILL-OK phasefault alltoall: PEER (.*) after [01]\.[0-9]* s$" "$LOG/$name.log")
+    if [ "$seen" = 2 ]; then
+        verdict PASS "$name" "$(grep -o 'PEER (.*) after [0-9.]* s' "$LOG/$name.log" | sed 's/ (.*)//' | paste -sd,)"
+    else
+        verdict FAIL "$name" "($seen of 2 survivors reported PEER within 2 s; $LOG/$name.log)"
+        tail -n 15 "$LOG/$name.log" | sed 's/^/    /'
+    fi
+fi
 # Open MPI programs start under srun --mpi=pmix too: the shim on a Slurm-launched job.
 SHIM=$B/lib/libarcoll_mpi.so
 if [ -e "$SHIM" ]; then
