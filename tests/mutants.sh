@@ -25,6 +25,8 @@ MUTANTS=(
     "mismatch|src/core/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
     # A rank that fails a call no longer tells its peers (failure word): they wait for it.
     "fail-word|src/core/engine.c|s/    if \(t->fail_told /    if (1 \x7c\x7c t->fail_told /|tests/integ/run.sh build failtell-4"
+    # A 0-byte call does not read the failure words: the 0-byte rank never learns of its mismatch.
+    "noop-word|src/core/engine.c|s/if \(f != 0 && wire_fail_num\(f\)/if (0 \&\& f != 0 \&\& wire_fail_num(f)/|tests/integ/run.sh build mpirun-3-vbad"
     # GONE notices are never sent: across the link a killed rank is seen only at the timeout.
     "gone-notice|src/verbs/verbs_chan.c|s/g\.dst = \(uint32_t\)r;/continue;/|env VMBED_ONLY=pair_fault_alltoall_kill tests/vm/run.sh build pair"
     # Named segments are never unlinked: names stay behind in /dev/shm.

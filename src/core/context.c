@@ -17,20 +17,9 @@
 #define CORE_CTX_MAGIC  0x6172636f6c6c4358ULL
 #define CORE_TEAM_MAGIC 0x6172636f6c6c544dULL
 
-#ifdef ARCOLL_FAULTS
-int wire_fault_one_bank;
-int wire_fault_no_epoch;
-int wire_fault_reg_fail;
-int wire_fault_bad_rkey;
-int wire_fault_hello_drop;
-int wire_fault_heapmr_fail;
-#endif
-
-/* Live contexts: handles are checked against this list so that a call after
- * arcoll_finalize is an error, not a use after free. */
-struct arcoll_context *core_live;
-unsigned core_nactive;
-
+/* Live contexts (core_live, the engine's progress registry): handles are
+ * checked against that list so that a call after arcoll_finalize is an
+ * error, not a use after free. */
 int core_ctx_check(arcoll_context_t ctx, const char *what)
 {
     for (struct arcoll_context *c = core_live; c != NULL; c = c->next)
@@ -92,6 +81,10 @@ void core_team_free(struct arcoll_team *t)
     c = t->ctx->chan;
     for (unsigned i = 0; i < ARCOLL_MAX_INFLIGHT; i++)
         eng_sched_release(&t->reqs[i]);
+    if (t->hier != NULL) { /* the masters' team, made here with the hier */
+        core_team_free(t->hier->xteam);
+        t->hier->xteam = NULL;
+    }
     hier_free(t);
     for (uint32_t j = 0; t->peer_region != NULL && j < t->size; j++)
         if (j != t->rank && t->peer_region[j].rkey.kind != 0)
@@ -752,19 +745,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     }
     core_log_level = ctx->cfg.log_level;
 #ifdef ARCOLL_FAULTS
-    {
-        const char *f = getenv("ARCOLL_FAULT");
-        wire_fault_no_epoch = f != NULL && strstr(f, "no_epoch") != NULL;
-        wire_fault_one_bank = f != NULL && strstr(f, "one_bank") != NULL;
-        wire_fault_reg_fail = f != NULL && strstr(f, "reg_fail") != NULL;
-        wire_fault_heapmr_fail = f != NULL && strstr(f, "heapmr_fail") != NULL;
-        wire_fault_bad_rkey = f != NULL && strstr(f, "bad_rkey") != NULL;
-        eng_fault_fail_call = f != NULL && strstr(f, "fail_call") != NULL;
-        wire_fault_hello_drop = f == NULL                             ? 0
-                                : strstr(f, "hello_drop_all") != NULL ? 2
-                                : strstr(f, "hello_drop") != NULL     ? 1
-                                                                      : 0;
-    }
+    core_faults_set(getenv("ARCOLL_FAULT"));
 #endif
 
     /* A rank with a bad setting bootstraps all the same: core_init_agree. */
@@ -1454,27 +1435,47 @@ const char *arcoll_config_get(arcoll_context_t ctx, const char *name)
     return core_config_get(&ctx->cfg, name, ctx->cfgbuf, sizeof(ctx->cfgbuf));
 }
 
+/* Registrations, public API (docs in arcoll.h; the memory layer, zcopy/zmem.c, does it). */
+
+int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *out)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_register");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (out == NULL || (addr == NULL && len > 0) || len == 0) {
+        log_err("arcoll_mem_register: %s", out == NULL ? "handle pointer is NULL"
+                                           : len == 0  ? "length is 0"
+                                                       : "address is NULL");
+        return ARCOLL_ERR_INVALID;
+    }
+    return zmem_pin(ctx, addr, len, out);
+}
+
+int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_deregister");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    if (zmem_unpin_user(ctx, mem))
+        return ARCOLL_OK;
+    log_err("arcoll_mem_deregister: %p is not a registration of this context", (void *)mem);
+    return ARCOLL_ERR_INVALID;
+}
+
+int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len)
+{
+    int rc = core_ctx_check(ctx, "arcoll_mem_invalidate");
+
+    if (rc != ARCOLL_OK)
+        return rc;
+    zmem_invalidate(ctx, addr, len);
+    return ARCOLL_OK;
+}
+
 const char *arcoll_last_error(arcoll_context_t ctx)
 {
     (void)ctx;
     return core_error_last();
-}
-
-const char *arcoll_strerror(int status)
-{
-    switch (status) {
-    case ARCOLL_OK: return "success";
-    case ARCOLL_INPROGRESS: return "in progress";
-    case ARCOLL_ERR_INVALID: return "invalid argument";
-    case ARCOLL_ERR_NOMEM: return "out of memory";
-    case ARCOLL_ERR_TIMEOUT: return "timed out waiting for a peer";
-    case ARCOLL_ERR_PEER: return "a peer process is gone";
-    case ARCOLL_ERR_MISMATCH: return "message sizes differ across ranks";
-    case ARCOLL_ERR_UNSUPPORTED: return "not supported";
-    case ARCOLL_ERR_BOOTSTRAP: return "bootstrap (PMIx or out-of-band) failure";
-    case ARCOLL_ERR_CHANNEL: return "transport failure";
-    case ARCOLL_ERR_STATE: return "invalid state (not initialized, finalized, busy or failed)";
-    case ARCOLL_ERR_CONFIG: return "invalid configuration";
-    default: return "unknown status";
-    }
 }

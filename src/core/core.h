@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/hier.h"
 #include "core/req.h"
+#include "core/util.h"
 #include "core/wire.h"
 #include "zcopy/zmem.h"
 
@@ -81,11 +82,10 @@ struct arcoll_context {
 
 /* Live contexts (newest first) and the calls in flight in all of them: a
  * rank waiting for one call must progress the others too, on every team and
- * context, since a peer may be blocked in any of them (MPI's progress rule). */
+ * context, since a peer may be blocked in any of them (MPI's progress rule).
+ * The engine's progress registry (engine.c); context.c links contexts. */
 extern struct arcoll_context *core_live;
 extern unsigned core_nactive;
-
-uint64_t core_time_ns(void);
 /* Is ctx a live context? Logs "what: ..." if not. */
 int core_ctx_check(struct arcoll_context *ctx, const char *what);
 int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct arcoll_team **out);

@@ -19,13 +19,10 @@
 
 #define COLL_CHECK_NS 100000000ULL /* peer liveness checks: every 100 ms of waiting */
 
-uint64_t core_time_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+/* The progress registry (core.h): the live contexts, which the context code
+ * links in and out, and the calls in flight over all of them. */
+struct arcoll_context *core_live;
+unsigned core_nactive;
 
 uint64_t eng_time_ns(const struct arcoll_context *ctx)
 {
@@ -281,7 +278,6 @@ static int coll_other_call(const coll_req_t *r, uint32_t peer, uint64_t *num)
                      wire_load(&t->region, wire_cred_off(l, peer, r->bank)) >> 32};
 
 #ifdef ARCOLL_FAULTS
-    extern int wire_fault_no_epoch, wire_fault_one_bank;
     if (wire_fault_no_epoch || wire_fault_one_bank)
         return 0; /* tests of the epochs and banks themselves: let them show */
 #endif
@@ -440,15 +436,16 @@ static void coll_list_peers(coll_req_t *r, int want_rx, char *buf, size_t len)
 /* This rank serves neither call num of the team nor later ones: say so in
  * every peer's region (the failure word), so that a peer waiting for us, or
  * for a rank that waits for us, fails at its next check instead of at its
- * timeout (docs/protocol.md §8). A size mismatch has its own refusals. Only
- * over ready links (as the 0-byte notes): a notice must not need a
- * connection this rank would no longer progress. Best effort. */
+ * timeout, and a rank whose 0-byte call met data elsewhere learns it at its
+ * next call (docs/protocol.md §8). Only over ready links (as the 0-byte
+ * notes): a notice must not need a connection this rank would no longer
+ * progress. Best effort. */
 static void eng_fail_tell(struct arcoll_team *t, uint64_t num, int rc)
 {
     chan_t *c = t->ctx->chan;
     uint64_t w = wire_fail_word(num, rc);
 
-    if (t->fail_told || rc == ARCOLL_ERR_MISMATCH || rc >= 0)
+    if (t->fail_told || rc >= 0)
         return;
     t->fail_told = 1;
     for (uint32_t i = 1; i < t->size; i++) {
@@ -481,13 +478,10 @@ static int coll_peer_failed(const coll_req_t *r, uint32_t *peer, int *rc)
     return 0;
 }
 
-#ifdef ARCOLL_FAULTS
-/* ARCOLL_FAULT=fail_call: context rank 1 fails (ARCOLL_ERR_CHANNEL) the first
- * call that has waited 300 ms, as a transport error would: its peers must
- * learn it from its failure word (tests: coll_test failtell). Set at init. */
-int eng_fault_fail_call;
-#endif
-
+/* ARCOLL_FAULT=fail_call (core/util.h): context rank 1 fails
+ * (ARCOLL_ERR_CHANNEL) the first call that has waited 300 ms, as a transport
+ * error would: its peers must learn it from its failure word (coll_test
+ * failtell). */
 static int coll_slow_path(coll_req_t *r, uint64_t now)
 {
     struct arcoll_team *t = r->team;
@@ -653,6 +647,22 @@ int eng_noop(struct arcoll_team *t)
         rc = c->ops->put_u64(c, cr, w, &t->peer_region[peer], wire_note_off(&t->layout, t->rank));
         if (rc != ARCOLL_OK)
             return rc;
+    }
+    /* It waits for nobody, but a peer that failed this call or an earlier
+     * one (its failure word) will not take part in it either: the 0-byte
+     * call of a rank whose earlier 0-byte call met data elsewhere fails here,
+     * as does any call on a team that failed on another rank. */
+    for (uint32_t p = 0; p < t->size; p++) {
+        uint64_t f = p == t->rank ? 0 : wire_load(&t->region, wire_fail_off(&t->layout, p));
+        if (f != 0 && wire_fail_num(f) <= ((t->seq + t->noops) & (UINT64_MAX >> 8))) {
+            log_err("a 0-byte call (call %llu of this team): team rank %u failed its call %llu "
+                    "(%s), so the team's calls no longer line up",
+                    (unsigned long long)(t->seq + t->noops), p,
+                    (unsigned long long)wire_fail_num(f), arcoll_strerror(wire_fail_rc(f)));
+            t->failed = wire_fail_rc(f);
+            eng_fail_tell(t, t->seq + t->noops, t->failed);
+            return t->failed;
+        }
     }
     return ARCOLL_OK;
 }

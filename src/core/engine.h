@@ -69,7 +69,6 @@ static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
 #define COLL_PRIV(r, type) \
     ((type *)(void *)((r)->priv + 0 * sizeof(char[sizeof(type) <= COLL_PRIV_BYTES ? 1 : -1])))
 
-uint64_t core_time_ns(void);
 /* The context's clock: its channel's if it keeps one (the simulator's virtual
  * time), else core_time_ns(). Timeouts and liveness checks read this. */
 uint64_t eng_time_ns(const struct arcoll_context *ctx);
@@ -244,9 +243,5 @@ void eng_sched_drop_peer(coll_req_t *r, uint32_t p);
 void eng_sched_reject_pending(coll_req_t *r);
 /* Free a request slot's schedule state (team teardown). */
 void eng_sched_release(coll_req_t *r);
-
-#ifdef ARCOLL_FAULTS
-extern int eng_fault_fail_call; /* ARCOLL_FAULT=fail_call (engine.c) */
-#endif
 
 #endif

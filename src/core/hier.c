@@ -222,7 +222,7 @@ void hier_free(struct arcoll_team *t)
 
     if (h == NULL)
         return;
-    core_team_free(h->xteam);
+    /* h->xteam is a team: core_team_free freed it first. */
     if (h->pin != NULL)
         zmem_unpin(t->ctx, h->pin);
     smp_seg_free(&h->seg);

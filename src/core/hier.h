@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/util.h"
 #include "smp/smp_seg.h"
 
 #define HIER_NONE UINT32_MAX
@@ -126,10 +127,6 @@ static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 {
     return hier_word(h, h->lay.off_arrive + (uint64_t)s * 64);
 }
-
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_no_epoch;
-#endif
 
 /* The size hier_arrived reports for a local rank whose call there is not
  * ours (its team call number differs: a 0-byte call on one side). */

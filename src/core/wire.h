@@ -27,6 +27,7 @@
 
 #include "arcoll.h"
 #include "core/chan.h"
+#include "core/util.h"
 
 #define WIRE_LINE  64
 #define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT) /* the most banks: window ARCOLL_MAX_INFLIGHT */
@@ -78,7 +79,6 @@ _Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "adverti
 static inline unsigned wire_bank(uint64_t epoch, unsigned banks)
 {
 #ifdef ARCOLL_FAULTS
-    extern int wire_fault_one_bank;
     if (wire_fault_one_bank)
         return 0;
 #endif

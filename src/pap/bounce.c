@@ -7,10 +7,6 @@
 #include "core/engine.h"
 #include "core/log.h"
 
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_no_epoch;
-#endif
-
 /* Bytes of fragment k of a len-byte block. */
 static size_t bounce_frag_len(const coll_req_t *r, size_t len, uint32_t k)
 {

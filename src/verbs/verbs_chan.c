@@ -29,8 +29,8 @@
 
 #include "core/chan.h"
 #include "core/config.h"
-#include "core/core.h"
 #include "core/log.h"
+#include "core/util.h"
 #include "verbs/verbs.h"
 
 enum { VERBS_KIND_MR = 0x10 };
@@ -752,7 +752,6 @@ static int verbs_ud_post_recv(verbs_chan_t *vc, uint32_t idx)
 /* ARCOLL_FAULT=hello_drop: lose every other arriving HELLO (retransmission must
  * still connect); hello_drop_all: lose them all (the call must time out and
  * name the silent peer). */
-extern int wire_fault_hello_drop;
 
 static int verbs_fault_hello_lost(void)
 {

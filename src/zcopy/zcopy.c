@@ -7,10 +7,6 @@
 #include "core/engine.h"
 #include "core/log.h"
 
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_reg_fail, wire_fault_bad_rkey;
-#endif
-
 static int noticed;
 
 /* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
@@ -72,7 +68,10 @@ static int zcopy_v_start(coll_req_t *r)
         rc = coll_advertise_to(r, peer, &adv);
         if (rc != ARCOLL_OK)
             return rc;
-        r->peers[peer].tx_eager = !r->is_direct && !eng_zcopy_pick(r, a->scounts[peer]);
+        /* Not after the split's partial exchanges: there the bank may still be
+         * read (protocol.md §5, which this advertisement-first write keeps safe). */
+        r->peers[peer].tx_eager =
+            !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, a->scounts[peer]);
     }
     return ARCOLL_OK;
 }

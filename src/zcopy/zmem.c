@@ -38,10 +38,6 @@ static int zmem_reg_cb(void *arg, void *addr, size_t len, void **handle)
     return zmem_reg_as(arg, 0, addr, len, handle);
 }
 
-#ifdef ARCOLL_FAULTS
-extern int wire_fault_heapmr_fail;
-#endif
-
 /* The heap MR's pinned prefix (tests: ARCOLL_FAULT=heapmr_fail makes it fail). */
 static int zmem_reg_heap_cb(void *arg, void *addr, size_t len, void **handle)
 {
@@ -223,46 +219,19 @@ void zmem_resources(struct arcoll_context *ctx, arcoll_resources_t *out)
     out->heap_mr_odp = hs.top != 0 && ctx->heapmr_odp;
 }
 
-/* Public API: docs in arcoll.h. */
-
-int arcoll_mem_register(arcoll_context_t ctx, void *addr, size_t len, arcoll_mem_t *out)
+int zmem_unpin_user(struct arcoll_context *ctx, struct arcoll_mem *mem)
 {
-    int rc = core_ctx_check(ctx, "arcoll_mem_register");
-
-    if (rc != ARCOLL_OK)
-        return rc;
-    if (out == NULL || (addr == NULL && len > 0) || len == 0) {
-        log_err("arcoll_mem_register: %s", out == NULL ? "handle pointer is NULL"
-                                           : len == 0  ? "length is 0"
-                                                       : "address is NULL");
-        return ARCOLL_ERR_INVALID;
-    }
-    return zmem_pin(ctx, addr, len, out);
-}
-
-int arcoll_mem_deregister(arcoll_context_t ctx, arcoll_mem_t mem)
-{
-    int rc = core_ctx_check(ctx, "arcoll_mem_deregister");
-
-    if (rc != ARCOLL_OK)
-        return rc;
     for (struct arcoll_mem *m = ctx->user_mems; m != NULL; m = m->next) {
         if (m == mem) {
             zmem_unpin(ctx, mem);
-            return ARCOLL_OK;
+            return 1;
         }
     }
-    log_err("arcoll_mem_deregister: %p is not a registration of this context", (void *)mem);
-    return ARCOLL_ERR_INVALID;
+    return 0;
 }
 
-int arcoll_mem_invalidate(arcoll_context_t ctx, void *addr, size_t len)
+void zmem_invalidate(struct arcoll_context *ctx, void *addr, size_t len)
 {
-    int rc = core_ctx_check(ctx, "arcoll_mem_invalidate");
-
-    if (rc != ARCOLL_OK)
-        return rc;
     if (len > 0)
         regcache_invalidate(ctx->regcache, addr, len);
-    return ARCOLL_OK;
 }

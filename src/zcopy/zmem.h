@@ -31,6 +31,10 @@ void zmem_put(struct arcoll_context *ctx, zmem_ref_t *ref);
  * for the library's own node segments); zmem_get then finds it. */
 int zmem_pin(struct arcoll_context *ctx, void *addr, size_t len, struct arcoll_mem **out);
 void zmem_unpin(struct arcoll_context *ctx, struct arcoll_mem *m);
+/* zmem_unpin if mem is one of the context's user registrations: 1, else 0. */
+int zmem_unpin_user(struct arcoll_context *ctx, struct arcoll_mem *mem);
+/* The program changed the mapping of [addr, addr+len): drop cached registrations there. */
+void zmem_invalidate(struct arcoll_context *ctx, void *addr, size_t len);
 /* The registration counters of arcoll_context_resources. */
 void zmem_resources(struct arcoll_context *ctx, arcoll_resources_t *out);
 
