@@ -486,7 +486,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_NAMES := config tune profile
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
-FUZZ_LIB_SRC := src/core/config.c src/core/size.c src/core/tune.c src/core/log.c src/core/textio.c \
+FUZZ_LIB_SRC := src/core/config.c src/core/algs.c src/core/size.c src/core/tune.c src/core/log.c src/core/textio.c \
 	src/core/pap_stats.c
 FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)

@@ -34,6 +34,15 @@
 
 #define CORE_ALG_ENUM(id, name, colls) CORE_ALG_##id,
 
+/* Algorithms: the list above, then auto (by size and job shape from the
+ * tuning table). */
+enum { CORE_ALG_LIST(CORE_ALG_ENUM) CORE_ALG_AUTO, CORE_ALG_COUNT };
+
+/* "pap", "sa", ... for a CORE_ALG_* value (algs.c). */
+const char *core_alg_name(int alg);
+/* Does the algorithm serve the collective (COLL_* of core/req.h)? auto serves all. */
+int core_alg_serves(int alg, int coll);
+
 /* The one list of collectives: its coll_type_t (core/req.h), its name in settings
  * (ARCOLL_<NAME>_ALG, ARCOLL_TUNE), its name in logs and profiles, and its ALGS_* bit. */
 #define CORE_COLL_LIST(X)                                                   \

@@ -29,10 +29,8 @@ static const char *const cfg_channels[] = {"smp", "verbs", "sim", NULL};
 /* The names of core/algs.h's list (the index is the CORE_ALG_* value), then
  * auto; core_config_set refuses one that does not serve the variable's
  * collective. */
-#define CFG_ALG_NAME(id, name, colls)  #name,
-#define CFG_ALG_COLLS(id, name, colls) colls,
+#define CFG_ALG_NAME(id, name, colls) #name,
 static const char *const cfg_algs[] = {CORE_ALG_LIST(CFG_ALG_NAME) "auto", NULL};
-static const unsigned cfg_alg_colls[] = {CORE_ALG_LIST(CFG_ALG_COLLS) ALGS_ALL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
@@ -46,17 +44,6 @@ static const char *const cfg_device_form[] = {"name[:port]", NULL};
 static const char *const cfg_profile_form[] = {"FILE", NULL};
 
 #define CFG_OFF(f) offsetof(core_config_t, f)
-
-const char *core_alg_name(int alg)
-{
-    return alg >= 0 && alg < CORE_ALG_COUNT ? cfg_algs[alg] : "?";
-}
-
-int core_alg_serves(int alg, int coll)
-{
-    return alg >= 0 && alg < CORE_ALG_COUNT && coll >= 0 && coll < 6 &&
-           (cfg_alg_colls[alg] & (1u << coll)) != 0;
-}
 
 static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_CHANNEL", CFG_ENUM, CFG_OFF(channel), cfg_channels, "smp", 0, 0, 1,
@@ -282,17 +269,17 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
         if (rc == ARCOLL_OK && !core_alg_serves(*slot, c)) {
             char allowed[256];
             size_t used = 0;
-            int bad = *slot;
+            int bad = *slot, a2a_only = core_alg_serves(bad, 0);
             *slot = old;
+            for (int k = 1; k < 6; k++)
+                a2a_only &= !core_alg_serves(bad, k);
             allowed[0] = '\0';
             for (int a = 0; a < CORE_ALG_COUNT && used + 16 < sizeof(allowed); a++)
                 if (core_alg_serves(a, c))
                     used += (size_t)snprintf(allowed + used, sizeof(allowed) - used, "%s%s",
                                              used ? ", " : "", cfg_algs[a]);
             log_err("%s=%s: that algorithm is %s (allowed: %s)", name, value,
-                    cfg_alg_colls[bad] == ALGS_A2A ? "alltoall-only"
-                                                   : "not one of this collective's",
-                    allowed);
+                    a2a_only ? "alltoall-only" : "not one of this collective's", allowed);
             return ARCOLL_ERR_CONFIG;
         }
         return rc;

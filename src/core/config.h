@@ -7,12 +7,10 @@
 #include <stdint.h>
 
 #include "core/algs.h"
+#include "core/size.h"
 #include "core/tune.h"
 
 enum { CORE_CHANNEL_SMP, CORE_CHANNEL_VERBS, CORE_CHANNEL_SIM };
-/* Algorithms: the one list of core/algs.h, then auto (by size and job shape
- * from the tuning table). */
-enum { CORE_ALG_LIST(CORE_ALG_ENUM) CORE_ALG_AUTO, CORE_ALG_COUNT };
 enum { CORE_PATH_COPY, CORE_PATH_ZCOPY, CORE_PATH_AUTO };
 enum { CORE_CMA_AUTO, CORE_CMA_OFF };
 /* auto is resolved at init to memfd or named (smp/smp_seg.h) */
@@ -80,11 +78,5 @@ uint64_t core_config_digest(const core_config_t *cfg);
 size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **names, size_t max);
 /* Print the table of variables (name, value, allowed, description). */
 void core_config_print(const core_config_t *cfg, void *file);
-/* "pap", "sa", ... for a CORE_ALG_* value. */
-const char *core_alg_name(int alg);
-/* Does the algorithm serve the collective (COLL_* of core/req.h)? auto serves all. */
-int core_alg_serves(int alg, int coll);
-/* Parse "64k", "1M", "4096" (bytes); 0 on success. */
-int core_config_parse_size(const char *s, size_t *out);
 
 #endif

@@ -1,11 +1,11 @@
-/* core_config_parse_size (core/config.h), alone in its object: the heap's
+/* core_config_parse_size (core/size.h), alone in its object: the heap's
  * preload library (src/preload) links it without the rest of the settings. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/config.h"
+#include "core/size.h"
 
 int core_config_parse_size(const char *s, size_t *out)
 {

@@ -9,10 +9,11 @@
 #include <strings.h>
 
 #include "arcoll.h"
-#include "core/config.h"
+#include "core/algs.h"
 #include "core/core.h"
 #include "core/hier.h"
 #include "core/log.h"
+#include "core/size.h"
 #include "core/textio.h"
 
 /*
