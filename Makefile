@@ -25,14 +25,21 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(OPT) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread -lm $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(filter-out src/heap/heap_none.c,$(wildcard src/core/*.c src/smp/*.c src/pap/*.c \
-	src/nonleader/*.c src/zcopy/*.c src/verbs/*.c src/recdbl/*.c src/sloav/*.c src/heap/*.c \
-	src/sim/*.c)) $(wildcard bootstrap/*.c)
+# The library's sources: one directory per layer (docs/architecture.md; scripts/layers.sh
+# checks that each calls only the layers below it).
+# The scale simulator's channel and driver (src/chan/sim) are a library of their own,
+# libarcoll_sim.a, linked whole by arcoll-sim and the tests that run it (docs/scale.md).
+SIM_SRC := $(wildcard src/chan/sim/*.c)
+LIB_SRC := $(filter-out src/mem/heap_none.c $(SIM_SRC),$(wildcard src/util/*.c bootstrap/*.c \
+	src/chan/*/*.c src/mem/*.c src/config/*.c src/engine/*.c src/alg/*/*.c src/dispatch/*.c \
+	src/api/*.c))
+SIMLIB := $(BUILD)/lib/libarcoll_sim.a
+SIM_LINK = -Wl,--whole-archive $(SIMLIB) -Wl,--no-whole-archive
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # libarcoll_nh.so: the same objects without the node heap's jemalloc (heap.o, whose
-# initial-exec TLS marks a library STATIC_TLS) but src/heap/heap_none.c, for a library opened
+# initial-exec TLS marks a library STATIC_TLS) but src/mem/heap_none.c, for a library opened
 # late with dlopen: the Open MPI component (docs/embedding.md, "The Open MPI component").
-NH_OBJ := $(filter-out $(BUILD)/obj/src/heap/heap.o,$(LIB_OBJ)) $(BUILD)/obj/src/heap/heap_none.o
+NH_OBJ := $(filter-out $(BUILD)/obj/src/mem/heap.o,$(LIB_OBJ)) $(BUILD)/obj/src/mem/heap_none.o
 NH_SONAME := libarcoll_nh.so.$(SOMAJOR)
 NH_SHLIB := $(BUILD)/lib/libarcoll_nh.so.$(VERSION)
 FAULT_OBJ := $(LIB_SRC:%.c=$(BUILD)/fault/%.o)
@@ -79,8 +86,8 @@ $(BUILD)/fault/%.o: %.c
 # object whose symbols are then all made local but heap.c's own: libarcoll exports no malloc
 # and changes no program's allocator by being linked (docs/heap.md).
 JEMALLOC_A ?= $(shell pkg-config --variable=libdir jemalloc 2>/dev/null)/libjemalloc_pic.a
-$(BUILD)/obj/src/heap/heap.o $(BUILD)/fault/src/heap/heap.o: $(BUILD)/%/src/heap/heap.o: \
-		src/heap/heap.c
+$(BUILD)/obj/src/mem/heap.o $(BUILD)/fault/src/mem/heap.o: $(BUILD)/%/src/mem/heap.o: \
+		src/mem/heap.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $< (+ jemalloc, local)")
 	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.own.o
@@ -112,6 +119,11 @@ $(STLIB): $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(SIMLIB): $(SIM_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(FAULTLIB): $(FAULT_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  AR      $@")
@@ -127,18 +139,18 @@ LINK_SHARED = -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -larcoll
 # The preloadable malloc of the node heap (docs/heap.md): exports malloc & co, over libarcoll.
 # The same code is in the PMPI shim, with ARCOLL_HEAP=auto and ARCOLL_HEAP_MIN=1k by default.
 PRELOAD_SRC := src/preload/heap_preload.c
-PRELOAD_DEP := $(PRELOAD_SRC) src/preload/heap_preload.h src/heap/heap.h include/arcoll.h \
-	$(BUILD)/obj/src/core/size.o $(BUILD)/obj/src/heap/slot.o
-PRELOAD_OBJ := $(BUILD)/obj/src/core/size.o $(BUILD)/obj/src/heap/slot.o
+PRELOAD_DEP := $(PRELOAD_SRC) src/preload/heap_preload.h src/mem/heap.h include/arcoll.h \
+	$(BUILD)/obj/src/util/size.o $(BUILD)/obj/src/mem/slot.o
+PRELOAD_OBJ := $(BUILD)/obj/src/util/size.o $(BUILD)/obj/src/mem/slot.o
 $(BUILD)/lib/libarcoll_heap.so: $(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -shared $(PRELOAD_SRC) $(PRELOAD_OBJ) -o $@ \
 		$(LINK_SHARED) -ldl $(EXTRA_LDFLAGS)
 
-BENCH_SRC := bench/arcoll_bench.c bench/bench_stats.c
-$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h tests/lib/tl.h \
-		$(TL_LIB) $(BUILD)/lib/libarcoll.so
+BENCH_SRC := bench/arcoll_bench.c bench/bench_out.c bench/bench_opts.c bench/bench_stats.c
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/arcoll_bench.h bench/bench_stats.h bench/bench_clock.h \
+		tests/lib/tl.h $(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -Itests/lib $(BENCH_SRC) -o $@ $(TL_LIB) \
@@ -150,8 +162,8 @@ MPICC ?= mpicc
 BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
 all: $(BENCH_MPI)
 
-$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench_stats.h bench/bench_clock.h tests/lib/tl.h \
-		$(TL_LIB) $(BUILD)/lib/libarcoll.so
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/arcoll_bench.h bench/bench_stats.h \
+		bench/bench_clock.h tests/lib/tl.h $(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \
 		$(if $(Q),echo "  LINK    $@";) \
@@ -182,13 +194,13 @@ all: $(SHIM)
 
 # The shim carries the node heap's malloc (ARCOLL_HEAP=auto: only in MPI ranks, blocks of 1 KiB
 # or more): one preloaded library is the whole fast path (docs/heap.md).
-$(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c $(MPI_COMMON) include/arcoll_mpi.h \
-		$(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
+$(BUILD)/lib/libarcoll_mpi.so: src/mpi/arcoll_pmpi.c src/mpi/pmpi_fortran.c src/mpi/pmpi_int.h \
+		$(MPI_COMMON) include/arcoll_mpi.h $(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS_ALL) -fvisibility=default -shared $< \
-		src/mpi/arcoll_mpi_common.c -DPRE_DEF_MODE='"auto"' -DPRE_DEF_MIN=1024 $(PRELOAD_SRC) \
-		$(PRELOAD_OBJ) -o $@ $(LINK_SHARED) -ldl
+		src/mpi/pmpi_fortran.c src/mpi/arcoll_mpi_common.c -DPRE_DEF_MODE='"auto"' \
+		-DPRE_DEF_MIN=1024 $(PRELOAD_SRC) $(PRELOAD_OBJ) -o $@ $(LINK_SHARED) -ldl
 
 # The MPI test programs take their data patterns and verdicts from tests/lib (plain C).
 # -rdynamic: ARCOLL_PROFILE names the test's functions as call sites.
@@ -290,8 +302,8 @@ all: $(or $(OMPI_COMPONENT),ompi-component-skip) $(OMPI_CTEST)
 ompi-component-skip:
 	@echo "  SKIP    mca_coll_arcoll.so: no Open MPI internal headers (ompi/mca/coll/coll.h; Debian package libopenmpi-dev)"
 
-$(BUILD)/lib/openmpi/mca_coll_arcoll.so: src/ompi/coll_arcoll.c $(MPI_COMMON) include/arcoll_mpi.h \
-		$(BUILD)/lib/libarcoll_nh.so
+$(BUILD)/lib/openmpi/mca_coll_arcoll.so: src/mpi/ompi/coll_arcoll.c $(MPI_COMMON) \
+		include/arcoll_mpi.h $(BUILD)/lib/libarcoll_nh.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -isystem $(OMPI_INC) -isystem $(OMPI_INC)/openmpi -shared $< \
@@ -342,18 +354,18 @@ $(BUILD)/bin/arcoll-chanperf: bench/arcoll_chanperf.c bench/bench_stats.c bench/
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< bench/bench_stats.c -o $@ $(STLIB) $(LDLIBS_ALL)
 
-# The scale simulator (docs/scale.md): its driver and model channel are internal (src/sim).
-$(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c tests/lib/tl.h $(TL_LIB) $(STLIB)
+# The scale simulator (docs/scale.md): its driver and model channel are internal (src/chan/sim).
+$(BUILD)/bin/arcoll-sim: tools/arcoll_sim.c tests/lib/tl.h $(TL_LIB) $(SIMLIB) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(SIM_LINK) $(STLIB) $(LDLIBS_ALL)
 
 $(BUILD)/bin/arcoll_info: tools/arcoll_info.c $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(STLIB) $(LDLIBS_ALL)
 
-# Summary of an ARCOLL_PROFILE run (docs/profiling.md); its arithmetic is src/core/pap_stats.c,
+# Summary of an ARCOLL_PROFILE run (docs/profiling.md); its arithmetic is src/api/pap_stats.c,
 # its reader tools/pap_report.c (which the fuzz harness fuzz_profile calls too).
 $(BUILD)/bin/arcoll-pap-report: tools/arcoll_pap_report.c tools/pap_report.c tools/pap_report.h \
 		$(STLIB)
@@ -380,11 +392,11 @@ $(TL_LIB): $(TL_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The algorithm matrix in one process (tests/matrix/sim_matrix.c): every algorithm of the list
-# (src/core/algs.h) x the collectives it serves x sizes x team shapes over the simulated channel.
-$(BUILD)/tests/sim_matrix: tests/matrix/sim_matrix.c $(TL_LIB) $(STLIB)
+# (src/config/algs.h) x the collectives it serves x sizes x team shapes over the simulated channel.
+$(BUILD)/tests/sim_matrix: tests/matrix/sim_matrix.c $(TL_LIB) $(SIMLIB) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(STLIB) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests/lib $< -o $@ $(TL_LIB) $(SIM_LINK) $(STLIB) $(LDLIBS_ALL)
 
 # libarcoll_heap.so's malloc under LD_PRELOAD (tests/integ/run.sh runs it so).
 $(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/libarcoll.so
@@ -393,7 +405,7 @@ $(BUILD)/tests/heap_preload_test: tests/integ/heap_preload_test.c $(BUILD)/lib/l
 	$(Q)$(CC) $(CFLAGS_ALL) $< -o $@ $(LINK_SHARED)
 
 # The same test driven by forked ranks and caller-supplied bootstrap callbacks.
-# Static: its sh_co modes register a same-address region (heap/region.h, internal).
+# Static: its sh_co modes register a same-address region (mem/region.h, internal).
 $(BUILD)/tests/fork_test: $(BUILD)/obj/tests/integ/fork_test.o $(BUILD)/obj/tests/integ/shco_test.o \
 		$(COLL_TEST_OBJ) $(TL_LIB) $(STLIB)
 	@mkdir -p $(dir $@)
@@ -422,10 +434,10 @@ $(BUILD)/tests/test_bench_stats: tests/unit/test_bench_stats.c bench/bench_stats
 		$(shell pkg-config --libs cmocka) -lm $(EXTRA_LDFLAGS)
 
 # Unit tests see the internals: they link the static library.
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(wildcard tests/unit/*.h) $(STLIB)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(wildcard tests/unit/*.h) $(SIMLIB) $(STLIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(STLIB) \
+	$(Q)$(CC) $(CFLAGS_ALL) $(shell pkg-config --cflags cmocka) $< -o $@ $(SIM_LINK) $(STLIB) \
 		$(shell pkg-config --libs cmocka) $(LDLIBS_ALL)
 
 # check and run install missing Debian packages first (as root), then build.
@@ -486,8 +498,8 @@ FUZZ_SECONDS ?= 20
 FUZZ_NAMES := config tune profile
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
-FUZZ_LIB_SRC := src/core/config.c src/core/algs.c src/core/size.c src/core/tune.c src/core/log.c src/core/textio.c \
-	src/core/pap_stats.c
+FUZZ_LIB_SRC := src/config/config.c src/config/algs.c src/util/size.c src/config/tune.c src/util/log.c src/util/textio.c \
+	src/api/pap_stats.c
 FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .SECONDARY: $(FUZZ_OBJ)

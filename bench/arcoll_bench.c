@@ -1,7 +1,7 @@
 /*
  * arcoll-bench: collective latency (alltoall, allgather, their v-forms,
  * reduce_scatter_block, allreduce) under injected process-arrival skew
- * (seed 002 §3.2), several algorithms side by side in one run.
+ * (Qian and Afsahi §3.2), several algorithms side by side in one run.
  *
  * Per iteration: a barrier, then each rank waits (spins or sleeps) a delay
  * bounded by MIF x T(size), T being the measured time of one message of the
@@ -22,147 +22,13 @@
  * (Open MPI's own collective under the identical skew), the barrier is
  * MPI_Barrier and arcoll bootstraps through MPI callbacks instead of PMIx.
  */
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
-#include <math.h>
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "bench/arcoll_bench.h"
 
-#ifdef ARCOLL_BENCH_MPI
-#include <mpi.h>
-#endif
+const char *const dist_desc[BSTAT_NDISTS] = {", uniform", ", random 0..2x per call",
+                                             ", sparse: 90% 0, else 10x",
+                                             ", one-heavy: 100x to one peer"};
 
-#include "arcoll.h"
-#include "bench/bench_clock.h"
-#include "bench/bench_stats.h"
-#include "tl.h"
-
-#define MAX_ALGS   8
-#define MAX_MIFS   16
-#define MAX_LATES  8
-#define MAX_POINTS (MAX_MIFS * MAX_LATES)
-#define HOST_LEN   64
-
-enum { FMT_TABLE, FMT_CSV, FMT_JSON };
-/* The order of colls[] below, which is also the order of the sweep. */
-enum {
-    COLL_ALLTOALL,
-    COLL_ALLGATHER,
-    COLL_ALLGATHERV,
-    COLL_ALLTOALLV,
-    COLL_REDUCE_SCATTER,
-    COLL_ALLREDUCE,
-    NCOLLS
-};
-/* -D in the v-forms' table headers (bstat_vcount). */
-static const char *const dist_desc[BSTAT_NDISTS] = {", uniform", ", random 0..2x per call",
-                                                    ", sparse: 90% 0, else 10x",
-                                                    ", one-heavy: 100x to one peer"};
-
-typedef struct opts {
-    int colls;                      /* bit (1 << COLL_*) */
-    const char *algs[MAX_ALGS];     /* as given: ALG or ALG/PATH, the column's name */
-    const char *alg_path[MAX_ALGS]; /* PATH of ALG/PATH; NULL: the run's path (-p) */
-    char alg_name[MAX_ALGS][32];    /* ALG of ALG/PATH */
-    int nalgs;
-    const char *baseline; /* NULL: mpi, else direct, else the first */
-    size_t min, max;
-    int iters, warmup;
-    double mifs[MAX_MIFS];
-    int nmifs, mif_set;
-    double lates[MAX_LATES]; /* empty: random mode */
-    int nlates;
-    int skew;     /* -1 auto, 0 sleep, 1 spin */
-    int arrivals; /* -1 auto, 0 measured delays, 1 common clock */
-    uint64_t seed;
-    int dist;   /* -D: BSTAT_DIST_* */
-    int median; /* --stat median */
-    int validate, full, format, quiet;
-    const char *plot, *path;
-} opts_t;
-
-/* One (MIF, late fraction) combination of the sweep; late < 0 in random mode. */
-typedef struct point {
-    double mif, late;
-} point_t;
-
-/* One printed row: a collective at a size and point, every algorithm. */
-typedef struct row {
-    int coll, point;
-    size_t bytes;
-    double t_us, memcpy_us;
-    bstat_point_t res[MAX_ALGS];
-} row_t;
-
-typedef struct bench {
-    opts_t o;
-    int base; /* index of the baseline algorithm */
-    int is_mpi[MAX_ALGS];
-    point_t points[MAX_POINTS];
-    int npoints;
-    size_t *sizes;
-    int nsizes;
-    double *t_cache;         /* per size index, < 0 until measured */
-    double *memcpy_cache[2]; /* the same, copying n x size [0] or size [1] bytes */
-
-    arcoll_context_t ctx;
-    arcoll_team_t world, pair;
-    int rank, n, nnodes, local_n;
-    long cores;
-    int spin, one_host, shared_clock; /* shared_clock: arrivals on CLOCK_MONOTONIC */
-    double overshoot_us;              /* mean lateness of a short sleep, over ranks */
-    size_t mem_self, mem_min, mem_max;
-    char mpi_info[160];
-
-    char *s, *r, *ms, *mr; /* arcoll buffers, MPI's own buffers */
-    size_t buflen, vtotal; /* vtotal: a rank's largest v-form total / the size (-D) */
-    /* The v-forms' counts and displacements (bytes) of the current iteration,
-     * and the same as ints for MPI. */
-    size_t *sc, *sd, *rc, *rd;
-    int *isc, *isd, *irc, *ird;
-    double *delay, *rank_sum, *arrive, *lat, *med; /* med: bstat_point_median's scratch */
-    uint64_t *bar;                                 /* the barrier's receive buffer */
-    int *perm;
-    uint64_t iter_key;
-    const char *cur_alg[NCOLLS]; /* last value set, to skip redundant config_set */
-    char base_path[16];          /* ARCOLL_PATH of columns without /PATH */
-    const char *cur_path;        /* last ARCOLL_PATH set */
-
-    long checked, failed;
-    row_t *rows;
-    int nrows;
-    int json_first;
-    double t_start, t_progress;
-} bench_t;
-
-/* What the sweep needs of one collective: adding one is a row of colls[]. */
-typedef struct coll_ops {
-    const char *name;    /* -t and the output */
-    const char *alg_var; /* its ARCOLL_*_ALG */
-    const char *size_is; /* what the size column means */
-    int reduces;         /* on doubles: floor(size / 8) of them, sizes below 8 B skipped */
-    int memcpy_one;      /* the memcpy reference copies size bytes rather than n x size */
-    int vcounts;         /* the counts come from -D, fresh each iteration */
-    /* Data of call `key` into sbuf, and its check in rbuf (0: right). */
-    void (*fill)(const bench_t *b, char *s, size_t bytes, uint64_t key);
-    int (*verify)(const bench_t *b, const char *r, size_t bytes, uint64_t key);
-    int (*run)(const bench_t *b, const char *s, char *r, size_t bytes); /* an arcoll status */
-#ifdef ARCOLL_BENCH_MPI
-    int (*run_mpi)(const bench_t *b, const char *s, char *r, size_t bytes); /* an MPI code */
-#endif
-} coll_ops_t;
-
-static const coll_ops_t colls[NCOLLS];
-
-static int check(const bench_t *b, int rc, const char *what)
+int bench_check(const bench_t *b, int rc, const char *what)
 {
     if (rc != ARCOLL_OK) {
         fprintf(stderr, "arcoll-bench[%d]: %s: %s (%s)\n", b->rank, what, arcoll_strerror(rc),
@@ -191,6 +57,7 @@ static int oob_barrier(void *user)
     (void)user;
     return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
 }
+
 #endif
 
 static int set_alg(bench_t *b, int coll, const char *alg)
@@ -199,7 +66,7 @@ static int set_alg(bench_t *b, int coll, const char *alg)
 
     if (b->cur_alg[coll] != NULL && strcmp(b->cur_alg[coll], alg) == 0)
         return 0;
-    if (check(b, arcoll_config_set(b->ctx, var, alg), var))
+    if (bench_check(b, arcoll_config_set(b->ctx, var, alg), var))
         return 1;
     b->cur_alg[coll] = alg;
     return 0;
@@ -214,7 +81,7 @@ static int set_column(bench_t *b, int coll, int a)
         return 1;
     if (b->cur_path != NULL && strcmp(b->cur_path, path) == 0)
         return 0;
-    if (check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", path), "ARCOLL_PATH"))
+    if (bench_check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", path), "ARCOLL_PATH"))
         return 1;
     b->cur_path = path;
     return 0;
@@ -223,7 +90,7 @@ static int set_column(bench_t *b, int coll, int a)
 /* MPI_Barrier in the MPI build; otherwise an 8-byte arcoll allgather, always
  * with the direct algorithm so that the barrier does not change with the
  * algorithm under test. */
-static int barrier(bench_t *b)
+int bench_barrier(bench_t *b)
 {
 #ifdef ARCOLL_BENCH_MPI
     if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) {
@@ -235,12 +102,12 @@ static int barrier(bench_t *b)
     uint64_t in = 0;
     if (set_alg(b, COLL_ALLGATHER, "direct"))
         return 1;
-    return check(b, arcoll_allgather(b->world, &in, b->bar, sizeof(in)), "barrier");
+    return bench_check(b, arcoll_allgather(b->world, &in, b->bar, sizeof(in)), "barrier");
 #endif
 }
 
 /* Every rank's `len` bytes into out (n x len), outside any timed region. */
-static int share(bench_t *b, const void *in, void *out, size_t len, const char *what)
+int bench_share(bench_t *b, const void *in, void *out, size_t len, const char *what)
 {
 #ifdef ARCOLL_BENCH_MPI
     if (oob_allgather(in, out, len, NULL) != 0) {
@@ -249,11 +116,11 @@ static int share(bench_t *b, const void *in, void *out, size_t len, const char *
     }
     return 0;
 #else
-    return check(b, arcoll_allgather(b->world, in, out, len), what);
+    return bench_check(b, arcoll_allgather(b->world, in, out, len), what);
 #endif
 }
 
-/* share() for ranks that may wait long while others measure: they sleep
+/* bench_share() for ranks that may wait long while others measure: they sleep
  * between polls, so that a measurement gets its cores to itself even when
  * ranks outnumber cores. */
 static int share_idle(bench_t *b, const void *in, void *out, size_t len, const char *what)
@@ -282,7 +149,7 @@ fail:
         nanosleep(&nap, NULL);
         rc = ARCOLL_OK;
     }
-    return check(b, rc, what);
+    return bench_check(b, rc, what);
 #endif
 }
 
@@ -315,12 +182,12 @@ static int measure_t(bench_t *b, size_t bytes, double *t_us)
                 }
         }
         for (int i = 0; i < reps; i++)
-            if (check(b, arcoll_allgather(b->pair, b->s, b->r, bytes), "T(size)"))
+            if (bench_check(b, arcoll_allgather(b->pair, b->s, b->r, bytes), "T(size)"))
                 return 1;
         for (int k = 0; k < 7; k++) {
             double t0 = now_us();
             for (int i = 0; i < reps; i++)
-                if (check(b, arcoll_allgather(b->pair, b->s, b->r, bytes), "T(size)"))
+                if (bench_check(b, arcoll_allgather(b->pair, b->s, b->r, bytes), "T(size)"))
                     return 1;
             batch[k] = (now_us() - t0) / reps;
         }
@@ -557,13 +424,14 @@ static int mpi_allreduce(const bench_t *b, const char *s, char *r, size_t bytes)
     (void)b;
     return MPI_Allreduce(s, r, (int)red_count(bytes), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
+
 #define MPI_OPS(f) , f
 #else
 #define MPI_OPS(f)
 #endif
 
 #define OPS(x) fill_##x, verify_##x, run_##x MPI_OPS(mpi_##x)
-static const coll_ops_t colls[NCOLLS] = {
+const coll_ops_t colls[NCOLLS] = {
     [COLL_ALLTOALL] = {"alltoall", "ARCOLL_ALLTOALL_ALG", "bytes per peer", 0, 0, 0, OPS(alltoall)},
     [COLL_ALLGATHER] = {"allgather", "ARCOLL_ALLGATHER_ALG", "bytes per rank", 0, 0, 0,
                         OPS(allgather)},
@@ -579,7 +447,7 @@ static const coll_ops_t colls[NCOLLS] = {
 #undef OPS
 
 /* Reductions need at least one element. */
-static int size_ok(int coll, size_t bytes)
+int bench_size_ok(int coll, size_t bytes)
 {
     return !colls[coll].reduces || red_count(bytes) > 0;
 }
@@ -596,7 +464,7 @@ static int timed_coll(bench_t *b, int a, int coll, size_t bytes, const char *s, 
         return rc != MPI_SUCCESS;
     }
 #endif
-    return check(b, colls[coll].run(b, s, r, bytes), b->o.algs[a]);
+    return bench_check(b, colls[coll].run(b, s, r, bytes), b->o.algs[a]);
 }
 
 /* Per rank and (iteration, algorithm): barrier exit, entry, exit; then one
@@ -630,7 +498,7 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
             uint64_t dkey = key * MAX_ALGS + (uint64_t)a; /* fresh data per call */
             if (o->validate)
                 ops->fill(b, s, bytes, dkey);
-            if (barrier(b))
+            if (bench_barrier(b))
                 goto out;
             double tb = now_us();
             /* Set after the barrier, which may itself be an arcoll allgather. */
@@ -658,7 +526,7 @@ static int run_point(bench_t *b, int coll, size_t bytes, const point_t *pt, doub
             }
         }
     }
-    if (share(b, mine, all, nrec * sizeof(double), "gathering times"))
+    if (bench_share(b, mine, all, nrec * sizeof(double), "gathering times"))
         goto out;
     for (int j = 0; j < b->n; j++)
         b->failed += (long)all[(size_t)j * nrec + nrec - 1];
@@ -691,752 +559,6 @@ out:
     free(mine);
     free(all);
     return rc;
-}
-
-/* ---- Output ---- */
-
-static int col_w(const char *name)
-{
-    int w = (int)strlen(name) + 1;
-    return w < 10 ? 10 : w;
-}
-
-static void put_f(double v, int w, int prec)
-{
-    if (isnan(v))
-        printf(" %*s", w, "-");
-    else
-        printf(" %*.*f", w, prec, v);
-}
-
-static void print_header(const bench_t *b)
-{
-    const opts_t *o = &b->o;
-    char algs[128] = "";
-
-    for (int a = 0; a < o->nalgs; a++)
-        snprintf(algs + strlen(algs), sizeof(algs) - strlen(algs), "%s%s", a ? "," : "",
-                 o->algs[a]);
-    if (o->format == FMT_CSV) {
-        printf("coll,size,mif,late,T_us,bound_us,memcpy_us,alg,lat_us,lat_min_us,lat_max_us,"
-               "iters,baseline,base_over_alg,alg_over_bound,memcpy_frac\n");
-        return;
-    }
-    if (o->format == FMT_JSON) {
-        printf("{\"bench\": \"arcoll-bench\", \"version\": \"%s\", \"ranks\": %d, "
-               "\"nodes\": %d, \"cores\": %ld, \"algorithms\": \"%s\", \"baseline\": \"%s\",\n"
-               " \"skew\": \"%s\", \"mode\": \"%s\", \"seed\": %llu, \"dist\": \"%s\", \"stat\": "
-               "\"%s\", \"clock\": "
-               "\"%s\", "
-               "\"barrier\": \"%s\", \"path\": \"%s\",\n"
-               " \"memory_bytes\": {\"rank0\": %zu, \"min\": %zu, \"max\": %zu}, "
-               "\"mpi\": %s%s%s,\n \"results\": [",
-               ARCOLL_VERSION_STRING, b->n, b->nnodes, b->cores, algs, o->algs[b->base],
-               b->spin ? "spin" : "sleep", o->nlates ? "late" : "random",
-               (unsigned long long)o->seed, bstat_dist_names[o->dist],
-               o->median ? "median" : "mean", b->shared_clock ? "monotonic" : "delays",
-#ifdef ARCOLL_BENCH_MPI
-               "MPI_Barrier",
-#else
-               "arcoll allgather",
-#endif
-               arcoll_config_get(b->ctx, "ARCOLL_PATH"), b->mem_self, b->mem_min, b->mem_max,
-               *b->mpi_info ? "\"" : "", *b->mpi_info ? b->mpi_info : "null",
-               *b->mpi_info ? "\"" : "");
-        return;
-    }
-    printf("# arcoll-bench %s: %d rank%s on %d node%s, %ld cores here%s\n", ARCOLL_VERSION_STRING,
-           b->n, b->n > 1 ? "s" : "", b->nnodes, b->nnodes > 1 ? "s" : "", b->cores,
-           b->local_n > b->cores ? " (ranks outnumber cores)" : "");
-    /* One arcoll_config_get at a time: each call reuses the same buffer. */
-    printf("# algorithms %s, baseline %s; path %s", algs, o->algs[b->base],
-           arcoll_config_get(b->ctx, "ARCOLL_PATH"));
-    printf(", channel %s\n", arcoll_config_get(b->ctx, "ARCOLL_CHANNEL"));
-    if (o->nlates)
-        printf("# skew: late mode: round(fraction x %d) ranks, drawn afresh every iteration, "
-               "wait MIF x T; the others none\n",
-               b->n);
-    else
-        printf("# skew: every rank waits U[0,1) x MIF x T after the barrier, fresh every "
-               "iteration\n");
-    printf("# skew by %s%s; seed %llu (--seed)\n", b->spin ? "spinning" : "sleeping",
-           b->local_n > b->cores
-               ? (b->spin ? " although ranks outnumber cores: latencies are inflated"
-                          : ", as ranks outnumber cores (a spinning rank steals a core)")
-               : "",
-           (unsigned long long)o->seed);
-    if (!b->spin)
-        printf("# a sleep ends %.1f us late on average here (all ranks sleeping 20 us at once)\n",
-               b->overshoot_us);
-    if (b->shared_clock)
-        printf("# arrivals: CLOCK_MONOTONIC, shared by all ranks (one host): bound from real "
-               "arrivals\n");
-    else
-        printf("# arrivals: %s: bound from each rank's measured delay after its own barrier "
-               "exit (barrier exit skew unseen)\n",
-               b->one_host ? "--arrivals delays" : "no common clock (several hosts)");
-#ifdef ARCOLL_BENCH_MPI
-    printf("# barrier: MPI_Barrier; arcoll bootstrap: MPI callbacks; %s\n", b->mpi_info);
-#else
-    printf("# barrier: 8-byte arcoll allgather (direct); arcoll bootstrap: PMIx\n");
-#endif
-    printf("# memory registered/shared per process: %zu B on rank 0 (%.1f KiB x %d ranks), "
-           "%zu..%zu B over ranks\n",
-           b->mem_self, (double)b->mem_self / 1024 / b->n, b->n, b->mem_min, b->mem_max);
-    printf("# iterations %d (%d above %d B), warm-up %d (%d); validation %s\n", o->iters,
-           bstat_iters(BSTAT_LARGE_SIZE + 1, o->iters), BSTAT_LARGE_SIZE, o->warmup,
-           bstat_iters(BSTAT_LARGE_SIZE + 1, o->warmup), o->validate ? "every iteration" : "off");
-    printf("# T: one message of the size between ranks 0 and 1 (2-rank allgather, median of 7 "
-           "batches)%s\n",
-           b->n < 2 ? "; 1 rank: none, so no skew" : "");
-    if (o->median)
-        printf("# latency: own entry to own exit, median over iterations of the mean over ranks "
-               "(us, --stat median); bound: the same of latest arrival - own arrival, averaged "
-               "over the algorithms\n");
-    else
-        printf("# latency: own entry to own exit, mean over ranks and iterations (us); bound: "
-               "mean of latest arrival - own arrival, averaged over the algorithms\n");
-    printf("# %s/ALG: latency of %s / latency of ALG (>1: ALG faster); ALG/bnd: latency / "
-           "ALG's own bound%s\n",
-           o->algs[b->base], o->algs[b->base], o->full ? " (ALG:bnd)" : " (-f shows it)");
-    printf("# memcpy rows: T column = one core copying the %d x size bytes a rank receives "
-           "(reduce_scatter: its input; allreduce: size bytes) (us); ALG columns = that / ALG "
-           "latency at %s %g\n",
-           b->n, o->nlates ? "late" : "MIF", o->nlates ? b->points[0].late : b->points[0].mif);
-    if (o->full)
-        printf("# ALG:min/ALG:max: lowest/highest per-rank mean latency; ALG:bnd: the bound "
-               "from ALG's own arrivals\n");
-}
-
-static void print_coll_header(const bench_t *b, int coll)
-{
-    const opts_t *o = &b->o;
-    char h[64];
-
-    if (o->format != FMT_TABLE)
-        return;
-    printf("\n# %s (size: %s%s)\n%-10s %7s", colls[coll].name, colls[coll].size_is,
-           !colls[coll].vcounts ? ""
-           : coll == COLL_ALLGATHERV && o->dist == BSTAT_DIST_ONE_HEAVY
-               ? ", one-heavy: one rank's block 100x"
-               : dist_desc[o->dist],
-           "# Size", "MIF");
-    if (o->nlates)
-        printf(" %5s", "late");
-    printf(" %8s %10s", "T(us)", "bound(us)");
-    for (int a = 0; a < o->nalgs; a++)
-        printf(" %*s", col_w(o->algs[a]), o->algs[a]);
-    for (int a = 0; a < o->nalgs; a++) {
-        if (a == b->base)
-            continue;
-        snprintf(h, sizeof(h), "%s/%s", o->algs[b->base], o->algs[a]);
-        printf(" %*s", col_w(h), h);
-    }
-    for (int a = 0; a < o->nalgs; a++) {
-        snprintf(h, sizeof(h), "%s/bnd", o->algs[a]);
-        printf(" %*s", col_w(h), h);
-    }
-    if (o->full) {
-        for (int a = 0; a < o->nalgs; a++) {
-            snprintf(h, sizeof(h), "%s:min", o->algs[a]);
-            printf(" %*s", col_w(h), h);
-            snprintf(h, sizeof(h), "%s:max", o->algs[a]);
-            printf(" %*s", col_w(h), h);
-            snprintf(h, sizeof(h), "%s:bnd", o->algs[a]);
-            printf(" %*s", col_w(h), h);
-        }
-        printf(" %6s", "iters");
-    }
-    printf("\n");
-}
-
-static void json_num(const char *key, double v, int comma)
-{
-    if (isnan(v))
-        printf("\"%s\": null%s", key, comma ? ", " : "");
-    else
-        printf("\"%s\": %.4f%s", key, v, comma ? ", " : "");
-}
-
-static void print_row(bench_t *b, const row_t *w)
-{
-    const opts_t *o = &b->o;
-    const point_t *pt = &b->points[w->point];
-    const bstat_point_t *res = w->res, *base = &res[b->base];
-    double bound = bstat_mean_bound(res, o->nalgs); /* each ALG/bnd uses ALG's own */
-    char h[64];
-
-    if (o->format == FMT_CSV) {
-        for (int a = 0; a < o->nalgs; a++) {
-            printf("%s,%zu,%g,", colls[w->coll].name, w->bytes, pt->mif);
-            if (pt->late >= 0)
-                printf("%g", pt->late);
-            printf(",%.4f,%.4f,%.4f,%s,%.4f,%.4f,%.4f,%d,%s,", w->t_us, res[a].bound_mean,
-                   w->memcpy_us, o->algs[a], res[a].lat_mean, res[a].lat_rank_min,
-                   res[a].lat_rank_max, res[a].iters, o->algs[b->base]);
-            double r1 = bstat_ratio(base->lat_mean, res[a].lat_mean);
-            double r2 = bstat_ratio(res[a].lat_mean, res[a].bound_mean);
-            double r3 = bstat_ratio(w->memcpy_us, res[a].lat_mean);
-            double v[3] = {r1, r2, r3};
-            for (int k = 0; k < 3; k++) {
-                if (!isnan(v[k]))
-                    printf("%.4f", v[k]);
-                printf(k < 2 ? "," : "\n");
-            }
-        }
-        return;
-    }
-    if (o->format == FMT_JSON) {
-        printf("%s\n  {\"coll\": \"%s\", \"size\": %zu, \"mif\": %g, ", b->json_first ? "" : ",",
-               colls[w->coll].name, w->bytes, pt->mif);
-        b->json_first = 0;
-        json_num("late", pt->late >= 0 ? pt->late : NAN, 1);
-        json_num("T_us", w->t_us, 1);
-        json_num("bound_us", bound, 1);
-        json_num("memcpy_us", w->memcpy_us, 1);
-        printf("\"iters\": %d, \"alg\": {", res[0].iters);
-        for (int a = 0; a < o->nalgs; a++) {
-            printf("%s\"%s\": {", a ? ", " : "", o->algs[a]);
-            json_num("lat_us", res[a].lat_mean, 1);
-            json_num("lat_min_us", res[a].lat_rank_min, 1);
-            json_num("lat_max_us", res[a].lat_rank_max, 1);
-            json_num("bound_us", res[a].bound_mean, 1);
-            json_num("base_over_alg", bstat_ratio(base->lat_mean, res[a].lat_mean), 1);
-            json_num("alg_over_bound", bstat_ratio(res[a].lat_mean, res[a].bound_mean), 1);
-            json_num("memcpy_frac", bstat_ratio(w->memcpy_us, res[a].lat_mean), 0);
-            printf("}");
-        }
-        printf("}}");
-        return;
-    }
-    printf("%-10zu %7g", w->bytes, pt->mif);
-    if (o->nlates)
-        printf(" %5g", pt->late);
-    put_f(w->t_us, 8, 3);
-    put_f(bound, 10, 2);
-    for (int a = 0; a < o->nalgs; a++)
-        put_f(res[a].lat_mean, col_w(o->algs[a]), 2);
-    for (int a = 0; a < o->nalgs; a++) {
-        if (a == b->base)
-            continue;
-        snprintf(h, sizeof(h), "%s/%s", o->algs[b->base], o->algs[a]);
-        put_f(bstat_ratio(base->lat_mean, res[a].lat_mean), col_w(h), 2);
-    }
-    for (int a = 0; a < o->nalgs; a++) {
-        snprintf(h, sizeof(h), "%s/bnd", o->algs[a]);
-        put_f(bstat_ratio(res[a].lat_mean, res[a].bound_mean), col_w(h), 2);
-    }
-    if (o->full) {
-        for (int a = 0; a < o->nalgs; a++) {
-            snprintf(h, sizeof(h), "%s:min", o->algs[a]);
-            put_f(res[a].lat_rank_min, col_w(h), 2);
-            put_f(res[a].lat_rank_max, col_w(h), 2);
-            snprintf(h, sizeof(h), "%s:bnd", o->algs[a]);
-            put_f(res[a].bound_mean, col_w(h), 2);
-        }
-        printf(" %6d", res[0].iters);
-    }
-    printf("\n");
-}
-
-/* The single-copy limit under a size's rows: memcpy time, then for each
- * algorithm the fraction of that limit it reached at the first point. */
-static void print_memcpy_row(const bench_t *b, const row_t *first)
-{
-    const opts_t *o = &b->o;
-
-    if (o->format != FMT_TABLE)
-        return;
-    printf("%-10zu %7s", first->bytes, "memcpy");
-    if (o->nlates)
-        printf(" %5s", "");
-    put_f(first->memcpy_us, 8, 3);
-    printf(" %10s", "");
-    for (int a = 0; a < o->nalgs; a++) {
-        double f = bstat_ratio(first->memcpy_us, first->res[a].lat_mean);
-        char pc[32];
-        if (isnan(f))
-            snprintf(pc, sizeof(pc), "-");
-        else
-            snprintf(pc, sizeof(pc), "%.2g%%", 100 * f);
-        printf(" %*s", col_w(o->algs[a]), pc);
-    }
-    printf("\n");
-}
-
-static void progress(bench_t *b, int done, int total, int coll, size_t bytes)
-{
-    double now = now_us();
-
-    if (b->o.quiet || b->rank != 0 || done == total)
-        return;
-    /* Only sweeps longer than a few seconds, and not too often. */
-    if (now - b->t_start < 3e6 || now - b->t_progress < 5e6)
-        return;
-    b->t_progress = now;
-    double el = (now - b->t_start) / 1e6;
-    fprintf(stderr, "arcoll-bench: %d/%d points (%s %zu B done), %.0f s\n", done, total,
-            colls[coll].name, bytes, el);
-}
-
-/* ---- The plot (gnuplot) ---- */
-
-/* Binary sizes: "512", "4K", "1M" for axes; "512 B", "4 KiB" with unit. */
-static const char *size_label(size_t v, char *buf, size_t len, int unit)
-{
-    if (unit) {
-        if (v >= (1u << 20) && v % (1u << 20) == 0)
-            snprintf(buf, len, "%zu MiB", v >> 20);
-        else if (v >= 1024 && v % 1024 == 0)
-            snprintf(buf, len, "%zu KiB", v >> 10);
-        else
-            snprintf(buf, len, "%zu B", v);
-        return buf;
-    }
-    if (v >= (1u << 20) && v % (1u << 20) == 0)
-        snprintf(buf, len, "%zuM", v >> 20);
-    else if (v >= 1024 && v % 1024 == 0)
-        snprintf(buf, len, "%zuK", v >> 10);
-    else
-        snprintf(buf, len, "%zu", v);
-    return buf;
-}
-
-/* A datablock of the rows of one collective selected by point (p >= 0,
- * x = size) or by size (p < 0, x = MIF): x, bound, memcpy, latencies. Sets
- * *ymin to a decade below everything but memcpy, which may be clipped where
- * it is far below the collectives (small sizes). */
-static void plot_block(FILE *g, const bench_t *b, int coll, int p, size_t bytes, const char *name,
-                       double *ymin)
-{
-    double lo = INFINITY;
-
-    fprintf(g, "%s << EOD\n", name);
-    for (int i = 0; i < b->nrows; i++) {
-        const row_t *w = &b->rows[i];
-        if (w->coll != coll || (p >= 0 ? w->point != p : w->bytes != bytes))
-            continue;
-        double bound = bstat_mean_bound(w->res, b->o.nalgs);
-        if (p >= 0)
-            fprintf(g, "%zu", w->bytes);
-        else
-            fprintf(g, "%g", b->points[w->point].mif);
-        fprintf(g, " %g %g", bound > 0 ? bound : NAN, w->memcpy_us > 0 ? w->memcpy_us : NAN);
-        if (bound > 0)
-            lo = fmin(lo, bound);
-        for (int a = 0; a < b->o.nalgs; a++) {
-            fprintf(g, " %g", w->res[a].lat_mean);
-            if (w->res[a].lat_mean > 0)
-                lo = fmin(lo, w->res[a].lat_mean);
-        }
-        fprintf(g, "\n");
-    }
-    fprintf(g, "EOD\n");
-    *ymin = isfinite(lo) ? pow(10, floor(log10(lo))) : 0.01;
-}
-
-static const char *point_title(const bench_t *b, int p, char *buf, size_t len)
-{
-    const point_t *pt = &b->points[p];
-    if (pt->late >= 0)
-        snprintf(buf, len, "MIF %g, %g%% of ranks late", pt->mif, 100 * pt->late);
-    else if (pt->mif == 0)
-        snprintf(buf, len, "MIF 0 (no skew)");
-    else
-        snprintf(buf, len, "MIF %g", pt->mif);
-    return buf;
-}
-
-/* Latency vs size per algorithm (log-log), one panel per collective and
- * point; with several MIFs also latency vs MIF at the smallest and largest
- * size. Returns 0 or an error already reported. */
-static int plot(const bench_t *b)
-{
-    const opts_t *o = &b->o;
-    int cl[NCOLLS], ncolls = 0, nmifp = 0;
-    size_t mifsz[2];
-    char title[96], lbl[32], name[32];
-    double ymin;
-    FILE *g;
-
-    if (strchr(o->plot, '\'') != NULL || strchr(o->plot, '\\') != NULL) {
-        fprintf(stderr, "arcoll-bench: --plot: no quotes or backslashes in the file name\n");
-        return 1;
-    }
-    for (int c = 0; c < NCOLLS; c++)
-        if (o->colls & (1 << c))
-            cl[ncolls++] = c;
-    if (o->nlates == 0 && o->nmifs > 1) {
-        mifsz[nmifp++] = b->sizes[0];
-        if (b->nsizes > 1)
-            mifsz[nmifp++] = b->sizes[b->nsizes - 1];
-    }
-    int ncol = b->npoints + nmifp;
-    g = popen("gnuplot", "w");
-    if (g == NULL) {
-        fprintf(stderr, "arcoll-bench: cannot start gnuplot: %s\n", strerror(errno));
-        return 1;
-    }
-    fprintf(g, "set terminal pngcairo size %d,%d font 'sans,10' noenhanced\n", 500 * ncol,
-            480 * ncolls + 40);
-    fprintf(g, "set output '%s'\n", o->plot);
-    fprintf(g,
-            "set multiplot layout %d,%d title 'arcoll-bench %s: %d ranks, %s skew, seed "
-            "%llu; latency = mean over ranks of own entry to own exit' font 'sans,12'\n",
-            ncolls, ncol, ARCOLL_VERSION_STRING, b->n, b->spin ? "spin" : "sleep",
-            (unsigned long long)o->seed);
-    fprintf(g, "set grid\nset key below horizontal maxcols 3 font 'sans,9'\n"
-               "set logscale y 10\nset format y '%%g'\nset ylabel 'latency (us)'\n"
-               "set style line 100 lc rgb 'gray30' dt 2 lw 2\n"
-               "set style line 101 lc rgb 'black' dt 3 lw 2\n");
-    for (int ci = 0; ci < ncolls; ci++) {
-        int c = cl[ci];
-        /* Tics at every other power of two of the sweep, labelled 1K, 1M. */
-        fprintf(g, "set logscale x 2\nset xlabel '%s'\nset xtics (", colls[c].size_is);
-        for (int si = 0; si<b->nsizes; si += b->nsizes> 8 ? 2 : 1)
-            fprintf(g, "%s'%s' %zu", si ? ", " : "", size_label(b->sizes[si], lbl, sizeof(lbl), 0),
-                    b->sizes[si]);
-        /* A margin: a tic exactly on a log-scale range end can be dropped. */
-        fprintf(g, ")\nset xrange [%g:%g]\n", b->sizes[0] / 1.2, b->sizes[b->nsizes - 1] * 1.2);
-        for (int p = 0; p < b->npoints; p++) {
-            snprintf(name, sizeof(name), "$c%dp%d", c, p);
-            plot_block(g, b, c, p, 0, name, &ymin);
-            fprintf(g, "set yrange [%g:*]\nset title '%s, %s'\nplot ", ymin, colls[c].name,
-                    point_title(b, p, title, sizeof(title)));
-            for (int a = 0; a < o->nalgs; a++)
-                fprintf(g, "%s using 1:%d with linespoints lw 2 pt %d title '%s', ", name, 4 + a,
-                        5 + 2 * a, o->algs[a]);
-            fprintf(g,
-                    "%s using 1:2 with lines ls 100 title 'arrival bound', "
-                    "%s using 1:3 with lines ls 101 title 'memcpy of %d x size, 1 core'\n",
-                    name, name, colls[c].memcpy_one ? 1 : b->n);
-        }
-        fprintf(g, "unset logscale x\nset xtics autofreq\nset xrange [-1:*]\n"
-                   "set xlabel 'MIF (delay bound / T)'\n");
-        for (int k = 0; k < nmifp; k++) {
-            size_t at = mifsz[k];
-            for (int si = 0; si < b->nsizes && !size_ok(c, at); si++)
-                at = b->sizes[si]; /* reductions skip sizes below one double */
-            snprintf(name, sizeof(name), "$c%dm%d", c, k);
-            plot_block(g, b, c, -1, at, name, &ymin);
-            fprintf(g, "set yrange [%g:*]\nset title '%s, size %s, vs MIF'\nplot ", ymin,
-                    colls[c].name, size_label(at, lbl, sizeof(lbl), 1));
-            for (int a = 0; a < o->nalgs; a++)
-                fprintf(g, "%s using 1:%d with linespoints lw 2 pt %d title '%s', ", name, 4 + a,
-                        5 + 2 * a, o->algs[a]);
-            fprintf(g, "%s using 1:2 with linespoints ls 100 pt 1 title 'arrival bound'\n", name);
-        }
-    }
-    fprintf(g, "unset multiplot\n");
-    int st = pclose(g);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
-            fprintf(stderr, "arcoll-bench: gnuplot not found (Debian: apt-get install "
-                            "gnuplot-nox); no plot written\n");
-        else
-            fprintf(stderr, "arcoll-bench: gnuplot failed; %s may be incomplete\n", o->plot);
-        return 1;
-    }
-    return 0;
-}
-
-/* ---- Options ---- */
-
-static void usage(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: mpirun -np N arcoll-bench%s [options]\n"
-        "  -t, --coll LIST       collectives, comma-separated (both): alltoall, allgather,\n"
-        "                        allgatherv, alltoallv, reduce_scatter (_block), allreduce;\n"
-        "                        both = alltoall,allgather; all = every one\n"
-        "  -a, --alg LIST        algorithms side by side (pap,direct%s): pap, direct, and\n"
-        "                        each -t collective's ARCOLL_*_ALG names (e.g. ring, rdd, "
-        "rdh,\n"
-        "                        shm_direct, pap_shm; auto)%s; every one must serve every "
-        "-t;\n"
-        "                        ALG/copy, ALG/zcopy, ALG/auto: that algorithm on that data\n"
-        "                        path (pap/copy,pap/zcopy compares the paths in one run)\n"
-        "  -b, --baseline ALG    numerator of the ratio columns (mpi, else direct, else "
-        "the first)\n"
-        "  -m, --message-size [MIN:]MAX   k/M suffixes (1:1M): bytes per peer (alltoall), "
-        "per\n"
-        "                        rank (allgather), their means (v-forms), per block\n"
-        "                        (reduce_scatter), of the vector (allreduce); the "
-        "reductions\n"
-        "                        sum floor(size / 8) doubles and skip sizes below 8\n"
-        "  -D, --dist uniform|random|sparse|one-heavy   v-forms' counts: all the size;\n"
-        "                        random 0..2x per pair and call; sparse 90%% 0, else 10x;\n"
-        "                        one-heavy the size, but 100x from each rank to one\n"
-        "                        (alltoallv: to rank + 1 + call mod (n - 1); allgatherv:\n"
-        "                        from rank call mod n) (uniform)\n"
-        "  -i, --iterations N    timed iterations (1000; a tenth above %d B)\n"
-        "  -x, --warmup N        warm-up iterations (200; a tenth above %d B)\n"
-        "  -f, --full            also min/max per-rank latency and iterations\n"
-        "  -c, --validation      check the data of every iteration of every algorithm\n"
-        "  -M, --mif LIST        maximum imbalance factors, 0 = no skew (0,32; 128 with "
-        "--late)\n"
-        "  -L, --late LIST       late mode: these fractions of ranks wait MIF x T, the "
-        "rest none\n"
-        "  -s, --skew spin|sleep how a rank waits (spin; sleep when ranks outnumber "
-        "cores)\n"
-        "  -S, --seed N          seed of the delays and of random, sparse counts (1)\n"
-        "  -p, --path copy|zcopy|auto   arcoll data path (ARCOLL_PATH)\n"
-        "  -F, --format table|csv|json  output (table)\n"
-        "  -P, --plot FILE.png   latency vs size (and vs MIF) with gnuplot\n"
-        "  -q, --quiet           no progress line on stderr\n"
-        "      --arrivals auto|clock|delays   bound from CLOCK_MONOTONIC arrivals (one "
-        "host) or\n"
-        "                        from each rank's measured delay after the barrier (auto: "
-        "clock\n"
-        "                        when all ranks share a host)\n"
-        "      --stat mean|median   latency and bound of a point: the mean over ranks and\n"
-        "                        iterations, or the median over iterations of the mean over\n"
-        "                        ranks, robust to preempted iterations on a busy machine (mean)\n"
-        "  -h, --help\n",
-#ifdef ARCOLL_BENCH_MPI
-        "-mpi", ",mpi",
-        ",\n                        mpi (MPI_Alltoall(v), MPI_Allgather(v), "
-        "MPI_Reduce_scatter_block,\n                        MPI_Allreduce)",
-#else
-        "", "", "",
-#endif
-        BSTAT_LARGE_SIZE, BSTAT_LARGE_SIZE);
-}
-
-static int parse_list(char *arg, double *v, int cap, double lo, double hi, const char *what,
-                      char *err, size_t errlen)
-{
-    int n = 0;
-    char *save, *end;
-
-    for (char *tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        double x = strtod(tok, &end);
-        if (*end != '\0' || end == tok || !(x >= lo && x <= hi) || n == cap) {
-            snprintf(err, errlen, "%s: bad value or more than %d values: %s", what, cap, tok);
-            return -1;
-        }
-        v[n++] = x;
-    }
-    if (n == 0)
-        snprintf(err, errlen, "%s: empty list", what);
-    return n > 0 ? n : -1;
-}
-
-static int parse_int(const char *s, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end != '\0' || end == s || v < 0 || v > INT_MAX)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-/* Returns 0, 1 for --help, or -1 with err set. */
-static int parse(int argc, char **argv, opts_t *o, char *err, size_t errlen)
-{
-    static const struct option lopts[] = {
-        {"coll", required_argument, NULL, 't'},
-        {"dist", required_argument, NULL, 'D'},
-        {"alg", required_argument, NULL, 'a'},
-        {"baseline", required_argument, NULL, 'b'},
-        {"message-size", required_argument, NULL, 'm'},
-        {"iterations", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'x'},
-        {"full", no_argument, NULL, 'f'},
-        {"validation", no_argument, NULL, 'c'},
-        {"mif", required_argument, NULL, 'M'},
-        {"late", required_argument, NULL, 'L'},
-        {"skew", required_argument, NULL, 's'},
-        {"seed", required_argument, NULL, 'S'},
-        {"path", required_argument, NULL, 'p'},
-        {"format", required_argument, NULL, 'F'},
-        {"plot", required_argument, NULL, 'P'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"arrivals", required_argument, NULL, 'A'},
-        {"stat", required_argument, NULL, 'E'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    char *save, *end;
-    int c;
-
-    memset(o, 0, sizeof(*o));
-    o->colls = (1 << COLL_ALLTOALL) | (1 << COLL_ALLGATHER);
-    o->algs[o->nalgs++] = "pap";
-    o->algs[o->nalgs++] = "direct";
-#ifdef ARCOLL_BENCH_MPI
-    o->algs[o->nalgs++] = "mpi";
-#endif
-    o->min = 1;
-    o->max = 1 << 20;
-    o->iters = 1000;
-    o->warmup = 200;
-    o->skew = -1;
-    o->arrivals = -1;
-    o->seed = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "t:a:b:m:i:x:fcvM:L:s:S:p:F:P:qhD:", lopts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            o->colls = 0;
-            for (char *tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                int bits = strcmp(tok, "both") == 0  ? 1 << COLL_ALLTOALL | 1 << COLL_ALLGATHER
-                           : strcmp(tok, "all") == 0 ? (1 << NCOLLS) - 1
-                           : strcmp(tok, "reduce_scatter_block") == 0 ? 1 << COLL_REDUCE_SCATTER
-                                                                      : 0;
-                for (int k = 0; k < NCOLLS && bits == 0; k++)
-                    bits = strcmp(tok, colls[k].name) == 0 ? 1 << k : 0;
-                if (bits == 0) {
-                    snprintf(err, errlen,
-                             "--coll: alltoall, allgather, allgatherv, alltoallv, "
-                             "reduce_scatter, allreduce, both or all, not %s",
-                             tok);
-                    return -1;
-                }
-                o->colls |= bits;
-            }
-            if (!o->colls) {
-                snprintf(err, errlen, "--coll: empty list");
-                return -1;
-            }
-            break;
-        case 'D':
-            o->dist = bstat_parse_dist(optarg);
-            if (o->dist < 0) {
-                snprintf(err, errlen, "--dist: uniform, random, sparse or one-heavy, not %s",
-                         optarg);
-                return -1;
-            }
-            break;
-        case 'a':
-            o->nalgs = 0;
-            for (char *tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (o->nalgs == MAX_ALGS) {
-                    snprintf(err, errlen, "--alg: at most %d algorithms", MAX_ALGS);
-                    return -1;
-                }
-                char *slash = strchr(tok, '/');
-                size_t nlen = slash ? (size_t)(slash - tok) : strlen(tok);
-                if (nlen == 0 || nlen >= sizeof(o->alg_name[0]) ||
-                    (slash && strcmp(slash + 1, "copy") != 0 && strcmp(slash + 1, "zcopy") != 0 &&
-                     strcmp(slash + 1, "auto") != 0)) {
-                    snprintf(err, errlen, "--alg %s: expected ALG or ALG/copy|zcopy|auto", tok);
-                    return -1;
-                }
-                memcpy(o->alg_name[o->nalgs], tok, nlen);
-                o->alg_name[o->nalgs][nlen] = '\0';
-                o->alg_path[o->nalgs] = slash ? slash + 1 : NULL;
-                o->algs[o->nalgs++] = tok;
-            }
-            if (o->nalgs == 0) {
-                snprintf(err, errlen, "--alg: empty list");
-                return -1;
-            }
-            break;
-        case 'b': o->baseline = optarg; break;
-        case 'm': {
-            char *colon = strchr(optarg, ':');
-            if (colon != NULL)
-                *colon = '\0';
-            if ((colon != NULL && bstat_parse_size(optarg, &o->min) != 0) ||
-                bstat_parse_size(colon != NULL ? colon + 1 : optarg, &o->max) != 0 || o->min < 1 ||
-                o->max < o->min || o->max > INT_MAX / 2) {
-                snprintf(err, errlen, "--message-size: [MIN:]MAX with 1 <= MIN <= MAX < 1G");
-                return -1;
-            }
-            break;
-        }
-        case 'i':
-            if (parse_int(optarg, &o->iters) != 0 || o->iters < 1) {
-                snprintf(err, errlen, "--iterations: a positive number");
-                return -1;
-            }
-            break;
-        case 'x':
-            if (parse_int(optarg, &o->warmup) != 0) {
-                snprintf(err, errlen, "--warmup: a number >= 0");
-                return -1;
-            }
-            break;
-        case 'f': o->full = 1; break;
-        case 'c':
-        case 'v': /* -v: validation in the first version's options, kept for scripts */
-            o->validate = 1;
-            break;
-        case 'M':
-            o->nmifs = parse_list(optarg, o->mifs, MAX_MIFS, 0, 1e6, "--mif", err, errlen);
-            if (o->nmifs < 0)
-                return -1;
-            o->mif_set = 1;
-            break;
-        case 'L':
-            o->nlates = parse_list(optarg, o->lates, MAX_LATES, 0, 1, "--late", err, errlen);
-            if (o->nlates < 0)
-                return -1;
-            break;
-        case 's':
-            o->skew = strcmp(optarg, "spin") == 0 ? 1 : strcmp(optarg, "sleep") == 0 ? 0 : -2;
-            if (o->skew == -2) {
-                snprintf(err, errlen, "--skew: spin or sleep, not %s", optarg);
-                return -1;
-            }
-            break;
-        case 'S':
-            errno = 0;
-            o->seed = strtoull(optarg, &end, 0);
-            if (errno != 0 || *end != '\0' || end == optarg) {
-                snprintf(err, errlen, "--seed: a number, not %s", optarg);
-                return -1;
-            }
-            break;
-        case 'p': o->path = optarg; break;
-        case 'F':
-            o->format = strcmp(optarg, "table") == 0  ? FMT_TABLE
-                        : strcmp(optarg, "csv") == 0  ? FMT_CSV
-                        : strcmp(optarg, "json") == 0 ? FMT_JSON
-                                                      : -1;
-            if (o->format < 0) {
-                snprintf(err, errlen, "--format: table, csv or json, not %s", optarg);
-                return -1;
-            }
-            break;
-        case 'P': o->plot = optarg; break;
-        case 'q': o->quiet = 1; break;
-        case 'E':
-            o->median = strcmp(optarg, "median") == 0 ? 1 : strcmp(optarg, "mean") == 0 ? 0 : -1;
-            if (o->median < 0) {
-                snprintf(err, errlen, "--stat: mean or median, not %s", optarg);
-                return -1;
-            }
-            break;
-        case 'A':
-            o->arrivals = strcmp(optarg, "clock") == 0    ? 1
-                          : strcmp(optarg, "delays") == 0 ? 0
-                          : strcmp(optarg, "auto") == 0   ? -1
-                                                          : -2;
-            if (o->arrivals == -2) {
-                snprintf(err, errlen, "--arrivals: auto, clock or delays, not %s", optarg);
-                return -1;
-            }
-            break;
-        case 'h': return 1;
-        default:
-            snprintf(err, errlen, "unknown option or missing value: %s", argv[optind - 1]);
-            return -1;
-        }
-    }
-    if (optind < argc) {
-        snprintf(err, errlen, "unexpected argument: %s", argv[optind]);
-        return -1;
-    }
-    if (!o->mif_set) {
-        o->nmifs = o->nlates ? 1 : 2;
-        o->mifs[0] = o->nlates ? 128 : 0; /* 002 Fig. 10/13 use MIF 128 for late ranks */
-        o->mifs[1] = 32;
-    }
-    return 0;
 }
 
 /* Algorithm names, the baseline, the points and the sizes. */
@@ -1558,6 +680,7 @@ static void mpi_describe(bench_t *b)
              : yield   ? "on"
                        : "off");
 }
+
 #endif
 
 /* Hosts (for the clock basis and ranks per host), memory, the pair team,
@@ -1610,7 +733,7 @@ static int setup_run(bench_t *b)
 
     /* One host means one CLOCK_MONOTONIC: real arrivals can be compared. */
     gethostname(host, sizeof(host) - 1);
-    if (share(b, host, hosts, HOST_LEN, "sharing host names"))
+    if (bench_share(b, host, hosts, HOST_LEN, "sharing host names"))
         goto out;
     b->one_host = 1;
     b->local_n = 0;
@@ -1637,17 +760,17 @@ static int setup_run(bench_t *b)
             late += now_us() - until;
         }
         late /= 20;
-        if (share(b, &late, all, sizeof(late), "sharing sleep lateness"))
+        if (bench_share(b, &late, all, sizeof(late), "sharing sleep lateness"))
             goto out;
         for (int j = 0; j < b->n; j++)
             b->overshoot_us += all[j] / b->n;
     }
 
     /* Before the pair team, which only the bench needs. */
-    if (check(b, arcoll_context_memory(b->ctx, &b->mem_self), "arcoll_context_memory"))
+    if (bench_check(b, arcoll_context_memory(b->ctx, &b->mem_self), "arcoll_context_memory"))
         goto out;
     mem = b->mem_self;
-    if (share(b, &mem, mems, sizeof(mem), "sharing memory use"))
+    if (bench_share(b, &mem, mems, sizeof(mem), "sharing memory use"))
         goto out;
     b->mem_self = mems[0];
     b->mem_min = SIZE_MAX;
@@ -1657,8 +780,8 @@ static int setup_run(bench_t *b)
     }
 
     int two[2] = {0, 1};
-    if (check(b, arcoll_team_create(b->ctx, two, b->rank < 2 && b->n > 1 ? 2 : 0, &b->pair),
-              "pair team for T"))
+    if (bench_check(b, arcoll_team_create(b->ctx, two, b->rank < 2 && b->n > 1 ? 2 : 0, &b->pair),
+                    "pair team for T"))
         goto out;
     rc = 0;
     goto out;
@@ -1681,8 +804,8 @@ static int resources(bench_t *b, double out[6])
         fprintf(stderr, "arcoll-bench[%d]: out of memory\n", b->rank);
         return 1;
     }
-    if (check(b, arcoll_context_resources(b->ctx, &mine), "arcoll_context_resources") ||
-        share(b, &mine, all, sizeof(mine), "sharing resources"))
+    if (bench_check(b, arcoll_context_resources(b->ctx, &mine), "arcoll_context_resources") ||
+        bench_share(b, &mine, all, sizeof(mine), "sharing resources"))
         goto out;
     out[0] = out[3] = INFINITY;
     out[1] = out[2] = out[4] = out[5] = 0;
@@ -1702,20 +825,20 @@ out:
 }
 
 /* The whole sweep: collectives, sizes, points. Returns like run_point. */
-static int sweep(bench_t *b)
+int bench_sweep(bench_t *b)
 {
     const opts_t *o = &b->o;
     int total = 0, done = 0;
 
     for (int c = 0; c < NCOLLS; c++)
         for (int si = 0; si < b->nsizes; si++)
-            total += (o->colls >> c & 1) * size_ok(c, b->sizes[si]) * b->npoints;
+            total += (o->colls >> c & 1) * bench_size_ok(c, b->sizes[si]) * b->npoints;
     b->t_start = b->t_progress = now_us();
     for (int c = 0; c < NCOLLS; c++) {
         if (!(o->colls & (1 << c)))
             continue;
         int si0 = 0;
-        while (!size_ok(c, b->sizes[si0])) /* setup_sweep checked that the largest is */
+        while (!bench_size_ok(c, b->sizes[si0])) /* setup_sweep checked that the largest is */
             si0++;
         /* Untimed: first calls set up channels and pages and fault in code. */
         bstat_point_t discard[MAX_ALGS];
@@ -1724,7 +847,7 @@ static int sweep(bench_t *b)
         if (prc != 0)
             return prc;
         if (b->rank == 0)
-            print_coll_header(b, c);
+            bench_print_coll_header(b, c);
         for (int si = si0; si < b->nsizes; si++) {
             size_t bytes = b->sizes[si];
             row_t *first = NULL;
@@ -1749,13 +872,13 @@ static int sweep(bench_t *b)
                 if (first == NULL)
                     first = w;
                 if (b->rank == 0) {
-                    print_row(b, w);
+                    bench_print_row(b, w);
                     fflush(stdout);
                 }
-                progress(b, ++done, total, c, bytes);
+                bench_progress(b, ++done, total, c, bytes);
             }
             if (b->rank == 0)
-                print_memcpy_row(b, first);
+                bench_print_memcpy_row(b, first);
         }
     }
     return 0;
@@ -1799,9 +922,9 @@ int main(int argc, char **argv)
 
     /* The default 50 us timer slack would stretch every short sleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    prc = parse(argc, argv, &b->o, err, sizeof(err));
+    prc = bench_parse(argc, argv, &b->o, err, sizeof(err));
     if (prc == 1) {
-        usage(stdout);
+        bench_usage(stdout);
         return 0;
     }
 #ifdef ARCOLL_BENCH_MPI
@@ -1812,21 +935,21 @@ int main(int argc, char **argv)
     if (prc != 0) {
         if (mrank == 0) {
             fprintf(stderr, "arcoll-bench: %s\n", err);
-            usage(stderr);
+            bench_usage(stderr);
         }
         MPI_Finalize();
         return 2;
     }
     arcoll_oob_t oob = {oob_allgather, oob_barrier, NULL, mrank, msize};
-    if (check(b, arcoll_init(&oob, &b->ctx), "arcoll_init"))
+    if (bench_check(b, arcoll_init(&oob, &b->ctx), "arcoll_init"))
         MPI_Abort(MPI_COMM_WORLD, 1);
 #else
-    if (check(b, arcoll_init(NULL, &b->ctx), "arcoll_init"))
+    if (bench_check(b, arcoll_init(NULL, &b->ctx), "arcoll_init"))
         return 1;
     if (prc != 0) {
         if (arcoll_context_rank(b->ctx) == 0) {
             fprintf(stderr, "arcoll-bench: %s\n", err);
-            usage(stderr);
+            bench_usage(stderr);
         }
         arcoll_finalize(b->ctx);
         return 2;
@@ -1850,7 +973,8 @@ int main(int argc, char **argv)
                 rc = 2;
                 goto out_fin;
             }
-    if (b->o.path && check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", b->o.path), "--path")) {
+    if (b->o.path &&
+        bench_check(b, arcoll_config_set(b->ctx, "ARCOLL_PATH", b->o.path), "--path")) {
         rc = 2;
         goto out_fin;
     }
@@ -1876,10 +1000,10 @@ int main(int argc, char **argv)
                     b->spin ? "spinning as asked (--skew spin): a spinning late rank steals the "
                               "core an early rank needs, so latencies are inflated"
                             : "injecting skew by sleeping (a spinning rank would steal a core)");
-        print_header(b);
+        bench_print_header(b);
         b->json_first = 1;
     }
-    prc = sweep(b);
+    prc = bench_sweep(b);
     if (prc == 1)
         goto out_local;
     rc = prc == 0 ? 0 : 1;
@@ -1920,7 +1044,7 @@ out_fin:
     MPI_Finalize();
 #endif
     fflush(stdout);
-    if (rc == 0 && b->rank == 0 && b->o.plot != NULL && plot(b) != 0)
+    if (rc == 0 && b->rank == 0 && b->o.plot != NULL && bench_plot(b) != 0)
         rc = 1;
     bench_free(b);
     return rc;

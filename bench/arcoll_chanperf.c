@@ -22,7 +22,7 @@
 
 #include "arcoll.h"
 #include "bench/bench_stats.h"
-#include "core/coll.h"
+#include "dispatch/coll.h"
 
 #define CAL_BATCHES 15
 #define CAL_BIG     65536 /* the payload of the per-byte figures: 64 KiB */
@@ -79,7 +79,7 @@ static int ping(chan_t *c, int me, int peer, const chan_mem_t *m, const chan_rme
     return c->ops->put_u64(c, peer, seq, rm, 0);
 }
 
-/* The cost model's parameters on this channel (sim_params_t, src/sim/sim.h):
+/* The cost model's parameters on this channel (sim_params_t, src/chan/sim/sim.h):
  *   o: a put of 8 bytes as the sender's CPU sees it (back to back, 1000 a batch)
  *   G: a 64 KiB put into the peer's region minus o, per byte, with the peer
  *      reading each one out (so its lines move between cores as in a call)

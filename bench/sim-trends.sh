@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sim-trends: the five seeds' trends (issue 18 item 4) in arcoll-sim's virtual time, our
+# sim-trends: the five source papers' trends (docs/architecture.md, "Sources") (issue 18 item 4) in arcoll-sim's virtual time, our
 # algorithms only, each with the seed's workload (docs/scale.md, "Trends").
 #
 #   bench/sim-trends.sh BUILD OUTDIR [TREND...]     TREND: 002 004 000 000x 001 003 (default all)

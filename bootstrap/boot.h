@@ -1,7 +1,7 @@
 /* Out-of-band bootstrap: who am I, who is on my node, allgather a blob,
  * barrier. Used only at setup/teardown, never on the data path. */
-#ifndef ARCOLL_BOOT_H
-#define ARCOLL_BOOT_H
+#ifndef ARCOLL_BOOTSTRAP_BOOT_H
+#define ARCOLL_BOOTSTRAP_BOOT_H
 
 #include <stddef.h>
 

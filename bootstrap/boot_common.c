@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bootstrap/boot.h"
-#include "core/log.h"
+#include "util/log.h"
 
 /* ARCOLL_NODE_SIZE=k or k1,k2,...: split the ranks of each host into
  * pretend nodes of k consecutive ranks (or of k1, k2, ... in turn, for

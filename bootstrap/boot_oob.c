@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "bootstrap/boot.h"
-#include "core/log.h"
+#include "util/log.h"
 
 static int boot_oob_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t len)
 {

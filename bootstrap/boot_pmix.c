@@ -11,7 +11,7 @@
 #include <pmix.h>
 
 #include "bootstrap/boot.h"
-#include "core/log.h"
+#include "util/log.h"
 
 typedef struct boot_pmix {
     pmix_proc_t self;

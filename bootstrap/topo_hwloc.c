@@ -4,7 +4,7 @@
 #include <hwloc.h>
 
 #include "bootstrap/boot.h"
-#include "core/log.h"
+#include "util/log.h"
 
 /* The package whose cpus hold all of this process's binding, -1 if none
  * does (bound across packages) or hwloc cannot tell. */

@@ -166,7 +166,7 @@ int arcoll_team_destroy(arcoll_context_t ctx, arcoll_team_t team);
  * the same color >= 0 form a new team, ordered by key and then by their rank
  * in team; color ARCOLL_UNDEFINED joins none (*newteam is then NULL). No rank
  * gathers the whole (color, key) table: sorted tables are merged along a
- * recursive-doubling exchange over the team's own channel (seed 003).
+ * recursive-doubling exchange over the team's own channel (Sack 2011).
  * [serialized] */
 #define ARCOLL_UNDEFINED (-1)
 int arcoll_team_split(arcoll_team_t team, int color, int key, arcoll_team_t *newteam);

@@ -9,8 +9,8 @@
 # loaded machine), which changes no count and coarsens only the first-call column.
 # Prints one markdown row per family and N. "verbs reg" adds what the verbs channel registers
 # beyond the team regions the model counts (docs/scale.md explains and checks it): its staging
-# ring and UD buffers (4 MiB + 10 KiB, src/verbs/verbs_chan.c) on every rank, and on each node's
-# master the node segment, page-rounded (core/hier.c pins it when there are 2+ nodes).
+# ring and UD buffers (4 MiB + 10 KiB, src/chan/verbs/verbs_chan.c) on every rank, and on each node's
+# master the node segment, page-rounded (engine/hier.c pins it when there are 2+ nodes).
 set -u
 B=${1:?usage: scripts/sim-resources.sh BUILD N [N...]}
 shift

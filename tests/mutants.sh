@@ -18,27 +18,33 @@ broken=0
 MUTANTS=(
     # Recursive doubling/halving forget the extra ranks of a team that is not a power of two,
     # at 12 ranks only: a rank count no launcher test runs any more, the matrix does.
-    "matrix|src/recdbl/rd_sched.c|s/c->orphans = \(n & \(n - 1\)\) != 0;/c->orphans = (n & (n - 1)) != 0 \&\& n != 12;/|tests/integ/run.sh build sim-matrix"
+    "matrix|src/alg/sched/rd_sched.c|s/c->orphans = \(n & \(n - 1\)\) != 0;/c->orphans = (n & (n - 1)) != 0 \&\& n != 12;/|tests/integ/run.sh build sim-matrix"
     # A call's deadline is ten times ARCOLL_TIMEOUT_MS: a stopped peer is reported too late.
-    "phase-fault|src/core/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
+    "phase-fault|src/engine/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
     # The signature of a call's arguments no longer depends on them: mismatches go unseen.
-    "mismatch|src/core/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
+    "mismatch|src/dispatch/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
     # A rank that fails a call no longer tells its peers (failure word): they wait for it.
-    "fail-word|src/core/engine.c|s/    if \(t->fail_told /    if (1 \x7c\x7c t->fail_told /|tests/integ/run.sh build failtell-4"
+    "fail-word|src/engine/engine_check.c|s/    if \(t->fail_told /    if (1 \x7c\x7c t->fail_told /|tests/integ/run.sh build failtell-4"
     # A 0-byte call does not read the failure words: the 0-byte rank never learns of its mismatch.
-    "noop-word|src/core/engine.c|s/if \(f != 0 && wire_fail_num\(f\)/if (0 \&\& f != 0 \&\& wire_fail_num(f)/|tests/integ/run.sh build mpirun-3-vbad"
+    "noop-word|src/engine/engine.c|s/if \(f != 0 && wire_fail_num\(f\)/if (0 \&\& f != 0 \&\& wire_fail_num(f)/|tests/integ/run.sh build mpirun-3-vbad"
+    # A failed zero-copy call no longer revokes its advertisements: a late sender writes into
+    # the buffer of a call that has returned.
+    "revoke|src/engine/zcopy.c|s/(static void zcopy_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-alltoall"
+    # A failed sh_co call no longer revokes its arrival: a late rank copies its share into the
+    # buffers of a call that has returned.
+    "shco-revoke|src/alg/node/alg_sh_co.c|s/(static void shco_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-shco-alltoall"
     # GONE notices are never sent: across the link a killed rank is seen only at the timeout.
-    "gone-notice|src/verbs/verbs_chan.c|s/g\.dst = \(uint32_t\)r;/continue;/|env VMBED_ONLY=pair_fault_alltoall_kill tests/vm/run.sh build pair"
+    "gone-notice|src/chan/verbs/verbs_wire.c|s/g\.dst = \(uint32_t\)r;/continue;/|env VMBED_ONLY=pair_fault_alltoall_kill tests/vm/run.sh build pair"
     # Named segments are never unlinked: names stay behind in /dev/shm.
-    "leak|src/smp/smp_seg.c|s/if \(shm_unlink\(name\) != 0\)/if (0)/|tests/integ/run.sh build degraded-3-no-proc"
+    "leak|src/chan/smp/smp_seg.c|s/if \(shm_unlink\(name\) != 0\)/if (0)/|tests/integ/run.sh build degraded-3-no-proc"
     # Large RDMA WRITEs land 8 bytes off: only the verbs data path has this line.
-    "verbs-pair|src/verbs/verbs_chan.c|s/wr\.wr\.rdma\.remote_addr = raddr;/wr.wr.rdma.remote_addr = raddr + (len > 4096 ? 8 : 0);/|env VMBED_ONLY=pair_matrix tests/vm/run.sh build pair"
+    "verbs-pair|src/chan/verbs/verbs_data.c|s/wr\.wr\.rdma\.remote_addr = raddr;/wr.wr.rdma.remote_addr = raddr + (len > 4096 ? 8 : 0);/|env VMBED_ONLY=pair_matrix tests/vm/run.sh build pair"
     # Under Slurm only, every rank believes it is rank 0.
     "slurm|bootstrap/boot_pmix.c|s/b->rank = \(int\)p->self\.rank;/b->rank = getenv(\"SLURM_JOB_ID\") != NULL ? 0 : (int)p->self.rank;/|tests/slurm/run.sh build srun-pmix-3-coll-test"
     # A tuning rule longer than the rule buffer overflows it (the length check comes after).
-    "fuzz|src/core/tune.c|s/snprintf\(rule, sizeof\(rule\), \"%\.\*s\", \(int\)\(len < sizeof\(rule\) \? len : sizeof\(rule\) - 1\), p\);/memcpy(rule, p, len);\n        rule[len] = '\\\\0';/|make fuzz FUZZ_SECONDS=20"
+    "fuzz|src/config/tune.c|s/snprintf\(rule, sizeof\(rule\), \"%\.\*s\", \(int\)\(len < sizeof\(rule\) \? len : sizeof\(rule\) - 1\), p\);/memcpy(rule, p, len);\n        rule[len] = '\\\\0';/|make fuzz FUZZ_SECONDS=20"
     # One line formatted by hand.
-    "format|src/core/log.c|s/\n    return /\n    return  /|make format-check"
+    "format|src/util/log.c|s/\n    return /\n    return  /|make format-check"
 )
 
 mkdir -p "$W"

@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "arcoll.h"
-#include "core/coll.h"
-#include "core/engine.h"
-#include "smp/smp_seg.h"
-#include "verbs/verbs.h"
+#include "chan/smp/smp_seg.h"
+#include "chan/verbs/verbs.h"
+#include "dispatch/coll.h"
+#include "engine/engine.h"
 
 #define INFO_MAX_BYTES ((size_t)1 << 40) /* sizes above this print as "inf" */
 
@@ -67,7 +67,7 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
     if (t->hier != NULL)
         cut[n++] = t->hier->max_bytes + 1;
     qsort(cut, n, sizeof(cut[0]), info_cmp);
-    core_tune_shape_team(t, &shape);
+    hier_team_shape(t, &shape);
     for (size_t i = 0; i <= n; i++) {
         char a[32], b[32];
         const char *why = NULL;
@@ -112,7 +112,7 @@ static void info_shape(struct arcoll_context *ctx)
     core_tune_shape_t shape;
     char src[CORE_TUNE_FILE + 64];
 
-    core_tune_shape(world->hier, world->size, &shape);
+    hier_shape(world->hier, world->size, &shape);
     printf("\nalgorithm by bytes per rank, from-to (to excluded), on the world team: %u nodes x %u "
            "ranks%s\n",
            shape.nodes, shape.ppn, shape.equal ? "" : " on the fullest (unequal nodes)");

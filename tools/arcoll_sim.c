@@ -39,13 +39,13 @@
 #include <unistd.h>
 
 #include "arcoll.h"
-#include "core/coll.h"
-#include "sim/sim.h"
+#include "chan/sim/sim.h"
+#include "dispatch/coll.h"
 #include "tl.h"
 
 #define MAX_SIZES 16
 
-/* The collectives: the one list (core/algs.h), indexed by coll_type_t; --coll takes the
+/* The collectives: the one list (config/algs.h), indexed by coll_type_t; --coll takes the
  * settings name, and ARCOLL_<NAME>_ALG chooses the algorithm. */
 enum { C_N = COLL_NTYPES };
 #define SIM_COLL_NAME(type, name, shown, bit) [type] = #name,

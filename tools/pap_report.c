@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/algs.h"
-#include "core/pap_stats.h"
-#include "core/req.h"
-#include "core/textio.h"
+#include "api/pap_stats.h"
+#include "config/algs.h"
+#include "engine/req.h"
 #include "tools/pap_report.h"
+#include "util/textio.h"
 
 #define REP_LABEL 256
 /* Input limits (docs/profiling.md, "Limits of the reader"): the largest file
@@ -71,7 +71,7 @@ typedef struct rep_arrival {
     double sum_late_ns;
 } rep_arrival_t;
 
-/* The collectives a profile names: the one list's names for logs and profiles (core/algs.h). */
+/* The collectives a profile names: the one list's names for logs and profiles (config/algs.h). */
 #define REP_COLL_SHOWN(type, name, shown, bit) [type] = shown,
 static const char *const rep_types[] = {CORE_COLL_LIST(REP_COLL_SHOWN)};
 
@@ -376,11 +376,12 @@ static void rep_header_print(const char *prefix, const rep_rank_t *ranks, int n,
         rep_us(a, sizeof(a), r0->t_ns[i]);
         printf(" %" PRIu64 " B: %s us%s", r0->tsize[i], a, i + 1 < r0->nt ? "," : "");
     }
-    printf("\n\nImbalance of one call (seed 002 sec. 3.1) from its ranks' arrival times a_i:\n"
-           "  a_bar = mean a_i (eq. 1), d_bar = mean |a_i - a_bar| (eq. 2, average case),\n"
-           "  theta = max a_i - min a_i (eq. 3, worst case); factors d_bar/T and theta/T.\n"
-           "The factor columns are MEANS OVER THE CALLS of each row; d_bar and theta in us "
-           "likewise.\n");
+    printf(
+        "\n\nImbalance of one call (Qian and Afsahi sec. 3.1) from its ranks' arrival times a_i:\n"
+        "  a_bar = mean a_i (eq. 1), d_bar = mean |a_i - a_bar| (eq. 2, average case),\n"
+        "  theta = max a_i - min a_i (eq. 3, worst case); factors d_bar/T and theta/T.\n"
+        "The factor columns are MEANS OVER THE CALLS of each row; d_bar and theta in us "
+        "likewise.\n");
 }
 
 static void rep_tables_print(pap_table_t *by_site, pap_table_t *by_size, int sitew)

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "core/textio.h"
+#include "util/textio.h"
 
 /* The largest profile file read (docs/profiling.md, "Limits of the reader"). */
 #define REP_FILE_MAX (1ULL << 30)

@@ -1,6 +1,6 @@
 /*
  * The decision layer that the PMPI shim (arcoll_pmpi.c) and the Open MPI
- * coll component (src/ompi/coll_arcoll.c) share: contexts over a private
+ * coll component (src/mpi/ompi/coll_arcoll.c) share: contexts over a private
  * copy of a communicator, the per-communicator record with its serve-rule
  * cache and the agreement after a team failure, datatype layout and packing,
  * the (datatype, op) mapping, and the plan, start and finish of one

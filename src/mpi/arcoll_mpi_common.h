@@ -1,12 +1,12 @@
 /*
  * Shared by the PMPI shim (src/mpi/arcoll_pmpi.c) and the Open MPI coll
- * component (src/ompi/coll_arcoll.c): see arcoll_mpi_common.c. Internal: its
+ * component (src/mpi/ompi/coll_arcoll.c): see arcoll_mpi_common.c. Internal: its
  * symbols are hidden in both libraries. "PMPI" in the comments below means
  * the MPI library's own collectives: PMPI_* for the shim, the saved previous
  * coll module for the component.
  */
-#ifndef ARCOLL_MPI_COMMON_H
-#define ARCOLL_MPI_COMMON_H
+#ifndef ARCOLL_MPI_ARCOLL_MPI_COMMON_H
+#define ARCOLL_MPI_ARCOLL_MPI_COMMON_H
 
 #include <mpi.h>
 #include <stddef.h>
@@ -219,4 +219,4 @@ void amc_stats_get(arcoll_mpi_stats_t *out);
 void amc_report(void);
 
 #pragma GCC visibility pop
-#endif /* ARCOLL_MPI_COMMON_H */
+#endif /* ARCOLL_MPI_ARCOLL_MPI_COMMON_H */

@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "arcoll.h"
-#include "core/config.h"
-#include "heap/heap.h"
+#include "config/config.h"
+#include "mem/heap.h"
 #include "preload/heap_preload.h"
 
 #define PRE_DEF_HUGE ((size_t)256 << 20)

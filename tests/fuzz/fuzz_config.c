@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "arcoll.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "config/config.h"
+#include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/textio.h"
 #include "tools/pap_report.h"
+#include "util/textio.h"
 
 #define FUZZ_RANKS 8
 

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "arcoll.h"
-#include "core/config.h"
-#include "core/log.h"
-#include "core/tune.h"
+#include "config/config.h"
+#include "config/tune.h"
+#include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         core_tune_get(&tab, rendered, sizeof(rendered));
         if (core_tune_set(&again, rendered) != ARCOLL_OK ||
             core_tune_digest(&again, 1) != core_tune_digest(&tab, 1))
-            abort(); /* the canonical form must be accepted back (src/core/tune.h) */
+            abort(); /* the canonical form must be accepted back (src/config/tune.h) */
     }
     free(text);
     return 0;

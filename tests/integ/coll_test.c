@@ -39,7 +39,7 @@
  *                                   within ARCOLL_TIMEOUT_MS + 5 s (mpirun, tcp_launch)
  *
  * COLL_TEST_ALGS=A,B,...: the algorithms under test (default direct, pap,
- * shm_direct and pap_shm): names of src/core/algs.h that serve alltoall or
+ * shm_direct and pap_shm): names of src/config/algs.h that serve alltoall or
  * allgather, and auto; an unknown name fails the run (exit status 2).
  *
  * Rank 0 prints "N passed, N failed" (summed over ranks); exit status 0 only
@@ -58,7 +58,7 @@
 #include <unistd.h>
 
 #include "coll_test.h"
-#include "core/algs.h"
+#include "config/algs.h"
 
 int ct_rank, ct_nranks;
 static char ct_prefix[32] = "rank 0";
@@ -66,7 +66,7 @@ tl_tally_t ct_tally = {ct_prefix, 0, 0};
 int (*coll_test_extra)(arcoll_context_t ctx, const char *mode, int argc, char **argv);
 static double init_ms; /* arcoll_init's wall time here (qps prints it) */
 
-/* The algorithms coll_test knows: those of the library's list (src/core/algs.h) that serve
+/* The algorithms coll_test knows: those of the library's list (src/config/algs.h) that serve
  * alltoall or allgather, in its order, with the collectives they serve; then auto (the
  * tuning table's choice). */
 #define CT_KNOWN(id, name, colls) {#name, (colls) & (ALGS_A2A | ALGS_AG)},
@@ -552,7 +552,7 @@ static void test_heapauto(arcoll_context_t ctx, const char *want)
         int rc;
         if (w > 0 && bytes < 65536)
             continue; /* small calls: heap buffers only (on every rank alike) */
-        /* The library's hint (src/heap/alg_sh_co.c), for auto only. */
+        /* The library's hint (src/alg/node/alg_sh_co.c), for auto only. */
         if (tried && !forced && skip > 0) {
             skip--;
             skipped = 1;
@@ -782,6 +782,83 @@ static void test_bad(arcoll_context_t ctx)
               arcoll_strerror(rc));
     }
     free(buf);
+}
+
+/* No write after return (issue 40 item 1): the last rank comes 2 s late to a
+ * zero-copy call (ARCOLL_TIMEOUT_MS 1000, 256 KiB per peer), so the others
+ * time out while they have advertised their receive buffers to it. Each of
+ * them fills its receive buffer with a canary at once and checks, 3 s later
+ * (the late rank has come and gone by then), that no byte of it changed: the
+ * late rank must not write into a buffer whose call has returned. coll is
+ * alltoall, allgather or alltoallv. Calls 1-2 before are ordinary (checked).
+ * heap: the buffers are in the node heap and the alltoall or allgather runs
+ * as sh_co, where every rank copies a share of the blocks between the others'
+ * buffers (docs/protocol.md §15): no copier may write into a returned call's
+ * buffer either. */
+static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
+{
+    arcoll_team_t world = arcoll_team_world(ctx);
+    size_t n = (size_t)ct_nranks, len = 256 << 10, changed = 0;
+    int alltoall = strcmp(coll, "allgather") != 0, v = strcmp(coll, "alltoallv") == 0;
+    uint8_t *s = heap ? arcoll_heap_calloc(n, len) : calloc(n, len);
+    uint8_t *r = heap ? arcoll_heap_calloc(n, len) : calloc(n, len);
+    size_t *cnt = calloc(n, sizeof(size_t)), *dsp = calloc(n, sizeof(size_t));
+    int rc = ARCOLL_OK, late = ct_rank == ct_nranks - 1;
+    double t0, secs = 0;
+
+    for (size_t j = 0; j < n; j++) {
+        cnt[j] = len;
+        dsp[j] = j * len;
+    }
+    ct_set(ctx, "ARCOLL_PATH", "zcopy");
+    if (heap) {
+        ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "sh_co");
+        ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "sh_co");
+    }
+    for (uint64_t call = 1; call <= 3; call++) {
+        if (call == 3 && late)
+            usleep(2000000);
+        ct_fill(alltoall, call, ct_rank, ct_nranks, len, s);
+        t0 = ct_now();
+        if (v)
+            rc = arcoll_alltoallv(world, s, cnt, dsp, r, cnt, dsp);
+        else if (alltoall)
+            rc = arcoll_alltoall(world, s, r, len);
+        else
+            rc = arcoll_allgather(world, s, r, len);
+        secs = ct_now() - t0;
+        if (call < 3) {
+            CHECK(rc == ARCOLL_OK, "call %llu: %s", (unsigned long long)call, arcoll_strerror(rc));
+            CHECK(ct_verify(alltoall, call, ct_rank, ct_nranks, len, r, "latewrite") == 0,
+                  "call %llu data", (unsigned long long)call);
+        }
+    }
+    if (!late) {
+        memset(r, 0xc5, n * len);
+        usleep(3000000);
+        for (size_t b = 0; b < n * len; b++)
+            changed += r[b] != 0xc5;
+        CHECK(rc != ARCOLL_OK, "call 3 without the late rank returned %s", arcoll_strerror(rc));
+        CHECK(changed == 0, "%zu bytes of the receive buffer changed after call 3 returned %s",
+              changed, arcoll_strerror(rc));
+        printf("[rank %d] %s latewrite %s%s: call 3 %s after %.2f s, %zu bytes changed after\n",
+               ct_rank, rc != ARCOLL_OK && changed == 0 ? "CANARY-OK" : "CANARY-FAIL", coll,
+               heap ? " (heap)" : "", arcoll_strerror(rc), secs, changed);
+    } else {
+        printf("[rank %d] late latewrite %s: call 3 %s after %.2f s\n", ct_rank, coll,
+               arcoll_strerror(rc), secs);
+    }
+    fflush(stdout);
+    usleep(1000000);
+    free(dsp);
+    free(cnt);
+    if (heap) {
+        arcoll_heap_free(r);
+        arcoll_heap_free(s);
+    } else {
+        free(r);
+        free(s);
+    }
 }
 
 static void test_kill(arcoll_context_t ctx)
@@ -1338,11 +1415,16 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         arcoll_heap_free(heap_early);
     } else if (strcmp(mode, "heap") == 0)
         test_heap(ctx, heap_early, argc > 2 ? argv[2] : "shared");
-    else if (strcmp(mode, "kill") == 0 || strcmp(mode, "failtell") == 0) {
+    else if (strcmp(mode, "kill") == 0 || strcmp(mode, "failtell") == 0 ||
+             strcmp(mode, "latewrite") == 0 || strcmp(mode, "heaplatewrite") == 0) {
         if (strcmp(mode, "kill") == 0)
             test_kill(ctx);
+        else if (strcmp(mode, "latewrite") == 0 || strcmp(mode, "heaplatewrite") == 0)
+            test_latewrite(ctx, argc > 2 ? argv[2] : "alltoall", mode[0] == 'h');
         else
             test_failtell(ctx);
+        if (heap_early != NULL)
+            arcoll_heap_free(heap_early);
         /* The team lost a rank: no collective summary is possible. */
         arcoll_finalize(ctx);
         return ct_tally.failed ? 1 : 0;

@@ -34,7 +34,7 @@ size_t ct_verify(int alltoall, uint64_t call, int me, int n, size_t bytes, const
                  const char *what);
 /* arcoll_config_set, checked. */
 void ct_set(arcoll_context_t ctx, const char *name, const char *value);
-/* alg serves alltoall and not allgather (src/core/algs.h). */
+/* alg serves alltoall and not allgather (src/config/algs.h). */
 int ct_a2a_only(const char *alg);
 /* One alltoall or allgather, blocking or not (tested to completion). */
 int ct_run_coll(arcoll_team_t team, int alltoall, int nonblocking, const void *s, void *r,

@@ -113,11 +113,9 @@ if ! command -v mpirun >/dev/null; then
     exit 1
 fi
 
-# Dependencies point one way (docs/architecture.md): no algorithm, protocol, channel or engine
-# file includes the dispatcher's header.
-run layering-one-way "text:^layering ok$" bash -c "cd '$(dirname "$0")/../..' && \
-    ! grep -rlE '^#include \"core/coll\.h\"' src/pap src/nonleader src/recdbl src/sloav src/zcopy src/smp src/verbs src/sim \
-    src/core/engine.c src/core/sched_run.c src/core/engine.h src/core/req.h && echo 'layering ok'"
+# Dependencies point one way (docs/architecture.md, "Layers"): every include and every symbol
+# between the library's directories goes down the order of scripts/layers.sh.
+run layering-one-way "text:^layering ok" "$(dirname "$0")/../../scripts/layers.sh" "$B"
 run singleton-matrix ok "$T/coll_test" matrix
 # Rank counts and node shapes beyond these are the in-process matrix's (sim-matrix below);
 # here: the same algorithms between real processes over shared memory.
@@ -171,7 +169,7 @@ for alg in pap direct ring rdd rdh; do
     done
 done
 run mpirun-3-vskew-mixed-slow ok $MPIRUN -np 3 "$T/coll_test" vskew 300 3000
-# Logarithmic alltoallv (seed 000): sloav, sloavx (pretend nodes of 2 and 4, unequal,
+# Logarithmic alltoallv (Xu et al.): sloav, sloavx (pretend nodes of 2 and 4, unequal,
 # interleaved) and pap, every count distribution, blocks around ARCOLL_SLOAV_MAX, 0/1/1 MiB
 # in one call; 1000 back-to-back skewed calls each.
 for n in 1 2 3 4 5 8 16; do
@@ -181,7 +179,7 @@ for shape in 8:2 8:4 6:3,1 7:3,2,2 16:4 11:5; do
     n=${shape%%:*} k=${shape#*:}
     run "a2av-$n-nodes-$k" ok env ARCOLL_NODE_SIZE=$k $MPIRUN -np $n "$T/coll_test" a2av
 done
-# Seed 000's two-phase steps (ARCOLL_SLOAV_PHASES=2: a size message, then the data; the
+# Xu et al.'s two-phase steps (ARCOLL_SLOAV_PHASES=2: a size message, then the data; the
 # default sends the data alone and the receiver reads its length from the header).
 for n in 5 16; do
     run "mpirun-$n-a2av-2phase" ok env ARCOLL_SLOAV_PHASES=2 $MPIRUN -np $n "$T/coll_test" a2av
@@ -197,7 +195,7 @@ for alg in sloav sloavx; do
     run "mpirun-16-vskew-$alg" ok env VSKEW_ALG=$alg ARCOLL_NODE_SIZE=4 $MPIRUN -np 16 \
         "$T/coll_test" vskew "$VSKEW_N" 300
 done
-# MN-CO (seed 004 2.5): flat over all ranks, two rounds through Morton-order owners, on pretend
+# MN-CO (Li et al. 2.5): flat over all ranks, two rounds through Morton-order owners, on pretend
 # nodes (the schedule does not look at them; the dispatcher and hier do): 0 and 1 B .. 64 KiB per
 # block, blocking and not, then 1000 back-to-back skewed calls per path and collective.
 MNCO="env COLL_TEST_ALGS=mn_co"
@@ -273,7 +271,7 @@ run degraded-3-no-proc ok:"warning: smp: rank 0 cannot open rank 1's memfd throu
 # Node segments with the epoch check disabled must be caught (one node: no flat phase 2).
 run fault-no-epoch-shm-is-caught fail $SHM ARCOLL_FAULT=no_epoch ARCOLL_TIMEOUT_MS=3000 \
     $MPIRUN -np 4 "$T/coll_test_fault" skew 300 100 late
-# Non-leader alltoall (seed 001) and the leader-based one on pretend nodes: node-major teams
+# Non-leader alltoall (Kumar et al.) and the leader-based one on pretend nodes: node-major teams
 # (the step into the user's buffer) and the interleaved team of the matrix (through the
 # receive slices), 3 nodes, back-to-back skew, every algorithm changing call by call over
 # the same node segments (mix), bad input, a killed rank, and unequal nodes (fallback).
@@ -443,6 +441,18 @@ run mpirun-4-kill kill 3 env ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -n
 # the 20 s timeout, although the failed rank stays alive (docs/protocol.md §8).
 run failtell-4 lines 4 "TOLD failtell: " timeout 60 env ARCOLL_TIMEOUT_MS=20000 \
     ARCOLL_FAULT=fail_call $MPIRUN -np 4 "$T/coll_test_fault" failtell
+# No write after return (issue 40 item 1): a rank 2 s late to a zero-copy call must not write
+# into the receive buffers of the ranks that timed out at 1 s; they fill them with a canary at
+# once and check it 3 s later (docs/protocol.md §6, "Revocation"; before: 261125 bytes changed).
+for c in alltoall alltoallv; do
+    run "latewrite-3-$c" lines 2 "CANARY-OK latewrite" timeout 60 env ARCOLL_TIMEOUT_MS=1000 \
+        $MPIRUN -np 3 "$T/coll_test" latewrite $c
+done
+# The same for sh_co on node-heap buffers, where every rank copies a share of the blocks
+# between the others' buffers (§15: before, the late rank copied its share into a returned
+# rank's buffer, 261125 bytes).
+run latewrite-3-shco-alltoall lines 2 "CANARY-OK latewrite" timeout 60 env \
+    ARCOLL_TIMEOUT_MS=1000 $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoall
 # Faults outside the data path (docs/reliability.md): every surviving rank ends within
 # ARCOLL_TIMEOUT_MS (+ 5 s, checked by coll_test; timeout 30 proves no hang). A setting that
 # does not parse on rank 1 only, and one that differs on rank 1 only, fail every rank naming it.
@@ -578,7 +588,7 @@ fi
 SIM="$B/bin/arcoll-sim --iters 3 --warmup 1"
 SIMOK="text:, 0 corrupted calls$"
 # The algorithm matrix (tests/matrix/sim_matrix.c; tests/README.md, "The in-process matrix"):
-# every algorithm of src/core/algs.h's list x each collective it serves x 0 B .. 70000 B x copy
+# every algorithm of src/config/algs.h's list x each collective it serves x 0 B .. 70000 B x copy
 # and zero-copy x blocking, in place, 3 and 10 in flight, under skew, on 2-16 ranks with pretend
 # nodes, every byte checked; an algorithm that never runs as itself fails it. MATRIX_COMBOS
 # path x mode combinations per size and shape (make asan: 1; 6: all, on every shape).
@@ -609,7 +619,7 @@ run sim-2x4-allgather-auto-default \
     $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096,8192 --params ib-edr --csv
 run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
     $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
-# alltoallv's auto (src/core/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.
+# alltoallv's auto (src/dispatch/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.
 run sim-2x16-alltoallv-auto-sloav "text:^alltoallv,auto,32,16,2,ib-edr,8,.*,0,sloav$" \
     $SIM -n 32 --ppn 16 --coll alltoallv --alg auto --size 8 --params ib-edr --csv
 run sim-1x16-alltoallv-auto-pap "text:^alltoallv,auto,16,16,1,ib-edr,8,.*,0,pap$" \
@@ -679,7 +689,7 @@ run sim-internal-agree-ignores-forced-alg "text:^same [0-9]+ puts$" bash -c \
            --size 8 --iters 1 --warmup 0 --no-payload 2>&1 | sed -n "1s/.* \([0-9]*\) puts.*/\1/p"; }
      a=$(p pap) b=$(p rdh); [ -n "$a" ] && [ "$a" = "$b" ] && echo "same $a puts" ||
      echo "pap $a rdh $b"' "$B/bin/arcoll-sim"
-# The receive scan that looks only at the slots puts landed in (chan_ops.landed_at) changes
+# The receive scan that looks only at the slots puts landed in (chan_model_ops.landed_at) changes
 # no row: --rescan scans every pending peer on every pass, as a real channel must. With
 # payload: the linear, logarithmic, routed and node-memory families, PAP's unordered
 # receives, 4 calls in flight (landings in other banks; the flat allgather would not reach the
@@ -723,7 +733,7 @@ run sim-set-name-too-long-fails 'fails:sim: "oob_a=123456": expected KEY=VALUE' 
 run sim-progress-lines "text:^arcoll-sim: [0-9.]+ s: init 4/4 ranks, calls [0-9]+/8 \([0-9]+%\), [0-9]+ ranks done, [0-9.]+ M puts, virtual [0-9.]+ ms$" \
     $SIM -n 4 --size 8 --iters 1 --progress 1e-9
 # sloavx vs sloav (docs/scale.md "000"): with a 1 us per-message NIC gap, the node's ranks'
-# messages share the NIC and the leaders' aggregation wins (seed 000's reasoning; with ib-edr's
+# messages share the NIC and the leaders' aggregation wins (Xu et al.'s reasoning; with ib-edr's
 # 5 ns it loses); and a leader's step message costs a credit round trip per copy-path fragment
 # (ARCOLL_WINDOW 1: 16 KiB slots, 1 fragment; 8: 4 KiB, 4 fragments).
 A2AV16="-n 32 --ppn 16 --coll alltoallv --size 16 --bounce 16384 --iters 2"

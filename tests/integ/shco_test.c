@@ -1,7 +1,7 @@
 /*
  * sh_co on forked ranks (fork_test.c's shco modes, on coll_test's helpers): the
  * parent maps one MAP_SHARED anonymous region before the fork and registers
- * it (heap/region.h), so it is at the same address, under the same id, in
+ * it (mem/region.h), so it is at the same address, under the same id, in
  * every rank; each rank takes its buffers from its own slice of it.
  *
  *   fork_test N shco check          alltoall and allgather 1 B .. 1 MiB per peer, blocking and
@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 
 #include "coll_test.h"
-#include "heap/region.h"
+#include "mem/region.h"
 #include "shco_test.h"
 
 #define SHCO_REGION_ID 0x5c0c0ULL

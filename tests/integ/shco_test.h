@@ -7,7 +7,7 @@
 #include "arcoll.h"
 
 /* The parent, before the fork: a shared region of n slices of slice bytes,
- * registered (heap/region.h) so that every rank has it at the same address. */
+ * registered (mem/region.h) so that every rank has it at the same address. */
 int shco_region_make(int n, size_t slice);
 /* coll_test's hook (coll_test_extra): 1 if mode was "shco". */
 int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv);

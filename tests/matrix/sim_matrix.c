@@ -1,6 +1,6 @@
 /*
  * The algorithm matrix in one process (tests/README.md, "The in-process
- * matrix"): every algorithm of the one list (src/core/algs.h) x every
+ * matrix"): every algorithm of the one list (src/config/algs.h) x every
  * collective it serves x sizes x copy and zero-copy paths x blocking, in
  * place and nonblocking with several calls in flight, under random arrival
  * skew, on team shapes from 2 to 16 ranks with pretend nodes (equal and
@@ -27,10 +27,10 @@
 #include <string.h>
 
 #include "arcoll.h"
-#include "core/algs.h"
-#include "core/coll.h"
-#include "core/config.h"
-#include "sim/sim.h"
+#include "chan/sim/sim.h"
+#include "config/algs.h"
+#include "config/config.h"
+#include "dispatch/coll.h"
 #include "tl.h"
 
 enum { NCOLL = COLL_NTYPES };
@@ -381,7 +381,7 @@ static int parse_algs(job_t *j, char *list)
             a++;
         if (a == NALG) {
             fprintf(stderr,
-                    "sim_matrix: unknown algorithm \"%s\" (the list, src/core/algs.h:", tok);
+                    "sim_matrix: unknown algorithm \"%s\" (the list, src/config/algs.h:", tok);
             for (a = 0; a < NALG; a++)
                 fprintf(stderr, " %s", alg_names[a]);
             fprintf(stderr, ")\n");

@@ -415,7 +415,7 @@ else
     same shim-a2av-5-direct-zcopy shim-a2av-5-plain
     a2av shim-a2av-3-copy-small-bounce 3 LD_PRELOAD="$PRE" ARCOLL_PATH=copy ARCOLL_BOUNCE_SIZE=1k
     same shim-a2av-3-copy-small-bounce shim-a2av-3-plain
-    # The logarithmic alltoallv (seed 000) under the same unmodified program: sloav, and
+    # The logarithmic alltoallv (Xu et al.) under the same unmodified program: sloav, and
     # sloavx on pretend nodes, two- and one-phase steps, blocks above 2 KiB direct.
     a2av shim-a2av-5-sloav 5 LD_PRELOAD="$PRE" ARCOLL_ALLTOALLV_ALG=sloav
     same shim-a2av-5-sloav shim-a2av-5-plain
@@ -430,7 +430,7 @@ else
         SHIM_A2AV_CORRUPT=1 "$AT"
     t shim-a2av-3-corrupt-digest-differs fails:"random-int world alltoallv 0:" \
         diff "$LOG/shim-a2av-3-plain.digest" "$LOG/shim-a2av-3-corrupt.digest"
-    # The Open MPI component (mca_coll_arcoll.so, src/ompi/coll_arcoll.c): stock mpirun with
+    # The Open MPI component (mca_coll_arcoll.so, src/mpi/ompi/coll_arcoll.c): stock mpirun with
     # the component's directory before Open MPI's own and nothing else, no preload. 11 mpirun
     # runs and one ompi_info.
     COMP=$B/lib/openmpi/mca_coll_arcoll.so

@@ -1,6 +1,6 @@
 /*
  * The schedule simulator of the unit tests (test_rd_sched.c, test_mnco_sched.c):
- * all n ranks' schedules (core/sched.h) run together in memory on real buffers
+ * all n ranks' schedules (engine/sched.h) run together in memory on real buffers
  * by a seeded random-order executor that also checks sched.h's rules (and
  * rd_sched.h's E1/E2); the tests then check the results byte for byte.
  *
@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "core/sched.h"
+#include "engine/sched.h"
 
 /* ---- random numbers ---------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* Unit tests of src/core/config.c: ARCOLL_* defaults, parsing, validation,
+/* Unit tests of src/config/config.c: ARCOLL_* defaults, parsing, validation,
  * rendering, the cross-rank digest and the environment. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "config/config.h"
+#include "util/log.h"
 
 static const char *const all_vars[] = {
     "ARCOLL_CHANNEL",         "ARCOLL_ALLTOALL_ALG", "ARCOLL_ALLGATHER_ALG", "ARCOLL_PATH",

@@ -1,4 +1,4 @@
-/* Unit tests of the node heap's allocator side (src/heap/heap.c): the API,
+/* Unit tests of the node heap's allocator side (src/mem/heap.c): the API,
  * many threads at once, exhaustion, fork, and the reservation when its range
  * is taken. The process's heap is 64 MiB at slot 0 of a reservation at
  * HEAP_TEST_BASE (set in main, before the first allocation); the cases that
@@ -19,8 +19,8 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "heap/heap.h"
-#include "heap/region.h"
+#include "mem/heap.h"
+#include "mem/region.h"
 
 #define HEAP_TEST_BASE 0x300000000000ULL
 #define HEAP_TEST_SIZE ((size_t)64 << 20)

@@ -1,4 +1,4 @@
-/* Unit tests of src/zcopy/heapmr.c: the one MR over a doubling prefix of the
+/* Unit tests of src/mem/heapmr.c: the one MR over a doubling prefix of the
  * heap slot, over fake reg/dereg callbacks that record every registration
  * (start, length, live) and can be told to fail. Addresses are made up and
  * never dereferenced. */
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "zcopy/heapmr.h"
+#include "mem/heapmr.h"
 
 #define MIB      ((size_t)1 << 20)
 #define BASE     ((uintptr_t)0x200000000000ULL)

@@ -1,6 +1,6 @@
 /* Unit tests of the node grouping behind the shared-memory aware algorithms:
  * pretend nodes from ARCOLL_NODE_SIZE (bootstrap/boot_common.c) and a team's
- * node map and segment layout (src/core/hier.c), on a hand-built context
+ * node map and segment layout (src/engine/hier.c), on a hand-built context
  * whose bootstrap puts every rank on one host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "core/coll.h"
+#include "dispatch/coll.h"
 
 /* Every rank reports the same hostname: one host. */
 static int one_host_allgather(boot_t *b, const void *sbuf, void *rbuf, size_t len)

@@ -1,11 +1,11 @@
-/* Unit tests of src/pap/lin_sched.c (the linear schedules of pap and direct)
+/* Unit tests of src/alg/sched/lin_sched.c (the linear schedules of pap and direct)
  * on the schedule simulator (sched_sim.h): every rank's schedule run
  * together in memory, then the results byte for byte; and that the blocks
  * every message shares are stored once (sched_add_segs). */
 #include "sched_sim.h"
 
-#include "core/core.h"
-#include "pap/lin_sched.h"
+#include "alg/sched/lin_sched.h"
+#include "engine/team.h"
 
 static const uint32_t lin_ns[] = {1, 2, 3, 4, 5, 7, 8, 13, 16};
 #define N_LIN_NS (sizeof(lin_ns) / sizeof(lin_ns[0]))

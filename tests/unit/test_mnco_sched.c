@@ -1,11 +1,11 @@
-/* Unit tests of src/heap/mnco_sched.c (MN-CO, seed 004 §2.5) on the schedule
+/* Unit tests of src/alg/sched/mnco_sched.c (MN-CO, Li et al. §2.5) on the schedule
  * simulator (sched_sim.h): the ownership rule (a tiling, the Morton order for
  * powers of two), every rank's schedule run together in memory and checked
  * byte for byte, and the message counts the seed gives. */
 #include "sched_sim.h"
 
-#include "heap/mnco_sched.h"
-#include "heap/morton.h"
+#include "alg/sched/mnco_sched.h"
+#include "alg/sched/morton.h"
 
 static int is_pow2(uint32_t n)
 {

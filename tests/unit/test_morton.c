@@ -1,4 +1,4 @@
-/* Unit tests of the Morton order of the block matrix (src/heap/morton.c):
+/* Unit tests of the Morton order of the block matrix (src/alg/sched/morton.c):
  * interleave and de-interleave, portable against BMI2; every block exactly
  * once over the ranks' shares; the halving order equal to the interleave for
  * powers of two; each share a compact piece of the matrix; the NUMA shares
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "heap/morton.h"
+#include "alg/sched/morton.h"
 
 static const uint32_t big[] = {96, 100, 127, 128, 200, 256, 1000};
 

@@ -1,6 +1,6 @@
-/* Unit tests of src/core/pap_stats.c, the arithmetic of arcoll-pap-report:
+/* Unit tests of src/api/pap_stats.c, the arithmetic of arcoll-pap-report:
  * hand-made arrival patterns with known mean, average- and worst-case
- * imbalance (seed 002 §3.1, eq. 1-3), the factors against T, T between
+ * imbalance (Qian and Afsahi §3.1, eq. 1-3), the factors against T, T between
  * measured sizes, and the grouping of calls by call site and by size. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "core/pap_stats.h"
+#include "api/pap_stats.h"
 
 #define EPS 1e-9
 

@@ -1,9 +1,9 @@
-/* Unit tests of src/recdbl/rd_sched.c on the schedule simulator (sched_sim.h):
+/* Unit tests of src/alg/sched/rd_sched.c on the schedule simulator (sched_sim.h):
  * every rank's schedule run together in memory, then the results byte for
  * byte. */
 #include "sched_sim.h"
 
-#include "recdbl/rd_sched.h"
+#include "alg/sched/rd_sched.h"
 
 /* ---- collectives against references ------------------------------------ */
 

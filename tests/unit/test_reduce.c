@@ -1,4 +1,4 @@
-/* Unit tests of src/core/reduce.c: every dtype x op against a scalar
+/* Unit tests of src/engine/reduce.c: every dtype x op against a scalar
  * reference, at every alignment of either buffer, plus the edge cases the
  * header promises (wrapping, NaN, signed zeros) and the argument checks. */
 #include <math.h>
@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "core/log.h"
-#include "core/reduce.h"
+#include "engine/reduce.h"
+#include "util/log.h"
 
 #define GUARD      16 /* bytes checked on each side of a buffer */
 #define GUARD_BYTE 0xa5

@@ -1,4 +1,4 @@
-/* Unit tests of src/zcopy/regcache.c: the registration cache of the zero-copy
+/* Unit tests of src/mem/regcache.c: the registration cache of the zero-copy
  * path, over fake reg/dereg callbacks that record every call and can be told
  * to fail. Addresses are never dereferenced, so they are made-up numbers. */
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "zcopy/regcache.h"
+#include "mem/regcache.h"
 
 /* ---- fake registration callbacks --------------------------------------- */
 

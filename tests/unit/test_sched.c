@@ -1,5 +1,5 @@
-/* Unit tests of the write schedules (src/pap/alg_pap.c, alg_direct.c) and of
- * coll_tx/coll_tx_continue (src/core/coll.c): in which order a rank writes to
+/* Unit tests of the write schedules (src/alg/flat/alg_pap.c, alg_direct.c) and of
+ * coll_tx/coll_tx_continue (src/dispatch/coll.c): in which order a rank writes to
  * its peers, driven by a scripted protocol. A hand-built team and request
  * stand in for coll_start; nothing here touches a real channel.
  *
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "core/engine.h"
+#include "engine/engine.h"
 
 extern const coll_alg_t coll_alg_pap, coll_alg_direct;
 

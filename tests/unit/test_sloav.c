@@ -1,7 +1,7 @@
-/* Unit tests of src/sloav/route.c (SLOAV / SLOAVx element routing): every
+/* Unit tests of src/alg/sched/route.c (SLOAV / SLOAVx element routing): every
  * rank's schedule of one alltoallv is built and run together in memory, in
  * lockstep rounds (round r's hooks everywhere, then round r's messages), which
- * is one order the executor's rules allow (core/sched.h). Checked: every byte
+ * is one order the executor's rules allow (engine/sched.h). Checked: every byte
  * lands where the receive counts say and nothing else is touched, stream
  * lengths agree at both ends, the start-up count is the seed's, and counts
  * that disagree across ranks are reported where they can be seen. */
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
+#include "alg/sched/route.h"
 #include "arcoll.h"
-#include "sloav/route.h"
 
 #define GAP 3 /* untouched bytes after every receive block */
 
@@ -296,7 +296,7 @@ static void sweep(sim_t *sim, int check_startups)
                     uint32_t sends = 0;
                     sim_run(sim, kind, kind * 100 + z * 10 + t, maxes[z], threshes[t], ip, -1, 0, 0,
                             &sends);
-                    /* seed 000: 2 ceil(log2 N) start-ups (size, then data);
+                    /* Xu et al.: 2 ceil(log2 N) start-ups (size, then data);
                      * one-phase: ceil(log2 N) */
                     if (check_startups)
                         assert_true(sends <= (uint32_t)phases * log2up(sim->n));

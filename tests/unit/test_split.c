@@ -1,4 +1,4 @@
-/* Unit tests of the team split (src/core/split.c): every virtual rank of a
+/* Unit tests of the team split (src/api/split.c): every virtual rank of a
  * split runs the real state machine in a step-synchronous simulator (call k
  * of every rank, deliver, complete), and split_run itself runs on threads
  * over a barrier mailbox. Results are checked against a qsort of the whole
@@ -17,8 +17,8 @@
 #include <cmocka.h>
 #include <pthread.h>
 
+#include "api/split.h"
 #include "arcoll.h"
-#include "core/split.h"
 
 /* ---- inputs and the reference ------------------------------------------ */
 

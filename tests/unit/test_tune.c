@@ -1,4 +1,4 @@
-/* Unit tests of src/core/tune.c: the ARCOLL_TUNE parser (every error class,
+/* Unit tests of src/config/tune.c: the ARCOLL_TUNE parser (every error class,
  * range boundaries, suffixes, conditions, files), the default table, the pick
  * over team shapes, ARCOLL_TUNE as a configuration variable (digest, render,
  * environment), and coll_alg_resolve on hand-built teams. */
@@ -15,10 +15,10 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
-#include "core/coll.h"
-#include "core/config.h"
-#include "core/log.h"
-#include "core/tune.h"
+#include "config/config.h"
+#include "config/tune.h"
+#include "dispatch/coll.h"
+#include "util/log.h"
 
 enum { A2A = CORE_TUNE_ALLTOALL, AG = CORE_TUNE_ALLGATHER };
 
@@ -729,7 +729,7 @@ static void test_shape(void **state)
     core_tune_shape_t s;
 
     (void)state;
-    core_tune_shape(NULL, 6, &s);
+    hier_shape(NULL, 6, &s);
     assert_int_equal(s.nodes, 6);
     assert_int_equal(s.ppn, 1);
     assert_true(s.equal);
@@ -737,22 +737,22 @@ static void test_shape(void **state)
     h.nnodes = 3;
     h.lmax = 4;
     h.node_size = eq;
-    core_tune_shape(&h, 12, &s);
+    hier_shape(&h, 12, &s);
     assert_int_equal(s.nodes, 3);
     assert_int_equal(s.ppn, 4);
     assert_true(s.equal);
     assert_false(s.heap);
     h.heap = 1; /* the heap counts on one node only */
-    core_tune_shape(&h, 12, &s);
+    hier_shape(&h, 12, &s);
     assert_false(s.heap);
     h.nnodes = 1;
-    core_tune_shape(&h, 4, &s);
+    hier_shape(&h, 4, &s);
     assert_true(s.heap);
     h.nnodes = 3;
     h.heap = 0;
     h.lmax = 3;
     h.node_size = uneq;
-    core_tune_shape(&h, 6, &s);
+    hier_shape(&h, 6, &s);
     assert_int_equal(s.nodes, 3);
     assert_int_equal(s.ppn, 3);
     assert_false(s.equal);
@@ -966,7 +966,7 @@ static void model_expect(fixture_t *f, int models, int over, int chan, int alg)
     int picked;
 
     f->chan.models = models;
-    core_tune_shape_team(&f->team, &s);
+    hier_team_shape(&f->team, &s);
     assert_int_equal(s.nodes, 2);
     assert_int_equal(s.ppn, 2);
     assert_int_equal(s.over, over);

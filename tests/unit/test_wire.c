@@ -1,4 +1,4 @@
-/* Unit tests of src/core/wire.h: the 64-bit words peers poll and the layout
+/* Unit tests of src/engine/wire.h: the 64-bit words peers poll and the layout
  * of a team region. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "core/wire.h"
+#include "engine/wire.h"
 
 /* ---- fragment words ---------------------------------------------------- */
 

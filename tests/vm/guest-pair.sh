@@ -145,7 +145,7 @@ COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 60 300 late
 # the same local index (node1's rank 0 with node2's rank 0, ...); leader through node masters.
 COLL_TEST_ALGS=sa,leader ap pair_nl_matrix matrix
 COLL_TEST_ALGS=sa,rd,leader ap pair_nl_skew_late skew 60 300 late
-# MN-CO (seed 004 2.5) across the link: 4 ranks on 2 nodes, both collectives at 0 and 1 B .. 64 KiB
+# MN-CO (Li et al. 2.5) across the link: 4 ranks on 2 nodes, both collectives at 0 and 1 B .. 64 KiB
 # per block, then a skewed series (every rank, random delays), every byte checked.
 COLL_TEST_ALGS=mn_co ap pair_mnco_sizes sizes
 COLL_TEST_ALGS=mn_co ap pair_mnco_skew_random skew 20 200 random
@@ -177,7 +177,7 @@ ap pair_vskew vskew 500 200
 for alg in ring rdd rdh; do
     VSKEW_ALG=$alg ap pair_vskew_$alg vskew 500 200
 done
-# The logarithmic alltoallv (src/sloav/) across the nodes: sloav, sloavx and pap x the four
+# The logarithmic alltoallv (src/alg/sched/route.c) across the nodes: sloav, sloavx and pap x the four
 # count distributions x sizes x in place x nonblocking x routing limits, and blocks of 0, 1
 # and 1 MiB mixed in one call (as in the single guest: all of it at one and two ranks per
 # node, the limits rotating from cell to cell at four), where sloavx's nodes are the guests;

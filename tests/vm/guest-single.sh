@@ -71,7 +71,8 @@ fi
 # ==== arcoll over verbs (rxe0): the same test programs as on the shared-memory channel ====
 # av NAME NP EXPECT CMD...: mpirun -np NP CMD with ARCOLL_CHANNEL=verbs; EXPECT is ok (exit 0
 # and " 0 failed"), kill:N (N KILL-OK lines), kill:N:CODE (N KILL-OK lines, each naming CODE:
-# coll_test phasefault), or error:TEXT (must fail, log naming TEXT).
+# coll_test phasefault), lines:N:TEXT (N lines naming TEXT, no hang), or error:TEXT (must
+# fail, log naming TEXT).
 # The device and GID are chosen automatically (docs/verbs.md); one test pins them.
 av() {
     local name=$1 np=$2 expect=$3 log rc t0 t1 ok=0
@@ -94,6 +95,10 @@ av() {
             [ "$(grep -c "KILL-OK phasefault [a-z]*: ${k#*:} (" "$log")" -eq "${k%%:*}" ] && ok=1
         ;;
     kill:*) [ "$(grep -c KILL-OK "$log")" -eq "${expect#kill:}" ] && ok=1 ;;
+    lines:*:*)
+        local l=${expect#lines:}
+        [ $rc -ne 124 ] && [ "$(grep -c "${l#*:}" "$log")" -eq "${l%%:*}" ] && ok=1
+        ;;
     error:*) [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "${expect#error:}" "$log" && ok=1 ;;
     esac
     if [ $ok = 1 ]; then
@@ -125,12 +130,12 @@ ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_matrix_np4 4 ok env COLL_TEST_ALGS=pap_sh
 ARCOLL_NODE_SIZE=2 av verbs_shm_nodes2_skew_late_np4 4 ok $SHMA "$T/coll_test" skew 200 500 late
 # 100 random-skew calls on the unequal nodes: 300 took 200 s of guest time at host load 15.
 ARCOLL_NODE_SIZE=3,1 av verbs_shm_nodes31_skew_random_np4 4 ok $SHMA "$T/coll_test" skew 100 200 random
-# Non-leader alltoall (seed 001) on pretend nodes over verbs: cross teams of one rank per node.
+# Non-leader alltoall (Kumar et al.) on pretend nodes over verbs: cross teams of one rank per node.
 NLA="env COLL_TEST_ALGS=sa,rd,leader"
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_matrix_np4 4 ok env COLL_TEST_ALGS=sa,rd "$T/coll_test" matrix
 ARCOLL_NODE_SIZE=2 av verbs_nl_nodes2_skew_late_np4 4 ok env COLL_TEST_ALGS=sa,rd \
     "$T/coll_test" skew 150 300 late
-# MN-CO (seed 004 2.5) over verbs on one guest: 3 ranks (owners of unequal rectangles).
+# MN-CO (Li et al. 2.5) over verbs on one guest: 3 ranks (owners of unequal rectangles).
 av verbs_mnco_sizes_np3 3 ok env COLL_TEST_ALGS=mn_co "$T/coll_test" sizes
 # Connections on demand (docs/verbs.md): a process holds RC QPs only to the peers its
 # algorithm writes to. 4 ranks on pretend nodes of 2: pap_shm's masters (ranks 0, 2) talk to
@@ -175,6 +180,14 @@ for sig in kill:PEER stop:TIMEOUT; do
     AV_TIMEOUT_MS=3000 AV_MPIRUN_ARGS=--enable-recovery av verbs_phasefault_alltoall_${sig%:*}_np4 \
         4 "kill:3:${sig#*:}" env COLL_PHASE_LINGER=1 "$T/coll_test" phasefault alltoall "${sig%:*}"
 done
+# No write after return over verbs (docs/protocol.md §6, "Revocation"): the ranks that time
+# out while the late rank holds their advertisements fill their receive buffers with a canary,
+# which must not change; with a per-call registration (deregistered at the call's end) and a
+# cached one (dropped from the cache when the call fails).
+for rc in off on; do
+    ARCOLL_REGCACHE=$rc AV_TIMEOUT_MS=1000 av verbs_latewrite_regcache_${rc}_np3 3 \
+        "lines:2:CANARY-OK latewrite" "$T/coll_test" latewrite alltoall
+done
 av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 2048:4096 -M 0,32 -i 10 -x 2 -v &&
     echo 'bench: 1 passed, 0 failed'"
 # One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.
@@ -201,7 +214,7 @@ av verbs_inflight_np3 3 ok "$T/coll_test" inflight
 ARCOLL_NODE_SIZE=2 av verbs_split_nodes2_np4 4 ok "$T/coll_test" split
 av verbs_split_np3 3 ok "$T/coll_test" split
 av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
-# The logarithmic alltoallv (src/sloav/): sloav, sloavx and pap x the four count
+# The logarithmic alltoallv (src/alg/sched/route.c): sloav, sloavx and pap x the four count
 # distributions x sizes x in place x nonblocking x routing limits (ARCOLL_SLOAV_MAX 2k, 0,
 # 64k), and blocks of 0, 1 and 1 MiB mixed in one call; sloavx on pretend nodes of 2; 1000
 # back-to-back skewed calls of each (vbad above covers their cross-rank mismatches). All of

@@ -1,0 +1,155 @@
+/* Copy-based path: data goes through the receiver's pre-registered bounce
+ * slots; a filled slot is the sender's arrival signal (Qian and Afsahi §4.1).
+ * Messages larger than a slot go as fragments, each after the receiver's
+ * credit for the previous one (docs/protocol.md, "Copy path"). */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/log.h"
+
+/* Bytes of fragment k of a len-byte block. */
+static size_t bounce_frag_len(const coll_req_t *r, size_t len, uint32_t k)
+{
+    size_t b = (size_t)r->team->layout.bounce, off = (size_t)k * b;
+
+    return len - off < b ? len - off : b;
+}
+
+/* Direct waits for each receiver's readiness, so receivers advertise it;
+ * PAP needs no advertisement on this path. */
+static int bounce_start(coll_req_t *r)
+{
+    return r->is_direct ? coll_advertise(r, NULL, 0) : ARCOLL_OK;
+}
+
+static int bounce_flag_match(const coll_req_t *r, uint64_t flag, uint32_t frag)
+{
+#ifdef ARCOLL_FAULTS
+    /* Fault injection for the tests: forget the epoch, keep the fragment. */
+    if (wire_fault_no_epoch)
+        return (uint32_t)flag == frag + 1;
+#endif
+    return flag == wire_frag_word(r->epoch, frag);
+}
+
+static int bounce_arrived(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    const coll_peer_t *p = &r->peers[peer];
+
+    if (p->rx_frag > 0 || p->rx_done)
+        return 1;
+    return bounce_flag_match(r, wire_load(&t->region, wire_slot_off(&t->layout, peer, r->bank)), 0);
+}
+
+static int bounce_tx_ready(coll_req_t *r, uint32_t peer)
+{
+    wire_ctrl_t adv;
+
+    if (!r->is_direct)
+        return 1; /* the epoch banks make the slot free: docs/protocol.md */
+    if (!coll_ctrl_read(r, peer, &adv))
+        return 0;
+    /* On a size mismatch still send: the receiver checks the size in the slot
+     * header before copying, so it learns of the mismatch too. */
+    if (adv.size != coll_tx_len(r, peer))
+        r->deferred = coll_mismatch(r, peer, 1, adv.size);
+    return 1;
+}
+
+static int bounce_tx(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    coll_peer_t *p = &r->peers[peer];
+    const chan_rmem_t *dst = &t->peer_region[peer];
+    uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank);
+    uint32_t k = p->tx_frag;
+    size_t len = coll_tx_len(r, peer), flen = bounce_frag_len(r, len, k);
+    int cr = t->ranks[peer], rc;
+
+    if (k > 0) {
+        uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer, r->bank));
+        if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT))
+            return coll_mismatch(r, peer, 1, UINT64_MAX);
+        if (cred != wire_frag_word(r->epoch, k - 1))
+            return 0;
+    }
+    if (k == 0) {
+        uint64_t size = len;
+        rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
+                         off + offsetof(wire_slot_hdr_t, size));
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    if (flen > 0) {
+        rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce, flen, NULL, dst,
+                         off + WIRE_LINE);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
+    rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);
+    if (rc != ARCOLL_OK)
+        return rc;
+    p->tx_frag = k + 1;
+    return p->tx_frag == coll_nfrags(r, len);
+}
+
+/* Nothing new in the slot: has the peer refused the call, or (alltoall,
+ * allgather: a control slot carries the sender's own size) advertised a size
+ * that is not ours, which puts it on the zero-copy path while we wait here
+ * (docs/protocol.md §8)? */
+static int bounce_rx_idle(coll_req_t *r, uint32_t peer)
+{
+    wire_ctrl_t adv;
+
+    if (!coll_rx_idle_check(r))
+        return 0;
+    if (coll_refused(r, peer))
+        return coll_mismatch(r, peer, 0, UINT64_MAX);
+    if (r->type == COLL_ALLTOALLV || r->peers[peer].rx_frag > 0 || !coll_ctrl_read(r, peer, &adv) ||
+        adv.size == r->bytes)
+        return 0;
+    return coll_mismatch(r, peer, 0, adv.size);
+}
+
+static int bounce_rx(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    coll_peer_t *p = &r->peers[peer];
+    uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
+    const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
+    uint32_t k = p->rx_frag;
+    size_t len = coll_rx_len(r, peer), flen = bounce_frag_len(r, len, k);
+    int rc;
+
+    if (!bounce_flag_match(r, wire_load(&t->region, off), k))
+        return bounce_rx_idle(r, peer);
+    if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
+        return coll_mismatch(r, peer, 0, hdr->size);
+    if (flen > 0)
+        memcpy(coll_dst(r, peer) + (size_t)k * t->layout.bounce, (const char *)hdr + WIRE_LINE,
+               flen);
+    p->rx_frag = k + 1;
+    if (p->rx_frag == coll_nfrags(r, len))
+        return 1;
+    rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, k), &t->peer_region[peer],
+                         wire_cred_off(&t->layout, t->rank, r->bank));
+    return rc == ARCOLL_OK ? 0 : rc;
+}
+
+static void bounce_finish(coll_req_t *r)
+{
+    (void)r;
+}
+
+const coll_proto_t coll_proto_bounce = {
+    .name = "copy",
+    .start = bounce_start,
+    .arrived = bounce_arrived,
+    .tx_ready = bounce_tx_ready,
+    .tx = bounce_tx,
+    .rx = bounce_rx,
+    .finish = bounce_finish,
+};

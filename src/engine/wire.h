@@ -1,0 +1,237 @@
+/*
+ * What travels between ranks: the per-team region layout and the 64-bit
+ * words peers poll. docs/protocol.md is the specification; this header is
+ * its only implementation.
+ *
+ * Every team member owns one region, remotely writable by the other members:
+ *
+ *   [ header 64 B ]
+ *   ctrl[N][B]   64 B each: peer j's arrival advertisement, per epoch bank
+ *   done[N][B]   64 B each: peer j's "all data written into your buffer" (zcopy)
+ *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
+ *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
+ *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), then the
+ *                number of the call in which j failed (wire_fail_word), no banks
+ *
+ * B = 2 x the team's window w (ARCOLL_WINDOW, at most ARCOLL_MAX_INFLIGHT,
+ * so B <= WIRE_BANKS): a call of epoch e uses bank e mod B, and
+ * docs/protocol.md §5 argues why a bank is free again when a call reuses it. Entry j is written
+ * only by team rank j, so writers never share a cache line.
+ */
+#ifndef ARCOLL_ENGINE_WIRE_H
+#define ARCOLL_ENGINE_WIRE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arcoll.h"
+#include "chan/chan.h"
+#include "util/util.h"
+
+#define WIRE_LINE  64
+#define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT) /* the most banks: window ARCOLL_MAX_INFLIGHT */
+/* The region of a team stays within this many bytes where it can: the bounce
+ * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. */
+#define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
+#define WIRE_BOUNCE_MIN    1024
+#define WIRE_MAGIC         0x6172636f6c6c3031ULL /* "arcoll01" */
+
+/* Status carried by a done word or a credit word. */
+/* Done-word statuses. BUSY: a zero-copy sender is writing into the receive
+ * buffer now (a done word follows); REVOKED: it found the advertisement
+ * revoked and wrote nothing (docs/protocol.md §6, "Revocation"). */
+enum { WIRE_ST_OK = 0, WIRE_ST_MISMATCH = 1, WIRE_ST_BUSY = 2, WIRE_ST_REVOKED = 3 };
+/* A control slot's flag word once its receiver revoked the advertisement: the
+ * empty slot's (epochs start at 1), so that no check takes it for another
+ * call's. */
+#define WIRE_CTRL_REVOKED 0
+
+/* A control slot: [flag][size][rkey] -- flag is written last. */
+typedef struct wire_ctrl {
+    uint64_t flag; /* epoch of the advertisement */
+    uint64_t size; /* sender's bytes per peer, checked by the reader */
+    chan_rkey_t rkey;
+    uint64_t boff;  /* the buffer starts boff bytes into the keyed memory */
+    uint64_t epoch; /* the call the body is for; a flag alone leaves an older body */
+} wire_ctrl_t;
+
+/* The size a reader sees in an advertisement that is a flag alone (a
+ * schedule's readiness, docs/protocol.md §2): no size and no key for this
+ * call, whatever an earlier call of the bank left in the body. */
+#define WIRE_SIZE_NONE (UINT64_MAX - 1)
+
+/* The size an advertisement whose flag is this epoch's gives: the body's if
+ * the body is this call's, else WIRE_SIZE_NONE (a flag alone). */
+static inline uint64_t wire_ctrl_size(const wire_ctrl_t *adv, uint64_t epoch)
+{
+    return adv->epoch == epoch ? adv->size : WIRE_SIZE_NONE;
+}
+
+/* Header of a bounce slot; the payload follows at WIRE_LINE. */
+typedef struct wire_slot_hdr {
+    uint64_t flag; /* wire_frag_word(epoch, fragment) */
+    uint64_t size; /* total bytes per peer of the message (fragment 0) */
+    uint64_t sig;  /* schedules: the call's signature (a message's fragment 0) */
+} wire_slot_hdr_t;
+
+_Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
+_Static_assert(offsetof(wire_slot_hdr_t, sig) == offsetof(wire_slot_hdr_t, size) + 8,
+               "size and sig are written by one put");
+/* An advertisement is written from the stack: the channel must copy it at the call. */
+_Static_assert(sizeof(wire_ctrl_t) - sizeof(uint64_t) <= CHAN_PUT_COPY, "advertisement copied");
+
+/* Banks rotate with the epoch; docs/protocol.md argues why 2w banks suffice
+ * for w calls in flight. */
+static inline unsigned wire_bank(uint64_t epoch, unsigned banks)
+{
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_one_bank)
+        return 0;
+#endif
+    return (unsigned)(epoch % banks);
+}
+
+/* Fragment k of epoch e in a slot flag, or the credit for it. Never 0 (the
+ * value of fresh memory) because of the +1. Only the low 32 bits of the epoch
+ * are kept (equality with the current epoch is all that is asked), and frag
+ * stays below WIRE_FRAG_REJECT (coll_start refuses more fragments), so the +1
+ * never carries into the epoch. */
+static inline uint64_t wire_frag_word(uint64_t epoch, uint32_t frag)
+{
+    return (epoch << 32) | ((uint64_t)frag + 1);
+}
+
+/* A credit that tells the sender the receiver rejected the message. */
+#define WIRE_FRAG_REJECT 0xfffffffeU
+
+static inline uint64_t wire_done_word(uint64_t epoch, unsigned status)
+{
+    return (epoch << 8) | ((uint64_t)(status & 0x7f) << 1) | 1;
+}
+
+static inline int wire_done_epoch_match(uint64_t word, uint64_t epoch)
+{
+    return (word >> 8) == (epoch & (UINT64_MAX >> 8));
+}
+
+static inline unsigned wire_done_status(uint64_t word)
+{
+    return (unsigned)((word >> 1) & 0x7f);
+}
+
+/* Region layout for a team of n ranks, banks banks (2 x its window, at most
+ * WIRE_BANKS) and bounce payload b, rounded up to a
+ * multiple of 64 and lowered toward WIRE_BOUNCE_MIN to keep the region near
+ * WIRE_REGION_BUDGET (the same on every rank: it depends on n and b only). */
+typedef struct wire_layout {
+    uint32_t n;
+    uint32_t banks; /* 2 x the team's window */
+    uint64_t bounce;
+    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_note, total;
+} wire_layout_t;
+
+static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce, unsigned banks)
+{
+    if (n == 0 || banks < 2 || banks > WIRE_BANKS || banks % 2)
+        return -1;
+    uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * banks);
+
+    l->n = n;
+    l->banks = banks;
+    if (bounce > fit)
+        bounce = fit > WIRE_BOUNCE_MIN ? fit : WIRE_BOUNCE_MIN; /* now far below 2^63 */
+    l->bounce = (bounce + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
+    if (l->bounce == 0)
+        l->bounce = WIRE_LINE;
+    l->off_ctrl = WIRE_LINE;
+    l->off_done = l->off_ctrl + (uint64_t)n * banks * WIRE_LINE;
+    l->off_cred = l->off_done + (uint64_t)n * banks * WIRE_LINE;
+    l->off_slot = l->off_cred + (uint64_t)n * banks * WIRE_LINE;
+    l->slot_stride = WIRE_LINE + l->bounce;
+    /* n note lines are at most n * banks * ceil(WIRE_LINE / banks) bytes */
+    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / banks - (WIRE_LINE + banks - 1) / banks)
+        return -1;
+    l->off_note = l->off_slot + (uint64_t)n * banks * l->slot_stride;
+    l->total = l->off_note + (uint64_t)n * WIRE_LINE;
+    return 0;
+}
+
+static inline uint64_t wire_ctrl_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_ctrl + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
+}
+
+static inline uint64_t wire_done_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_done + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
+}
+
+static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_cred + ((uint64_t)peer * l->banks + bank) * WIRE_LINE;
+}
+
+static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
+{
+    return l->off_slot + ((uint64_t)peer * l->banks + bank) * l->slot_stride;
+}
+
+static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)
+{
+    return l->off_note + (uint64_t)peer * WIRE_LINE;
+}
+
+/* The words above carry the call's number on the team (every call counted,
+ * 0-byte ones too; docs/protocol.md §8), not the epoch that picks the bank.
+ * A number read from a peer's word in the bank of our call, other than ours:
+ * later, or fewer than banks calls earlier (a stale word of that bank is
+ * at least banks calls old), means the peer is in another call at the
+ * same epoch: the ranks' calls no longer line up. Compared modulo 2^32, as
+ * fragment words keep 32 bits of it. Only for words that are not 0 (fresh). */
+static inline int wire_num_stray(uint64_t theirs, uint64_t ours, unsigned banks)
+{
+    int32_t d = (int32_t)((uint32_t)theirs - (uint32_t)ours);
+
+    return d > 0 || (d < 0 && d > -(int32_t)banks);
+}
+
+/* A note: a rank that makes a 0-byte call writes every peer's note line with
+ * (its epochs started << 32) | its 0-byte calls, both modulo 2^32. */
+/* The failure word, 8 bytes into peer j's note line: j's call number n
+ * failed with the arcoll error rc, so j serves neither n nor later calls
+ * (docs/protocol.md §8, "A rank that fails tells"). 0 while j is healthy. */
+static inline uint64_t wire_fail_word(uint64_t num, int rc)
+{
+    return (num << 8) | (uint64_t)(uint8_t)(-rc);
+}
+
+static inline uint64_t wire_fail_num(uint64_t word)
+{
+    return word >> 8;
+}
+
+static inline int wire_fail_rc(uint64_t word)
+{
+    return -(int)(word & 0xff);
+}
+
+static inline uint64_t wire_fail_off(const wire_layout_t *l, uint32_t peer)
+{
+    return wire_note_off(l, peer) + 8;
+}
+
+static inline uint64_t wire_note_word(uint64_t epochs, uint64_t noops)
+{
+    return (epochs << 32) | (noops & 0xffffffffULL);
+}
+
+/* Poll a word a peer writes: the acquire pairs with the writer's release (smp)
+ * or with the HCA's in-order placement (verbs), so what was written before
+ * the word is visible once the word is. */
+static inline uint64_t wire_load(const chan_mem_t *m, uint64_t off)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)((char *)m->addr + off), memory_order_acquire);
+}
+
+#endif

@@ -1,0 +1,337 @@
+/* Zero-copy path: each receiver advertises its registered destination
+ * buffer in every sender's control slot on arrival; that advertisement is
+ * the arrival signal (Qian and Afsahi §4.1). Senders write straight into the final
+ * buffer, then a done word after the data (docs/protocol.md, "Zero-copy"). */
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "util/log.h"
+
+static int noticed;
+
+/* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
+ * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
+static int zcopy_v_span(coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
+                        size_t *hi)
+{
+    const struct arcoll_team *t = r->team;
+
+    *lo = SIZE_MAX;
+    *hi = 0;
+    for (uint32_t j = 0; j < t->size; j++) {
+        if (j == t->rank || counts[j] == 0 || !eng_zcopy_pick(r, counts[j]))
+            continue;
+        if (displs[j] < *lo)
+            *lo = displs[j];
+        if (displs[j] + counts[j] > *hi)
+            *hi = displs[j] + counts[j];
+    }
+    return *hi != 0;
+}
+
+/* alltoallv: register the span of the zero-copy blocks once, then give each
+ * sender its own advertisement: the length we expect from it and, for a
+ * zero-copy pair, the key and offset of its block (no key: the copy path).
+ * A sender checks its length against it before writing a byte. */
+static int zcopy_v_start(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    struct arcoll_context *ctx = t->ctx;
+    const coll_args_t *a = &r->args;
+    size_t lo, hi;
+    wire_ctrl_t adv;
+    int rc;
+
+    if (zcopy_v_span(r, a->rcounts, a->rdispls, &lo, &hi)) {
+        rc = zmem_get(ctx, r->rbuf + lo, hi - lo, &r->rreg);
+        if (rc == ARCOLL_OK)
+            r->rreg_valid = 1;
+        else if (rc == ARCOLL_ERR_NOMEM && !noticed++)
+            log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
+                     "calls fall back to the copy path",
+                     ctx->chan->ops->name, hi - lo);
+        else if (rc != ARCOLL_ERR_NOMEM)
+            return rc;
+    }
+    if (zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi) &&
+        zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
+        r->sreg_valid = 1;
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        memset(&adv, 0, sizeof(adv));
+        adv.size = a->rcounts[peer];
+        if (r->rreg_valid && adv.size > 0 && eng_zcopy_pick(r, adv.size)) {
+            adv.rkey = r->rreg.mem->rkey;
+            adv.boff = (uint64_t)(coll_dst(r, peer) - (char *)r->rreg.mem->addr);
+            r->peers[peer].rx_zc = 1;
+        }
+        rc = coll_advertise_to(r, peer, &adv);
+        if (rc != ARCOLL_OK)
+            return rc;
+        /* Not after the split's partial exchanges: there the bank may still be
+         * read (protocol.md §5, which this advertisement-first write keeps safe). */
+        r->peers[peer].tx_eager =
+            !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, a->scounts[peer]);
+    }
+    return ARCOLL_OK;
+}
+
+/* Register the receive buffer and advertise it. If registration fails (out of
+ * locked memory, say), advertise no key: senders then use our bounce slots
+ * for this call, and so do we for receiving (docs/protocol.md, 6). */
+static int zcopy_start(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    struct arcoll_context *ctx = t->ctx;
+    size_t slen = r->type == COLL_ALLTOALL ? r->bytes * t->size : r->bytes;
+    int rc;
+
+    if (r->type == COLL_ALLTOALLV)
+        return zcopy_v_start(r);
+    rc = zmem_get(ctx, r->rbuf, r->bytes * t->size, &r->rreg);
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_reg_fail && rc == ARCOLL_OK) {
+        zmem_put(ctx, &r->rreg);
+        rc = ARCOLL_ERR_NOMEM;
+    }
+#endif
+    if (rc == ARCOLL_ERR_NOMEM) {
+        if (!noticed++)
+            log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
+                     "calls fall back to the copy path",
+                     ctx->chan->ops->name, r->bytes * t->size);
+        r->zc_bounce = 1;
+        return coll_advertise(r, NULL, 0);
+    }
+    if (rc != ARCOLL_OK)
+        return rc;
+    r->rreg_valid = 1;
+    /* The send buffer: registered if possible, else the channel stages it. */
+    if (zmem_get(ctx, (void *)(uintptr_t)r->sbuf, slen, &r->sreg) == ARCOLL_OK)
+        r->sreg_valid = 1;
+    return coll_advertise(r, &r->rreg.mem->rkey, (uint64_t)(r->rbuf - (char *)r->rreg.mem->addr));
+}
+
+static int zcopy_arrived(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+
+    return wire_load(&t->region, wire_ctrl_off(&t->layout, peer, r->bank)) == r->epoch;
+}
+
+/* alltoallv: a block that the sender's own length puts on the copy path goes
+ * at once, as alltoall's copy path does (PAP; Direct still waits for the
+ * receiver): fragment 0's header carries the length, which the receiver
+ * checks before it copies, so the advertisement is not waited for, a one-way
+ * latency less per call (docs/protocol.md §6). The block is done only once
+ * the advertisement has come and agrees: where only this direction of the
+ * pair disagrees, the receiver's refusal might otherwise come after we
+ * finished (its block to us may well be in already). */
+static int zcopy_v_eager(const coll_req_t *r, uint32_t peer)
+{
+    return r->peers[peer].tx_eager; /* zcopy_v_start */
+}
+
+static int zcopy_tx_ready(coll_req_t *r, uint32_t peer)
+{
+    return zcopy_v_eager(r, peer) || zcopy_arrived(r, peer);
+}
+
+static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+
+    return c->ops->put_u64(c, t->ranks[peer], wire_done_word(r->epoch, status),
+                           &t->peer_region[peer], wire_done_off(&t->layout, t->rank, r->bank));
+}
+
+static int zcopy_tx(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    chan_rmem_t dst;
+    wire_ctrl_t adv;
+    size_t len = coll_tx_len(r, peer);
+    int rc;
+
+    if (zcopy_v_eager(r, peer)) {
+        if (r->peers[peer].tx_frag < coll_nfrags(r, len) &&
+            (rc = coll_proto_bounce.tx(r, peer)) != 1)
+            return rc;
+        if (!coll_ctrl_read(r, peer, &adv))
+            return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
+        return adv.size == len ? 1 : coll_mismatch(r, peer, 1, adv.size);
+    }
+    if (r->peers[peer].tx_frag > 0)
+        return coll_proto_bounce.tx(r, peer); /* checked at fragment 0 */
+    if (!coll_ctrl_read(r, peer, &adv))
+        return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
+    if (adv.size != len) /* nothing written; the engine tells the receiver (coll_refuse) */
+        return coll_mismatch(r, peer, 1, adv.size);
+    /* No key: the receiver chose the copy path for this block (alltoallv) or
+     * could not register. */
+    if (adv.rkey.kind == 0)
+        return coll_proto_bounce.tx(r, peer);
+#ifdef ARCOLL_FAULTS
+    if (wire_fault_bad_rkey)
+        adv.rkey.key ^= 0x5a5a; /* tests: a wrong key must fail, not hang */
+#endif
+    if (c->puts_sync) {
+        /* Say we write, then look at the advertisement once more: a receiver
+         * whose call failed has revoked it and, if it saw no BUSY, waits for
+         * no write of ours (both sides store, fence, load: one of the two
+         * loads sees the other's store; docs/protocol.md §6, "Revocation"). */
+        rc = zcopy_done_put(r, peer, WIRE_ST_BUSY);
+        if (rc != ARCOLL_OK)
+            return rc;
+        atomic_thread_fence(memory_order_seq_cst);
+        if (wire_load(&t->region, wire_ctrl_off(&t->layout, peer, r->bank)) != r->epoch) {
+            /* Revoked: write nothing; its failure word ends this call. */
+            rc = zcopy_done_put(r, peer, WIRE_ST_REVOKED);
+            return rc == ARCOLL_OK ? 0 : rc;
+        }
+    }
+    rc = c->ops->rmem_import(c, t->ranks[peer], &adv.rkey, &dst);
+    if (rc != ARCOLL_OK)
+        return rc;
+    /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
+    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), len, r->sreg_valid ? r->sreg.mem : NULL,
+                     &dst, adv.boff + (r->type == COLL_ALLTOALLV ? 0 : (uint64_t)t->rank * len));
+    c->ops->rmem_release(c, &dst);
+    if (rc != ARCOLL_OK)
+        return rc;
+    rc = zcopy_done_put(r, peer, WIRE_ST_OK);
+    return rc == ARCOLL_OK ? 1 : rc;
+}
+
+static int zcopy_rx(coll_req_t *r, uint32_t peer)
+{
+    struct arcoll_team *t = r->team;
+    uint64_t w;
+
+    if (!coll_rx_keyed(r, peer))
+        return coll_proto_bounce.rx(r, peer); /* it also sees a sender's refusal */
+    w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
+    if (!wire_done_epoch_match(w, r->epoch)) {
+        /* A sender whose size put it on the copy path writes our bounce slot
+         * instead: its header shows the size (docs/protocol.md §8). */
+        const wire_slot_hdr_t *hdr;
+        uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
+        if (!coll_rx_idle_check(r) || wire_load(&t->region, off) != wire_frag_word(r->epoch, 0))
+            return 0;
+        hdr = (const wire_slot_hdr_t *)((const char *)t->region.addr + off);
+        if (hdr->size != coll_rx_len(r, peer))
+            return coll_mismatch(r, peer, 0, hdr->size);
+        /* alltoallv, the same length: the sender's path rules picked the copy
+         * path where ours picked zero-copy (rules that differ by node, say).
+         * It never takes our key (it did not wait for it): receive it here. */
+        if (r->type != COLL_ALLTOALLV)
+            return 0;
+        r->peers[peer].rx_zc = 0;
+        return coll_proto_bounce.rx(r, peer);
+    }
+    if (wire_done_status(w) == WIRE_ST_BUSY)
+        return 0; /* the sender is writing; its done word follows */
+    if (wire_done_status(w) != WIRE_ST_OK)
+        return coll_mismatch(r, peer, 0, UINT64_MAX);
+    return 1;
+}
+
+/* Is the peer still to finish writing into our buffer in this call? */
+static int zcopy_rx_open(const coll_req_t *r, uint32_t peer)
+{
+    const struct arcoll_team *t = r->team;
+    uint64_t w;
+
+    if (peer == t->rank || !coll_rx_keyed(r, peer))
+        return 0;
+    w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
+    return !wire_done_epoch_match(w, r->epoch) || wire_done_status(w) == WIRE_ST_BUSY;
+}
+
+/* The call failed and is about to return: after that, no peer may write into
+ * its receive buffer (docs/protocol.md §6, "Revocation"). Every peer that had
+ * our key and has not finished gets its advertisement revoked. Where puts land
+ * at once (shared memory, CMA), a peer that has not yet said BUSY will see the
+ * revocation and write nothing, and one that has is waited for: one copy,
+ * bounded unless the peer stops in its middle (then ARCOLL_TIMEOUT_MS, and an
+ * error that says so). Elsewhere (verbs) the revocation reaches the peer late,
+ * so the registration is what revokes: a per-call one is deregistered at
+ * finish anyway, a cached one is dropped from the cache here (a late write
+ * then fails at the peer with a remote access error); one MR over the node
+ * heap cannot be dropped for one call (docs/reliability.md says so). */
+static void zcopy_revoke(coll_req_t *r)
+{
+    struct arcoll_team *t = r->team;
+    struct arcoll_context *ctx = t->ctx;
+    chan_t *c = ctx->chan;
+    uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank), until;
+    int open = 0;
+
+    if (!r->rreg_valid)
+        return; /* no key went out: peers write only our bounce slots */
+    for (uint32_t p = 0; p < t->size; p++) {
+        if (!zcopy_rx_open(r, p))
+            continue;
+        open++;
+        if (c->puts_sync || c->ops->peer_ready == NULL || c->ops->peer_ready(c, t->ranks[p]))
+            (void)c->ops->put_u64(c, t->ranks[p], WIRE_CTRL_REVOKED, &t->peer_region[p], off);
+    }
+    if (open == 0)
+        return;
+    if (!c->puts_sync) {
+        if (r->rreg.ent != NULL)
+            zmem_invalidate(ctx, r->rreg.mem->addr, r->rreg.mem->len);
+        return;
+    }
+    atomic_thread_fence(memory_order_seq_cst);
+    until = eng_time_ns(ctx) + (uint64_t)ctx->cfg.timeout_ms * 1000000ULL;
+    for (uint32_t p = 0; p < t->size; p++) {
+        uint64_t w;
+        if (!coll_rx_keyed(r, p) || p == t->rank)
+            continue;
+        for (;;) {
+            w = wire_load(&t->region, wire_done_off(&t->layout, p, r->bank));
+            if (!wire_done_epoch_match(w, r->epoch) || wire_done_status(w) != WIRE_ST_BUSY)
+                break;
+            if (c->ops->peer_check(c, t->ranks[p]) != ARCOLL_OK)
+                break; /* gone: it writes nothing more */
+            if (eng_time_ns(ctx) > until) {
+                log_err("zcopy: team rank %u was writing into this rank's receive buffer when "
+                        "the call failed and has not finished within ARCOLL_TIMEOUT_MS: it may "
+                        "still write into it",
+                        p);
+                break;
+            }
+            sched_yield();
+        }
+    }
+}
+
+static void zcopy_finish(coll_req_t *r)
+{
+    struct arcoll_context *ctx = r->team->ctx;
+
+    if (r->sreg_valid) {
+        zmem_put(ctx, &r->sreg);
+        r->sreg_valid = 0;
+    }
+    if (r->rreg_valid) {
+        zmem_put(ctx, &r->rreg);
+        r->rreg_valid = 0;
+    }
+}
+
+const coll_proto_t coll_proto_zcopy = {
+    .name = "zcopy",
+    .start = zcopy_start,
+    .arrived = zcopy_arrived,
+    .tx_ready = zcopy_tx_ready,
+    .tx = zcopy_tx,
+    .rx = zcopy_rx,
+    .finish = zcopy_finish,
+    .revoke = zcopy_revoke,
+};
