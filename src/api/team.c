@@ -353,7 +353,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     *out = NULL;
     cnt = calloc((size_t)np * 4, sizeof(*cnt));
     recs = calloc(n ? n : 1, sizeof(*recs));
-    ranks = malloc(sizeof(*ranks) * (n ? n : 1));
+    ranks = calloc(n ? n : 1, sizeof(*ranks));
     if (cnt == NULL || recs == NULL || ranks == NULL) {
         log_err("arcoll_team_split: out of memory");
         rc = ARCOLL_ERR_NOMEM;
