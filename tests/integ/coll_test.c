@@ -784,19 +784,21 @@ static void test_bad(arcoll_context_t ctx)
     free(buf);
 }
 
-/* No write after return (issue 40 item 1): the last rank comes 2 s late to a
- * zero-copy call (ARCOLL_TIMEOUT_MS 1000, 256 KiB per peer), so the others
- * time out while they have advertised their receive buffers to it. Each of
- * them fills its receive buffer with a canary at once and checks, 3 s later
- * (the late rank has come and gone by then), that no byte of it changed: the
- * late rank must not write into a buffer whose call has returned. coll is
- * alltoall, allgather or alltoallv. Calls 1-2 before are ordinary (checked).
+/* No write after return (issue 40 item 1): with ARCOLL_TIMEOUT_MS = T (ms,
+ * set here after init), the last rank comes 2T late to a zero-copy call (256
+ * KiB per peer), so the others time out while they have advertised their
+ * receive buffers to it. Each of them fills its receive buffer with a canary
+ * at once and checks, 2T later (the late rank has come and gone by then),
+ * that no byte of it changed: the late rank must not write into a buffer whose
+ * call has returned. coll is alltoall, allgather or alltoallv. Calls 1-2
+ * before are ordinary (checked).
  * heap: the buffers are in the node heap and the alltoall or allgather runs
  * as sh_co, where every rank copies a share of the blocks between the others'
  * buffers (docs/protocol.md §15): no copier may write into a returned call's
  * buffer either. */
-static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
+static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, long t_ms)
 {
+    char tbuf[32];
     arcoll_team_t world = arcoll_team_world(ctx);
     size_t n = (size_t)ct_nranks, len = 256 << 10, changed = 0;
     int alltoall = strcmp(coll, "allgather") != 0, v = strcmp(coll, "alltoallv") == 0;
@@ -810,6 +812,8 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
         cnt[j] = len;
         dsp[j] = j * len;
     }
+    snprintf(tbuf, sizeof(tbuf), "%ld", t_ms);
+    ct_set(ctx, "ARCOLL_TIMEOUT_MS", tbuf);
     ct_set(ctx, "ARCOLL_PATH", "zcopy");
     if (heap) {
         ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "sh_co");
@@ -817,7 +821,7 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
     }
     for (uint64_t call = 1; call <= 3; call++) {
         if (call == 3 && late)
-            usleep(2000000);
+            usleep((useconds_t)(2 * t_ms * 1000));
         ct_fill(alltoall, call, ct_rank, ct_nranks, len, s);
         t0 = ct_now();
         if (v)
@@ -835,7 +839,7 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
     }
     if (!late) {
         memset(r, 0xc5, n * len);
-        usleep(3000000);
+        usleep((useconds_t)(2 * t_ms * 1000));
         for (size_t b = 0; b < n * len; b++)
             changed += r[b] != 0xc5;
         CHECK(rc != ARCOLL_OK, "call 3 without the late rank returned %s", arcoll_strerror(rc));
@@ -849,7 +853,7 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap)
                arcoll_strerror(rc), secs);
     }
     fflush(stdout);
-    usleep(1000000);
+    usleep(500000);
     free(dsp);
     free(cnt);
     if (heap) {
@@ -1420,7 +1424,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         if (strcmp(mode, "kill") == 0)
             test_kill(ctx);
         else if (strcmp(mode, "latewrite") == 0 || strcmp(mode, "heaplatewrite") == 0)
-            test_latewrite(ctx, argc > 2 ? argv[2] : "alltoall", mode[0] == 'h');
+            test_latewrite(ctx, argc > 2 ? argv[2] : "alltoall", mode[0] == 'h',
+                           argc > 3 ? atol(argv[3]) : 1000);
         else
             test_failtell(ctx);
         if (heap_early != NULL)
