@@ -19,6 +19,9 @@ MUTANTS=(
     # Recursive doubling/halving forget the extra ranks of a team that is not a power of two,
     # at 12 ranks only: a rank count no launcher test runs any more, the matrix does.
     "matrix|src/alg/sched/rd_sched.c|s/c->orphans = \(n & \(n - 1\)\) != 0;/c->orphans = (n & (n - 1)) != 0 \&\& n != 12;/|tests/integ/run.sh build sim-matrix"
+    # A sender writes one fragment more than the lanes before any credit: it overwrites a lane
+    # the receiver has not copied out (the copy path's flow control, docs/protocol.md §6).
+    "lanes|src/engine/wire.h|s/    if \(k < lanes\)\n        return 1;/    if (k <= lanes)\n        return 1;/|tests/integ/run.sh build sim-matrix"
     # A call's deadline is ten times ARCOLL_TIMEOUT_MS: a stopped peer is reported too late.
     "phase-fault|src/engine/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
     # The signature of a call's arguments no longer depends on them: mismatches go unseen.

@@ -122,7 +122,8 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
         goto err_team;
     }
     memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size, 2 * t->window) != 0) {
+    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size, 2 * t->window,
+                         1u << ctx->cfg.lanes_log2) != 0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
                 n, ctx->cfg.bounce_size);
         rc = ARCOLL_ERR_INVALID;

@@ -33,6 +33,7 @@ static const char *const cfg_channels[] = {CHAN_LIST(CFG_CHAN_NAME) NULL};
 #define CFG_ALG_NAME(id, name, colls) #name,
 static const char *const cfg_algs[] = {CORE_ALG_LIST(CFG_ALG_NAME) "auto", NULL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
+static const char *const cfg_lanes[] = {"1", "2", "4", NULL}; /* log2 of the lanes */
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
 static const char *const cfg_seg[] = {"auto", "memfd", "named", NULL};
@@ -82,6 +83,9 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
      "payload bytes of one bounce slot (2 x ARCOLL_WINDOW per peer per team); larger messages "
      "fragment"},
+    {"ARCOLL_LANES", CFG_ENUM, CFG_OFF(lanes_log2), cfg_lanes, "4", 0, 0, 1,
+     "copy-path fragments of one stream in flight: each bounce slot is cut into this many lanes "
+     "(1, 2 or 4; fewer where a lane would hold less than 512 bytes), a fragment each"},
     {"ARCOLL_WINDOW", CFG_LONG, CFG_OFF(window), NULL, "8", 1, ARCOLL_MAX_INFLIGHT, 1,
      "collectives of a team in flight before a start waits for the oldest; each peer's "
      "region entries hold 2 x this many banks, so a smaller window shrinks a team's memory "

@@ -195,7 +195,7 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
             return rc;
         for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
             size_t most = a->scounts[j] > a->rcounts[j] ? a->scounts[j] : a->rcounts[j];
-            if (most / t->layout.bounce + 1 >= WIRE_FRAG_REJECT) {
+            if (most / t->layout.frag + 1 >= WIRE_FRAG_REJECT) {
                 log_err("%s: a %zu-byte block needs too many fragments on the copy path", what,
                         most);
                 return ARCOLL_ERR_INVALID;
@@ -266,9 +266,9 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
         return ARCOLL_ERR_INVALID;
     }
     if ((a->type == COLL_ALLTOALL || a->type == COLL_ALLGATHER) &&
-        (a->bytes + t->layout.bounce - 1) / t->layout.bounce >= WIRE_FRAG_REJECT) {
+        (a->bytes + t->layout.frag - 1) / t->layout.frag >= WIRE_FRAG_REJECT) {
         log_err("%s: %zu bytes per rank needs too many %llu-byte fragments on the copy path", what,
-                a->bytes, (unsigned long long)t->layout.bounce);
+                a->bytes, (unsigned long long)t->layout.frag);
         return ARCOLL_ERR_INVALID;
     }
     return ARCOLL_OK;

@@ -1,7 +1,9 @@
 /* Copy-based path: data goes through the receiver's pre-registered bounce
  * slots; a filled slot is the sender's arrival signal (Qian and Afsahi §4.1).
- * Messages larger than a slot go as fragments, each after the receiver's
- * credit for the previous one (docs/protocol.md, "Copy path"). */
+ * Messages larger than a lane go as fragments, one per lane of the slot in
+ * turn, so that a slot's lanes are in flight at once; a fragment reuses a
+ * lane after the receiver's credit for the lane's previous fragment
+ * (docs/protocol.md, "Copy path"). */
 #include <string.h>
 
 #include "engine/engine.h"
@@ -10,7 +12,7 @@
 /* Bytes of fragment k of a len-byte block. */
 static size_t bounce_frag_len(const coll_req_t *r, size_t len, uint32_t k)
 {
-    size_t b = (size_t)r->team->layout.bounce, off = (size_t)k * b;
+    size_t b = (size_t)r->team->layout.frag, off = (size_t)k * b;
 
     return len - off < b ? len - off : b;
 }
@@ -57,42 +59,48 @@ static int bounce_tx_ready(coll_req_t *r, uint32_t peer)
     return 1;
 }
 
+/* Write the fragments of the block to peer that the window allows: 1 when
+ * the last is written, 0 when the next waits for a credit. */
 static int bounce_tx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     coll_peer_t *p = &r->peers[peer];
     const chan_rmem_t *dst = &t->peer_region[peer];
-    uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank);
-    uint32_t k = p->tx_frag;
-    size_t len = coll_tx_len(r, peer), flen = bounce_frag_len(r, len, k);
+    size_t len = coll_tx_len(r, peer);
+    uint32_t n = coll_nfrags(r, len);
     int cr = t->ranks[peer], rc;
 
-    if (k > 0) {
-        uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer, r->bank));
-        if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT))
-            return coll_mismatch(r, peer, 1, UINT64_MAX);
-        if (cred != wire_frag_word(r->epoch, k - 1))
-            return 0;
-    }
-    if (k == 0) {
-        uint64_t size = len;
-        rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
-                         off + offsetof(wire_slot_hdr_t, size));
+    while (p->tx_frag < n) {
+        uint32_t k = p->tx_frag;
+        uint64_t off = wire_lane_off(&t->layout, t->rank, r->bank, k);
+        size_t flen = bounce_frag_len(r, len, k);
+        if (k > 0) {
+            uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, peer, r->bank));
+            if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT))
+                return coll_mismatch(r, peer, 1, UINT64_MAX);
+            if (!wire_frag_credited(cred, r->epoch, k, t->layout.lanes))
+                return 0;
+        }
+        if (k == 0) {
+            uint64_t size = len;
+            rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
+                             off + offsetof(wire_slot_hdr_t, size));
+            if (rc != ARCOLL_OK)
+                return rc;
+        }
+        if (flen > 0) {
+            rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.frag, flen, NULL, dst,
+                             off + WIRE_LINE);
+            if (rc != ARCOLL_OK)
+                return rc;
+        }
+        rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);
         if (rc != ARCOLL_OK)
             return rc;
+        p->tx_frag = k + 1;
     }
-    if (flen > 0) {
-        rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.bounce, flen, NULL, dst,
-                         off + WIRE_LINE);
-        if (rc != ARCOLL_OK)
-            return rc;
-    }
-    rc = c->ops->put_u64(c, cr, wire_frag_word(r->epoch, k), dst, off);
-    if (rc != ARCOLL_OK)
-        return rc;
-    p->tx_frag = k + 1;
-    return p->tx_frag == coll_nfrags(r, len);
+    return 1;
 }
 
 /* Nothing new in the slot: has the peer refused the call, or (alltoall,
@@ -118,24 +126,32 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     coll_peer_t *p = &r->peers[peer];
-    uint64_t off = wire_slot_off(&t->layout, peer, r->bank);
-    const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
-    uint32_t k = p->rx_frag;
-    size_t len = coll_rx_len(r, peer), flen = bounce_frag_len(r, len, k);
+    const wire_layout_t *l = &t->layout;
+    size_t len = coll_rx_len(r, peer);
+    uint32_t k0 = p->rx_frag, k = k0, n = coll_nfrags(r, len);
     int rc;
 
-    if (!bounce_flag_match(r, wire_load(&t->region, off), k))
+    /* Every fragment that has landed, then one credit for the last. */
+    for (;;) {
+        uint64_t off = wire_lane_off(l, peer, r->bank, k);
+        const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
+        size_t flen = bounce_frag_len(r, len, k);
+        if (!bounce_flag_match(r, wire_load(&t->region, off), k))
+            break;
+        if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
+            return coll_mismatch(r, peer, 0, hdr->size);
+        if (flen > 0)
+            memcpy(coll_dst(r, peer) + (size_t)k * l->frag, (const char *)hdr + WIRE_LINE, flen);
+        p->rx_frag = ++k;
+        if (k == n)
+            return 1;
+    }
+    if (k == k0)
         return bounce_rx_idle(r, peer);
-    if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
-        return coll_mismatch(r, peer, 0, hdr->size);
-    if (flen > 0)
-        memcpy(coll_dst(r, peer) + (size_t)k * t->layout.bounce, (const char *)hdr + WIRE_LINE,
-               flen);
-    p->rx_frag = k + 1;
-    if (p->rx_frag == coll_nfrags(r, len))
-        return 1;
-    rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, k), &t->peer_region[peer],
-                         wire_cred_off(&t->layout, t->rank, r->bank));
+    /* More fragments follow (k < n): the sender reuses the lanes of what we
+     * copied out once it sees the credit. */
+    rc = c->ops->put_u64(c, t->ranks[peer], wire_frag_word(r->epoch, k - 1), &t->peer_region[peer],
+                         wire_cred_off(l, t->rank, r->bank));
     return rc == ARCOLL_OK ? 0 : rc;
 }
 

@@ -606,7 +606,7 @@ static void eng_pick_proto(coll_req_t *r)
         r->nfrags = eng_max_frags(r);
     } else if (eng_is_flat(r)) {
         r->proto = eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
-        r->nfrags = (uint32_t)((r->bytes + r->team->layout.bounce - 1) / r->team->layout.bounce);
+        r->nfrags = coll_nfrags(r, r->bytes);
     } else {
         r->proto = &coll_proto_none;
     }

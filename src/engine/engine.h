@@ -55,7 +55,7 @@ static inline size_t coll_rx_len(const coll_req_t *r, uint32_t peer)
  * fragment, so its receiver still learns the sender's length. */
 static inline uint32_t coll_nfrags(const coll_req_t *r, size_t len)
 {
-    uint64_t b = r->team->layout.bounce;
+    uint64_t b = r->team->layout.frag;
 
     return len == 0 ? 1 : (uint32_t)((len + b - 1) / b);
 }

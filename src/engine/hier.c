@@ -216,6 +216,14 @@ int hier_local_gone(const hier_t *h)
     return -1;
 }
 
+int hier_rank_gone(const hier_t *h, uint32_t q)
+{
+    for (uint32_t s = 0; s < h->lsize; s++)
+        if (h->node_rank[(size_t)h->node * h->lmax + s] == q)
+            return s != h->lrank && boot_pid_gone(h->local_pid[s]);
+    return 0;
+}
+
 void hier_free(struct arcoll_team *t)
 {
     hier_t *h = t->hier;

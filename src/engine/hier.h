@@ -104,6 +104,9 @@ void hier_free(struct arcoll_team *t);
 /* Local index of another rank of this node whose process has exited, or -1
  * (slow path: one kill(pid, 0) per local rank). */
 int hier_local_gone(const hier_t *h);
+/* Has the process of team rank q, a rank of this node, exited? 0 if q is not
+ * on this node or is this rank. */
+int hier_rank_gone(const hier_t *h, uint32_t q);
 /* The team's shape for the tuning table from its node grouping (NULL: no node
  * holds two members); over and chan are 0. hier_team_shape fills them from
  * the team's context. */

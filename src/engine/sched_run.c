@@ -154,7 +154,7 @@ static uint32_t sx_frags(uint64_t len, uint64_t bounce)
 static int sx_count_frags(coll_req_t *r, sched_exec_t *x)
 {
     const sched_t *s = &x->s;
-    uint64_t bounce = r->team->layout.bounce;
+    uint64_t bounce = r->team->layout.frag;
 
     memset(x->rx_total, 0, sizeof(uint32_t) * r->team->size);
     for (uint32_t i = 0; i < s->nrecv; i++) {
@@ -427,28 +427,28 @@ void eng_sched_reject_pending(coll_req_t *r)
             eng_sched_reject(r, p);
 }
 
-/* Receive what landed from peer p: one fragment at most (the next one needs
- * our credit first). */
-static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+/* Take the next fragment of peer p's stream if it has landed: 1 taken, 0 not
+ * (or the stream rejected). */
+static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
-    uint64_t off = wire_slot_off(&t->layout, p, r->bank);
-    const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
+    uint64_t off = wire_lane_off(&t->layout, p, r->bank, k);
+    const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     const sched_msg_t *m = &x->s.recv[mi];
-    uint64_t len, b = t->layout.bounce, flen, sig = sx_sig(r, m);
+    uint64_t len, b = t->layout.frag, flen, sig = sx_sig(r, m);
     int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
-        return ARCOLL_OK;
+        return 0;
     len = sched_msg_len(&x->s, m);
     if (x->rx_off[p] == 0 && m->open && hdr->sig == sig && x->s.on_size != NULL) {
         /* The length is the sender's: the algorithm places the message now. */
         int rc = x->s.on_size(x->s.hook_arg, &x->s, &x->mem, mi, hdr->size);
         if (rc == ARCOLL_INPROGRESS) {
-            x->rx_retry = 1;  /* landed, not taken: no landing will say so again */
-            return ARCOLL_OK; /* taken once TMP may move */
+            x->rx_retry = 1; /* landed, not taken: no landing will say so again */
+            return 0;        /* taken once TMP may move */
         }
         if (rc == ARCOLL_OK)
             rc = sx_count_frags(r, x);
@@ -483,7 +483,7 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         r->deferred = ARCOLL_ERR_MISMATCH;
         sx_drop_rx(x, p);
         r->peers[p].rx_done = 1;
-        return ARCOLL_OK;
+        return 0;
     }
     flen = len - x->rx_off[p] < b ? len - x->rx_off[p] : b;
     sx_apply(r, x, m, x->rx_off[p], (const char *)hdr + WIRE_LINE, flen);
@@ -499,20 +499,40 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         if (x->rx_head[p] == SX_NONE)
             r->peers[p].rx_done = 1;
     }
-    if (k < x->rx_total[p])
-        return c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, k - 1), &t->peer_region[p],
-                               wire_cred_off(&t->layout, t->rank, r->bank));
-    return ARCOLL_OK;
+    return 1;
+}
+
+/* Receive what landed from peer p: every fragment in its lanes, in stream
+ * order, then one credit for the last while more are to come. (Not only when
+ * the sender needs it to reuse a lane: a message not yet sized counts one
+ * fragment in rx_total, so that test could withhold a credit it waits for.) */
+static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+    uint32_t k0 = x->rx_frag[p], k;
+    int rc;
+
+    while ((rc = sx_rx_frag(r, x, p)) == 1 && x->rx_head[p] != SX_NONE)
+        ;
+    if (rc < 0)
+        return rc;
+    k = x->rx_frag[p];
+    /* A rejected stream keeps its reject credit; a finished one needs none. */
+    if (k == k0 || x->rx_head[p] == SX_NONE || k >= x->rx_total[p])
+        return ARCOLL_OK;
+    return c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, k - 1), &t->peer_region[p],
+                           wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
 /* Write the next fragment of the stream to peer p if allowed: 1 written, 0 not. */
-static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     const chan_rmem_t *dst = &t->peer_region[p];
-    uint64_t off = wire_slot_off(&t->layout, t->rank, r->bank), b = t->layout.bounce;
     uint32_t k = x->tx_frag[p], mi = x->tx_head[p];
+    uint64_t off = wire_lane_off(&t->layout, t->rank, r->bank, k), b = t->layout.frag;
     const sched_msg_t *m = &x->s.send[mi];
     uint64_t len, at = x->tx_off[p], flen, pos = 0;
     const sched_seg_t *g = x->s.segs + m->seg;
@@ -532,7 +552,7 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
             r->peers[p].tx_state = COLL_TX_DONE;
             return 0;
         }
-        if (cred != wire_frag_word(r->epoch, k - 1))
+        if (!wire_frag_credited(cred, r->epoch, k, t->layout.lanes))
             return 0;
     } else if (x->wait_adv &&
                wire_load(&t->region, wire_ctrl_off(&t->layout, p, r->bank)) != r->epoch) {
@@ -581,6 +601,21 @@ static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
             r->peers[p].tx_state = COLL_TX_DONE;
     }
     return 1;
+}
+
+/* Write the fragments of peer p's stream that the rounds and the lanes allow
+ * (in order mode: of the current message only): 1 if any, 0 if none. */
+static int sx_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
+{
+    uint32_t before = x->order_next;
+    int rc, wrote = 0;
+
+    while ((rc = sx_tx_frag(r, x, p)) == 1) {
+        wrote = 1;
+        if (x->tx_head[p] == SX_NONE || (x->in_order && x->order_next != before))
+            break;
+    }
+    return rc < 0 ? rc : wrote;
 }
 
 /* Has peer p's data of this call landed here (PAP's arrival signal)? */

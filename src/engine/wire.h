@@ -9,7 +9,8 @@
  *   ctrl[N][B]   64 B each: peer j's arrival advertisement, per epoch bank
  *   done[N][B]   64 B each: peer j's "all data written into your buffer" (zcopy)
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
- *   slot[N][B]   64 B header + bounce payload: peer j's copy-path data
+ *   slot[N][B]   peer j's copy-path data: L lanes, each a 64 B header and
+ *                bounce / L payload bytes (fragment k in lane k mod L)
  *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), then the
  *                number of the call in which j failed (wire_fail_word), no banks
  *
@@ -35,7 +36,11 @@
  * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. */
 #define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
 #define WIRE_BOUNCE_MIN    1024
-#define WIRE_MAGIC         0x6172636f6c6c3031ULL /* "arcoll01" */
+/* A slot is cut into up to WIRE_LANES lanes of at least WIRE_LANE_MIN payload
+ * bytes: a stream has that many fragments in flight (docs/protocol.md §6). */
+#define WIRE_LANES    4
+#define WIRE_LANE_MIN 512
+#define WIRE_MAGIC    0x6172636f6c6c3031ULL /* "arcoll01" */
 
 /* Status carried by a done word or a credit word. */
 /* Done-word statuses. BUSY: a zero-copy sender is writing into the receive
@@ -105,6 +110,20 @@ static inline uint64_t wire_frag_word(uint64_t epoch, uint32_t frag)
 /* A credit that tells the sender the receiver rejected the message. */
 #define WIRE_FRAG_REJECT 0xfffffffeU
 
+/* May the sender write fragment k of a stream whose receiver's credit word is
+ * cred, with lanes fragments in flight? Credits are cumulative (the receiver
+ * has copied out every fragment up to the one named), so fragment k needs the
+ * credit for k - lanes, the last fragment that used its lane. The caller
+ * tests for the reject credit first. */
+static inline int wire_frag_credited(uint64_t cred, uint64_t epoch, uint32_t k, uint32_t lanes)
+{
+    if (k < lanes)
+        return 1;
+    if ((cred >> 32) != (epoch & 0xffffffffULL) || (uint32_t)cred == 0)
+        return 0;
+    return (uint32_t)cred - 1 >= k - lanes;
+}
+
 static inline uint64_t wire_done_word(uint64_t epoch, unsigned status)
 {
     return (epoch << 8) | ((uint64_t)(status & 0x7f) << 1) | 1;
@@ -121,19 +140,25 @@ static inline unsigned wire_done_status(uint64_t word)
 }
 
 /* Region layout for a team of n ranks, banks banks (2 x its window, at most
- * WIRE_BANKS) and bounce payload b, rounded up to a
+ * WIRE_BANKS), at most lanes lanes a slot (a power of 2 up to WIRE_LANES) and
+ * bounce payload b, rounded up to a
  * multiple of 64 and lowered toward WIRE_BOUNCE_MIN to keep the region near
  * WIRE_REGION_BUDGET (the same on every rank: it depends on n and b only). */
 typedef struct wire_layout {
     uint32_t n;
     uint32_t banks; /* 2 x the team's window */
     uint64_t bounce;
+    uint32_t lanes; /* lanes of a slot */
+    uint64_t frag;  /* payload bytes of a lane: a copy-path fragment */
+    uint64_t lane_stride;
     uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_note, total;
 } wire_layout_t;
 
-static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce, unsigned banks)
+static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce, unsigned banks,
+                                   unsigned lanes)
 {
-    if (n == 0 || banks < 2 || banks > WIRE_BANKS || banks % 2)
+    if (n == 0 || banks < 2 || banks > WIRE_BANKS || banks % 2 || lanes == 0 ||
+        lanes > WIRE_LANES || (lanes & (lanes - 1)))
         return -1;
     uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * banks);
 
@@ -148,7 +173,15 @@ static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce
     l->off_done = l->off_ctrl + (uint64_t)n * banks * WIRE_LINE;
     l->off_cred = l->off_done + (uint64_t)n * banks * WIRE_LINE;
     l->off_slot = l->off_cred + (uint64_t)n * banks * WIRE_LINE;
-    l->slot_stride = WIRE_LINE + l->bounce;
+    /* Lanes of at least WIRE_LANE_MIN bytes, a multiple of 64 each (no
+     * element of a reduction straddles two fragments). */
+    l->lanes = lanes;
+    while (l->lanes > 1 &&
+           (l->bounce / l->lanes < WIRE_LANE_MIN || (l->bounce / l->lanes) % WIRE_LINE))
+        l->lanes /= 2;
+    l->frag = l->bounce / l->lanes;
+    l->lane_stride = WIRE_LINE + l->frag;
+    l->slot_stride = l->lanes * l->lane_stride;
     /* n note lines are at most n * banks * ceil(WIRE_LINE / banks) bytes */
     if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / banks - (WIRE_LINE + banks - 1) / banks)
         return -1;
@@ -175,6 +208,13 @@ static inline uint64_t wire_cred_off(const wire_layout_t *l, uint32_t peer, unsi
 static inline uint64_t wire_slot_off(const wire_layout_t *l, uint32_t peer, unsigned bank)
 {
     return l->off_slot + ((uint64_t)peer * l->banks + bank) * l->slot_stride;
+}
+
+/* The lane of fragment k in slot[peer][bank]: its header line, then payload. */
+static inline uint64_t wire_lane_off(const wire_layout_t *l, uint32_t peer, unsigned bank,
+                                     uint32_t k)
+{
+    return wire_slot_off(l, peer, bank) + (uint64_t)(k % l->lanes) * l->lane_stride;
 }
 
 static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)

@@ -48,23 +48,26 @@ enum { NALG = CORE_ALG_AUTO };
 static const char *const alg_names[NALG] = {CORE_ALG_LIST(MX_ALG_NAME)};
 static const unsigned alg_colls[NALG] = {CORE_ALG_LIST(MX_ALG_COLLS)};
 
-/* A team shape: N ranks on pretend nodes (ARCOLL_NODE_SIZE: k ranks a node, or a list). */
+/* A team shape: N ranks on pretend nodes (ARCOLL_NODE_SIZE: k ranks a node, or a list),
+ * and the copy path's slots: ARCOLL_BOUNCE_SIZE and ARCOLL_LANES (NULL: the defaults,
+ * 4 lanes of 4 KiB), so that fragments wrap around the lanes of every slot shape. */
 typedef struct shape {
     int n;
     const char *nodes;
+    const char *bounce, *lanes;
 } shape_t;
 
 static const shape_t default_shapes[] = {
-    {2, "1"},     /* two nodes of one rank: the smallest team */
-    {3, "1"},     /* not a power of two: partial rounds */
-    {5, "1"},     /* ... and odd */
-    {8, "1"},     /* a power of two, three rounds */
-    {16, "1"},    /* four rounds (sloav) */
-    {4, "4"},     /* one node of four: the node algorithms' one-node case */
-    {8, "4"},     /* two nodes of four */
-    {6, "2"},     /* three nodes of two */
-    {6, "3,2,1"}, /* unequal nodes */
-    {12, "4"},    /* three nodes of four */
+    {2, "1", NULL, NULL},     /* two nodes of one rank: the smallest team */
+    {3, "1", "1k", NULL},     /* not a power of two: partial rounds; 2 lanes of 512 B */
+    {5, "1", NULL, "1"},      /* ... and odd; one lane: a credit per fragment */
+    {8, "1", NULL, NULL},     /* a power of two, three rounds */
+    {16, "1", NULL, NULL},    /* four rounds (sloav) */
+    {4, "4", NULL, NULL},     /* one node of four: the node algorithms' one-node case */
+    {8, "4", NULL, NULL},     /* two nodes of four */
+    {6, "2", "2k", "2"},      /* three nodes of two; 2 lanes of 1 KiB */
+    {6, "3,2,1", NULL, NULL}, /* unequal nodes */
+    {12, "4", NULL, NULL},    /* three nodes of four */
 };
 
 static const size_t sizes[] = {0, 1, 8, 1000, 20000, 70000};
@@ -333,7 +336,7 @@ out:
 static int rank_main(int me, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[] = {"ARCOLL_CHANNEL", "sim", NULL};
+    const char *cfg[7] = {"ARCOLL_CHANNEL", "sim", NULL};
     arcoll_context_t ctx;
     arcoll_oob_t oob;
     uint64_t serial = 0;
@@ -341,6 +344,14 @@ static int rank_main(int me, void *arg)
     int rc;
 
     sim_oob(&oob);
+    if (j->shape->bounce != NULL) {
+        cfg[2] = "ARCOLL_BOUNCE_SIZE";
+        cfg[3] = j->shape->bounce;
+    }
+    if (j->shape->lanes != NULL) {
+        cfg[j->shape->bounce != NULL ? 4 : 2] = "ARCOLL_LANES";
+        cfg[j->shape->bounce != NULL ? 5 : 3] = j->shape->lanes;
+    }
     rc = arcoll_init_config(&oob, cfg, &ctx);
     if (!tl_expect(&j->tally, rc == ARCOLL_OK, "rank %d: arcoll_init_config: %s (%s)", me,
                    arcoll_strerror(rc), arcoll_last_error(NULL)))
@@ -395,7 +406,7 @@ static int parse_algs(job_t *j, char *list)
 int main(int argc, char **argv)
 {
     static job_t j;
-    shape_t shapes[32];
+    shape_t shapes[32] = {{0}};
     int nshapes = 0, rc = 0;
 
     for (int a = 0; a < NALG; a++)

@@ -190,7 +190,7 @@ static void check_layout(uint32_t n, uint64_t bounce)
     span_t *s;
 
     memset(&l, 0xa5, sizeof(l));
-    assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.n, n);
     /* Bounce rounded up to whole lines, lowered to the budget but not below the minimum. */
     assert_int_equal(l.bounce % WIRE_LINE, 0);
@@ -202,7 +202,21 @@ static void check_layout(uint32_t n, uint64_t bounce)
     else
         assert_true(l.bounce < bounce && l.bounce >= WIRE_BOUNCE_MIN &&
                     (l.bounce - WIRE_LINE < fit || l.bounce == WIRE_BOUNCE_MIN));
-    assert_int_equal(l.slot_stride, WIRE_LINE + l.bounce);
+    /* Lanes: as many as WIRE_LANES allows with whole-line payloads of at
+     * least WIRE_LANE_MIN, splitting the payload exactly. */
+    assert_true(l.lanes == 1 || l.lanes == 2 || l.lanes == 4);
+    assert_int_equal(l.frag * l.lanes, l.bounce);
+    assert_int_equal(l.frag % WIRE_LINE, 0);
+    assert_true(l.lanes == 1 || l.frag >= WIRE_LANE_MIN);
+    if (l.lanes < WIRE_LANES)
+        assert_true(l.bounce / (2 * l.lanes) < WIRE_LANE_MIN ||
+                    (l.bounce / (2 * l.lanes)) % WIRE_LINE != 0);
+    assert_int_equal(l.lane_stride, WIRE_LINE + l.frag);
+    assert_int_equal(l.slot_stride, l.lanes * l.lane_stride);
+    assert_int_equal(wire_lane_off(&l, n - 1, 1, 0), wire_slot_off(&l, n - 1, 1));
+    assert_int_equal(wire_lane_off(&l, n - 1, 1, l.lanes - 1) + l.lane_stride,
+                     wire_slot_off(&l, n - 1, 1) + l.slot_stride);
+    assert_int_equal(wire_lane_off(&l, 0, 0, l.lanes), wire_lane_off(&l, 0, 0, 0));
     assert_int_equal(l.off_ctrl % WIRE_LINE, 0);
     assert_int_equal(l.off_done % WIRE_LINE, 0);
     assert_int_equal(l.off_cred % WIRE_LINE, 0);
@@ -261,7 +275,7 @@ static void test_layout_exact(void **state)
     (void)state;
     /* n = 4, bounce 100 -> 128: header, then ctrl, done, cred (4 x B lines each),
      * then 4 x B slots of 192, then 4 note lines. */
-    assert_int_equal(wire_layout_init(&l, 4, 100, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, 4, 100, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.bounce, 128);
     assert_int_equal(l.off_ctrl, 64);
     assert_int_equal(l.off_done, 64 + 4 * B * 64);
@@ -280,21 +294,68 @@ static void test_layout_exact(void **state)
     assert_int_not_equal(wire_slot_off(&l, 0, 1), wire_slot_off(&l, 1, 0));
 }
 
+static void test_layout_lanes(void **state)
+{
+    wire_layout_t l;
+
+    (void)state;
+    assert_int_equal(wire_layout_init(&l, 2, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 4);
+    assert_int_equal(l.frag, 4096);
+    assert_int_equal(l.slot_stride, 4 * (64 + 4096));
+    assert_int_equal(wire_lane_off(&l, 1, 3, 6), wire_slot_off(&l, 1, 3) + 2 * (64 + 4096));
+    /* 1 KiB: two lanes of 512; 1088: halves of 544 are not whole lines. */
+    assert_int_equal(wire_layout_init(&l, 2, 1024, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 2);
+    assert_int_equal(l.frag, 512);
+    assert_int_equal(wire_layout_init(&l, 2, 1088, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 1);
+    assert_int_equal(l.frag, 1088);
+    assert_int_equal(wire_layout_init(&l, 2, 128, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 1);
+}
+
+/* Cumulative credits: fragment k waits for the credit of k - lanes, of this
+ * epoch; a credit of another epoch or none allows only the first lanes. */
+static void test_frag_credited(void **state)
+{
+    const uint64_t e = 7;
+
+    (void)state;
+    for (uint32_t k = 0; k < 4; k++)
+        assert_true(wire_frag_credited(0, e, k, 4));
+    assert_false(wire_frag_credited(0, e, 4, 4));
+    assert_true(wire_frag_credited(wire_frag_word(e, 0), e, 4, 4));
+    assert_false(wire_frag_credited(wire_frag_word(e, 0), e, 5, 4));
+    assert_true(wire_frag_credited(wire_frag_word(e, 9), e, 5, 4));
+    assert_true(wire_frag_credited(wire_frag_word(e, 9), e, 13, 4));
+    assert_false(wire_frag_credited(wire_frag_word(e, 9), e, 14, 4));
+    /* Another epoch's credit (a stale word of the bank) allows nothing more. */
+    assert_false(wire_frag_credited(wire_frag_word(e - 16, 100), e, 4, 4));
+    assert_false(wire_frag_credited(wire_frag_word(e + 1, 100), e, 4, 4));
+    /* One lane: the exact credit rule of a single slot. */
+    assert_false(wire_frag_credited(0, e, 1, 1));
+    assert_true(wire_frag_credited(wire_frag_word(e, 0), e, 1, 1));
+    assert_false(wire_frag_credited(wire_frag_word(e, 0), e, 2, 1));
+    /* The low 32 bits of the epoch are what a fragment word keeps. */
+    assert_true(wire_frag_credited(wire_frag_word(e + (1ULL << 32), 0), e, 4, 4));
+}
+
 static void test_layout_budget(void **state)
 {
     wire_layout_t l;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l, 0, 64, WIRE_BANKS), -1);
+    assert_int_equal(wire_layout_init(&l, 0, 64, WIRE_BANKS, WIRE_LANES), -1);
     /* Small teams keep the configured bounce; large ones shrink it to the budget. */
-    assert_int_equal(wire_layout_init(&l, 8, 16384, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, 8, 16384, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.bounce, 16384);
-    assert_int_equal(wire_layout_init(&l, 64, 16384, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, 64, 16384, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.bounce, WIRE_REGION_BUDGET / (64 * WIRE_BANKS));
-    assert_int_equal(wire_layout_init(&l, 4096, 16384, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, 4096, 16384, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     /* Any team size gives a region, never an overflow. */
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX, WIRE_BANKS), 0);
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     assert_true(l.total > (uint64_t)UINT32_MAX * WIRE_BANKS * WIRE_BOUNCE_MIN);
 }
@@ -305,12 +366,12 @@ static void test_layout_window(void **state)
     wire_layout_t l8, l1, l3;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 0), -1);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 3), -1);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, WIRE_BANKS + 2), -1);
-    assert_int_equal(wire_layout_init(&l8, 64, 64, WIRE_BANKS), 0);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 2), 0);
-    assert_int_equal(wire_layout_init(&l3, 64, 64, 6), 0);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 0, WIRE_LANES), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 3, WIRE_LANES), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, WIRE_BANKS + 2, WIRE_LANES), -1);
+    assert_int_equal(wire_layout_init(&l8, 64, 64, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 2, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l3, 64, 64, 6, WIRE_LANES), 0);
     assert_int_equal(l1.total - WIRE_LINE - 64 * WIRE_LINE,
                      (l8.total - WIRE_LINE - 64 * WIRE_LINE) / ARCOLL_MAX_INFLIGHT);
     assert_int_equal(wire_slot_off(&l1, 5, 1), l1.off_slot + (5 * 2 + 1) * l1.slot_stride);
@@ -370,6 +431,8 @@ int main(void)
         cmocka_unit_test(test_layout_many),
         cmocka_unit_test(test_layout_exact),
         cmocka_unit_test(test_num_stray),
+        cmocka_unit_test(test_layout_lanes),
+        cmocka_unit_test(test_frag_credited),
         cmocka_unit_test(test_layout_budget),
         cmocka_unit_test(test_layout_window),
         cmocka_unit_test(test_wire_load),

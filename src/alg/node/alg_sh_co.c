@@ -272,7 +272,7 @@ static void shco_revoke(coll_req_t *r)
         while (q != t->rank &&
                atomic_load_explicit(shco_line(r, q) + AW_DONE, memory_order_acquire) ==
                    wire_done_word(SC(r)->seq, WIRE_ST_BUSY)) {
-            if (hier_local_gone(h) == (int)q)
+            if (hier_rank_gone(h, q))
                 break; /* exited: it copies nothing more */
             if (eng_time_ns(t->ctx) > until) {
                 log_err("sh_co: team rank %u was copying when this call failed and has not "
