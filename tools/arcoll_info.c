@@ -176,11 +176,12 @@ int main(int argc, char **argv)
             verbs_chan_describe(ctx->chan, desc, sizeof(desc));
         printf("channel %s%s%s, zero-copy %s\n", ctx->chan->ops->name, *desc ? ": " : "", desc,
                ctx->chan->zcopy ? "available" : "not available (copy path only)");
-        printf("world team region: %llu bytes per rank (%u bounce slots of %llu bytes, %u lanes "
+        printf("world team region: %llu bytes per rank (%u bounce slots of %llu bytes, %u lane%s "
                "of %llu: copy-path fragments in flight per stream)\n",
                (unsigned long long)ctx->teams->layout.total,
                ctx->teams->size * ctx->teams->layout.banks,
                (unsigned long long)ctx->teams->layout.bounce, ctx->teams->layout.lanes,
+               ctx->teams->layout.lanes == 1 ? "" : "s",
                (unsigned long long)ctx->teams->layout.frag);
         printf("resources: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes per "
                "process",

@@ -101,6 +101,7 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
 {
     chan_t *c = ctx->chan;
     struct arcoll_team *t;
+    size_t bounce;
     int rc;
 
     t = calloc(1, sizeof(*t));
@@ -122,10 +123,11 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
         goto err_team;
     }
     memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-    if (wire_layout_init(&t->layout, t->size, ctx->cfg.bounce_size, 2 * t->window,
-                         1u << ctx->cfg.lanes_log2) != 0) {
+    bounce = ctx->cfg.bounce_size == CORE_CONFIG_AUTO_SIZE ? c->bounce : ctx->cfg.bounce_size;
+    if (wire_layout_init(&t->layout, t->size, bounce, 2 * t->window, 1u << ctx->cfg.lanes_log2) !=
+        0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
-                n, ctx->cfg.bounce_size);
+                n, bounce);
         rc = ARCOLL_ERR_INVALID;
         goto err_team;
     }

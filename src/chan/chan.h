@@ -128,6 +128,11 @@ struct chan_model_ops {
 
 enum { CHAN_COST_COPY, CHAN_COST_REDUCE };
 
+/* Default bounce slots (chan_t.bounce): 4 lanes of 16 KiB on a network, one
+ * 16 KiB fragment on one host. */
+#define CHAN_BOUNCE_NET  ((size_t)64 << 10)
+#define CHAN_BOUNCE_HOST ((size_t)16 << 10)
+
 struct chan {
     const struct chan_ops *ops;
     boot_t *boot;
@@ -139,6 +144,11 @@ struct chan {
     /* Message size per peer from which zero-copy beats the copy path on this
      * channel (ARCOLL_ZCOPY_THRESHOLD=auto); measured, see docs/configuration.md. */
     size_t zcopy_threshold;
+    /* Bounce slot payload (ARCOLL_BOUNCE_SIZE=auto): large enough on a
+     * network that a stream's lanes cover its bandwidth-delay product, the
+     * old single fragment on one host, where lanes do not pay
+     * (docs/measurements/lanes.md). */
+    size_t bounce;
     /* The process's other contexts are other ranks (the simulator): waiting
      * progresses only this context's teams. */
     int solo;

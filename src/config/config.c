@@ -80,12 +80,12 @@ static const cfg_var_t cfg_vars[] = {
      "copy (bounce slots), zcopy (into the final buffer) or auto (by size)"},
     {"ARCOLL_ZCOPY_THRESHOLD", CFG_SIZE, CFG_OFF(zcopy_threshold), NULL, "auto", 0, (long)1 << 40,
      1, "auto path: messages of at least this size per peer use zcopy; auto: the channel's"},
-    {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "16k", 64, 64L << 20, 1,
+    {"ARCOLL_BOUNCE_SIZE", CFG_SIZE, CFG_OFF(bounce_size), NULL, "auto", 64, 64L << 20, 1,
      "payload bytes of one bounce slot (2 x ARCOLL_WINDOW per peer per team); larger messages "
-     "fragment"},
+     "fragment; auto: the channel's (verbs 64k, shared memory 16k)"},
     {"ARCOLL_LANES", CFG_ENUM, CFG_OFF(lanes_log2), cfg_lanes, "4", 0, 0, 1,
      "copy-path fragments of one stream in flight: each bounce slot is cut into this many lanes "
-     "(1, 2 or 4; fewer where a lane would hold less than 512 bytes), a fragment each"},
+     "(1, 2 or 4; fewer where a lane would hold less than 16 KiB), a fragment each"},
     {"ARCOLL_WINDOW", CFG_LONG, CFG_OFF(window), NULL, "8", 1, ARCOLL_MAX_INFLIGHT, 1,
      "collectives of a team in flight before a start waits for the oldest; each peer's "
      "region entries hold 2 x this many banks, so a smaller window shrinks a team's memory "

@@ -37,9 +37,11 @@
 #define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
 #define WIRE_BOUNCE_MIN    1024
 /* A slot is cut into up to WIRE_LANES lanes of at least WIRE_LANE_MIN payload
- * bytes: a stream has that many fragments in flight (docs/protocol.md §6). */
+ * bytes: a stream has that many fragments in flight (docs/protocol.md §6).
+ * Smaller fragments cost more per byte than they save in round trips where a
+ * put has a fixed cost (a work request: docs/measurements/lanes.md). */
 #define WIRE_LANES    4
-#define WIRE_LANE_MIN 512
+#define WIRE_LANE_MIN 16384
 #define WIRE_MAGIC    0x6172636f6c6c3031ULL /* "arcoll01" */
 
 /* Status carried by a done word or a credit word. */

@@ -49,8 +49,9 @@ static const char *const alg_names[NALG] = {CORE_ALG_LIST(MX_ALG_NAME)};
 static const unsigned alg_colls[NALG] = {CORE_ALG_LIST(MX_ALG_COLLS)};
 
 /* A team shape: N ranks on pretend nodes (ARCOLL_NODE_SIZE: k ranks a node, or a list),
- * and the copy path's slots: ARCOLL_BOUNCE_SIZE and ARCOLL_LANES (NULL: the defaults,
- * 4 lanes of 4 KiB), so that fragments wrap around the lanes of every slot shape. */
+ * and the copy path's slots: ARCOLL_BOUNCE_SIZE and ARCOLL_LANES (NULL: the defaults; on
+ * this model of one host a 16 KiB slot, one lane), so that fragments wrap around every lane
+ * layout: 70000 bytes are 5 fragments of 16 KiB. */
 typedef struct shape {
     int n;
     const char *nodes;
@@ -58,14 +59,14 @@ typedef struct shape {
 } shape_t;
 
 static const shape_t default_shapes[] = {
-    {2, "1", NULL, NULL},     /* two nodes of one rank: the smallest team */
-    {3, "1", "1k", NULL},     /* not a power of two: partial rounds; 2 lanes of 512 B */
-    {5, "1", NULL, "1"},      /* ... and odd; one lane: a credit per fragment */
-    {8, "1", NULL, NULL},     /* a power of two, three rounds */
+    {2, "1", "64k", NULL},    /* two nodes of one rank: the smallest team; 4 lanes of 16 KiB */
+    {3, "1", "1k", NULL},     /* not a power of two: partial rounds; 1 KiB slots, 69 fragments */
+    {5, "1", "64k", "1"},     /* ... and odd; one lane of 64 KiB */
+    {8, "1", "64k", NULL},    /* a power of two, three rounds; the budget: 2 lanes of 16 KiB */
     {16, "1", NULL, NULL},    /* four rounds (sloav) */
-    {4, "4", NULL, NULL},     /* one node of four: the node algorithms' one-node case */
+    {4, "4", "64k", NULL},    /* one node of four: the node algorithms' one-node case; 4 lanes */
     {8, "4", NULL, NULL},     /* two nodes of four */
-    {6, "2", "2k", "2"},      /* three nodes of two; 2 lanes of 1 KiB */
+    {6, "2", NULL, NULL},     /* three nodes of two */
     {6, "3,2,1", NULL, NULL}, /* unequal nodes */
     {12, "4", NULL, NULL},    /* three nodes of four */
 };

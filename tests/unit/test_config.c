@@ -111,9 +111,9 @@ static void test_defaults(void **state)
         assert_int_equal(core_config_set(&cfg, "ARCOLL_ZCOPY_THRESHOLD", "AUTO"), ARCOLL_OK);
         assert_true(cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE);
         /* Only variables whose default is auto take it. */
-        assert_int_equal(core_config_set(&cfg, "ARCOLL_BOUNCE_SIZE", "auto"), ARCOLL_ERR_CONFIG);
+        assert_int_equal(core_config_set(&cfg, "ARCOLL_SHM_MAX", "auto"), ARCOLL_ERR_CONFIG);
     }
-    assert_int_equal(cfg.bounce_size, 16384);
+    assert_true(cfg.bounce_size == CORE_CONFIG_AUTO_SIZE); /* the channel's */
     assert_int_equal(cfg.timeout_ms, 60000);
     assert_int_equal(cfg.log_level, CORE_LOG_WARN);
     assert_int_equal(cfg.spin_count, -1); /* auto */
@@ -125,7 +125,7 @@ static void test_defaults(void **state)
     assert_string_equal(get(&cfg, "ARCOLL_ALLGATHER_ALG"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_PATH"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_ZCOPY_THRESHOLD"), "auto");
-    assert_string_equal(get(&cfg, "ARCOLL_BOUNCE_SIZE"), "16384");
+    assert_string_equal(get(&cfg, "ARCOLL_BOUNCE_SIZE"), "auto");
     assert_string_equal(get(&cfg, "ARCOLL_TIMEOUT_MS"), "60000");
     assert_string_equal(get(&cfg, "ARCOLL_LOG"), "warn");
     assert_string_equal(get(&cfg, "ARCOLL_SPIN_COUNT"), "auto");
@@ -553,7 +553,7 @@ static void test_digest(void **state)
 
     /* The value matters, not its spelling. */
     cfg = base;
-    assert_int_equal(core_config_set(&cfg, "ARCOLL_BOUNCE_SIZE", "16384"), ARCOLL_OK);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_BOUNCE_SIZE", "AUTO"), ARCOLL_OK);
     assert_int_equal(core_config_digest(&cfg), d0);
     assert_int_equal(core_config_set(&cfg, "ARCOLL_PATH", "AUTO"), ARCOLL_OK);
     assert_int_equal(core_config_digest(&cfg), d0);
@@ -610,7 +610,7 @@ static void test_env_read(void **state)
     env_clean();
     init_clean(&cfg);
     assert_int_equal(cfg.channel, CORE_CHANNEL_SMP);
-    assert_int_equal(cfg.bounce_size, 16384);
+    assert_true(cfg.bounce_size == CORE_CONFIG_AUTO_SIZE); /* the channel's */
 }
 
 static void test_env_invalid(void **state)

@@ -299,20 +299,36 @@ static void test_layout_lanes(void **state)
     wire_layout_t l;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l, 2, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    /* A network's default: 4 lanes of 16 KiB. */
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.lanes, 4);
-    assert_int_equal(l.frag, 4096);
-    assert_int_equal(l.slot_stride, 4 * (64 + 4096));
-    assert_int_equal(wire_lane_off(&l, 1, 3, 6), wire_slot_off(&l, 1, 3) + 2 * (64 + 4096));
-    /* 1 KiB: two lanes of 512; 1088: halves of 544 are not whole lines. */
-    assert_int_equal(wire_layout_init(&l, 2, 1024, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.frag, 16384);
+    assert_int_equal(l.slot_stride, 4 * (64 + 16384));
+    assert_int_equal(wire_lane_off(&l, 1, 3, 6), wire_slot_off(&l, 1, 3) + 2 * (64 + 16384));
+    /* Fewer lanes asked for, or fewer that hold 16 KiB. */
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2), 0);
     assert_int_equal(l.lanes, 2);
-    assert_int_equal(l.frag, 512);
-    assert_int_equal(wire_layout_init(&l, 2, 1088, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.frag, 32768);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 1), 0);
     assert_int_equal(l.lanes, 1);
-    assert_int_equal(l.frag, 1088);
-    assert_int_equal(wire_layout_init(&l, 2, 128, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 32768, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 2);
+    /* One host's default and smaller: one lane, the single-slot protocol. */
+    assert_int_equal(wire_layout_init(&l, 2, 16384, WIRE_BANKS, WIRE_LANES), 0);
     assert_int_equal(l.lanes, 1);
+    assert_int_equal(l.frag, 16384);
+    assert_int_equal(l.slot_stride, 64 + 16384);
+    /* Halves that are not whole lines: 32832 / 2 = 16416 = 256.5 lines, one lane. */
+    assert_int_equal(wire_layout_init(&l, 2, 32832, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.lanes, 1);
+    /* The budget lowers the slot, then the lanes: 8 ranks get 32 KiB, 2 lanes. */
+    assert_int_equal(wire_layout_init(&l, 8, 65536, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(l.bounce, 32768);
+    assert_int_equal(l.lanes, 2);
+    /* Lanes: a power of 2 from 1 to WIRE_LANES. */
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 0), -1);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 3), -1);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2 * WIRE_LANES), -1);
 }
 
 /* Cumulative credits: fragment k waits for the credit of k - lanes, of this

@@ -220,6 +220,7 @@ int sim_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
     s->super.zcopy_threshold = SIZE_MAX;
     s->super.solo = 1;
     s->super.models = sim_nic() ? CHAN_MODELS_NIC : CHAN_MODELS_SHM;
+    s->super.bounce = sim_nic() ? CHAN_BOUNCE_NET : CHAN_BOUNCE_HOST; /* as the channel it models */
     s->rank = boot->rank;
     sim_rank_place(boot->rank, boot->node_of[boot->rank], boot->local_size);
     /* verbs' init: the allgather of one address record per rank (verbs_addr_t:

@@ -292,6 +292,7 @@ int smp_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
     /* process_vm_writev pins the target pages on every call: measured here, the
      * bounce path stays faster up to about 2 MiB per peer. */
     s->super.zcopy_threshold = 4u << 20;
+    s->super.bounce = CHAN_BOUNCE_HOST;
     s->named = cfg->smp_seg == CORE_SEG_NAMED;
     s->pids = calloc((size_t)boot->size, sizeof(*s->pids));
     if (s->pids == NULL) {

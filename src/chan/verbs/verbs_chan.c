@@ -149,6 +149,7 @@ int verbs_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
     vc->super.boot = boot;
     /* Past a few packets the staging copy costs more than a registration. */
     vc->super.zcopy_threshold = 16u << 10;
+    vc->super.bounce = CHAN_BOUNCE_NET;
     vc->imm = cfg->notify == CORE_NOTIFY_IMM;
     vc->eager = cfg->verbs_connect == CORE_CONNECT_EAGER;
     vc->timeout_ms = cfg->timeout_ms;
