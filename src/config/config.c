@@ -34,6 +34,7 @@ static const char *const cfg_channels[] = {CHAN_LIST(CFG_CHAN_NAME) NULL};
 static const char *const cfg_algs[] = {CORE_ALG_LIST(CFG_ALG_NAME) "auto", NULL};
 static const char *const cfg_paths[] = {"copy", "zcopy", "auto", NULL};
 static const char *const cfg_lanes[] = {"1", "2", "4", NULL}; /* log2 of the lanes */
+static const char *const cfg_sched_orders[] = {"arrival", "fixed", NULL};
 static const char *const cfg_logs[] = {"none", "error", "warn", "info", "debug", NULL};
 static const char *const cfg_cma[] = {"auto", "off", NULL};
 static const char *const cfg_seg[] = {"auto", "memfd", "named", NULL};
@@ -102,6 +103,11 @@ static const cfg_var_t cfg_vars[] = {
     {"ARCOLL_SLOAV_PHASES", CFG_LONG, CFG_OFF(sloav_phases), NULL, "1", 1, 2, 1,
      "sloav/sloavx: 1 = each step sends its data alone, the receiver reads the length from "
      "the message header; 2 = the size first, then the data (Xu et al.: twice the start-ups)"},
+    {"ARCOLL_SCHED_ORDER", CFG_ENUM, CFG_OFF(sched_order), cfg_sched_orders, "arrival", 0, 0, 0,
+     "schedules (ring, rdd, rdh, sloav, sloavx, mn_co): among a round's sends that may go, "
+     "arrival = to peers whose data has landed here first (PAP), fixed = in a fixed peer order "
+     "(rank - 1 down, wrapping); "
+     "for measuring what arrival order is worth (docs/scale.md)"},
     {"ARCOLL_TIMEOUT_MS", CFG_LONG, CFG_OFF(timeout_ms), NULL, "60000", 1, 86400000L, 0,
      "a collective fails with ARCOLL_ERR_TIMEOUT if a peer has not arrived by then"},
     {"ARCOLL_LOG", CFG_ENUM, CFG_OFF(log_level), cfg_logs, "warn", 0, 0, 0, "log level on stderr"},

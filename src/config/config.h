@@ -12,6 +12,7 @@
 #include "util/size.h"
 
 enum { CORE_HEAP_MR_AUTO, CORE_HEAP_MR_PIN, CORE_HEAP_MR_OFF };
+enum { CORE_SCHED_ORDER_ARRIVAL, CORE_SCHED_ORDER_FIXED };
 
 #define CORE_CONFIG_STR       64
 #define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
@@ -36,6 +37,7 @@ typedef struct core_config {
     size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
     size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
     long socket_size;       /* sh_co: ranks per pretend socket; 0 = hwloc's sockets */
+    int sched_order;        /* CORE_SCHED_ORDER_*: schedules' sends, arrived peers first or not */
     long sloav_phases;      /* sloav/sloavx: 2 (size, then data) or 1 (data, length in header) */
     long timeout_ms;
     int log_level;

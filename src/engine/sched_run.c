@@ -70,6 +70,7 @@ typedef struct sched_exec {
     uint32_t local_next; /* locals run in list (round) order */
     uint32_t order_next; /* in_order: the one send that may go */
     int in_order;
+    int by_arrival;     /* PAP: sends to peers that have arrived first (ARCOLL_SCHED_ORDER) */
     int wait_adv;       /* a stream's first fragment waits for the receiver's advertisement */
     uint32_t hook_next; /* dynamic schedules: the next round whose hook runs */
     sched_mem_t mem;
@@ -672,11 +673,15 @@ static int sx_sends(coll_req_t *r, sched_exec_t *x)
      * credit) is a pass away at best. */
     for (int pass = 0; pass < 2 && x->sends; pass++) {
         uint32_t k = 0;
+        if (pass == 1 && !x->by_arrival)
+            break; /* ARCOLL_SCHED_ORDER=fixed: one pass in the fixed order */
         for (uint32_t i = 0; i < x->ntx_peers; i++) {
             uint32_t p = x->tx_peers[i];
             int go = 0;
             if (x->tx_head[p] != SX_NONE) {
-                if (pass == 0)
+                if (!x->by_arrival)
+                    go = 1;
+                else if (pass == 0)
                     go = x->tx_seen[p] = (uint32_t)sx_arrived(r, x, p);
                 else
                     go = !x->tx_seen[p];
@@ -724,6 +729,7 @@ int eng_sched_start(coll_req_t *r, int mode)
     x->mem.buf[SCHED_BUF_SEND] = (char *)(uintptr_t)r->args.sbuf;
     x->mem.buf[SCHED_BUF_RECV] = r->args.rbuf;
     x->in_order = mode == ENG_SCHED_DIRECT;
+    x->by_arrival = t->ctx->cfg.sched_order == CORE_SCHED_ORDER_ARRIVAL;
     x->wait_adv = mode != ENG_SCHED_PAP;
     for (uint32_t p = 0; p < t->size; p++) {
         r->peers[p].rx_done = x->rx_head[p] == SX_NONE;

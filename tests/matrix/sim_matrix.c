@@ -49,26 +49,28 @@ static const char *const alg_names[NALG] = {CORE_ALG_LIST(MX_ALG_NAME)};
 static const unsigned alg_colls[NALG] = {CORE_ALG_LIST(MX_ALG_COLLS)};
 
 /* A team shape: N ranks on pretend nodes (ARCOLL_NODE_SIZE: k ranks a node, or a list),
- * and the copy path's slots: ARCOLL_BOUNCE_SIZE and ARCOLL_LANES (NULL: the defaults; on
- * this model of one host a 16 KiB slot, one lane), so that fragments wrap around every lane
- * layout: 70000 bytes are 5 fragments of 16 KiB. */
+ * and settings (KEY, VALUE pairs) that change how the bytes move: the copy path's slots
+ * (ARCOLL_BOUNCE_SIZE, ARCOLL_LANES; by default on this model of one host a 16 KiB slot, one
+ * lane), so that fragments wrap around every lane layout (70000 bytes are 5 fragments of
+ * 16 KiB), and the schedules' send order. */
 typedef struct shape {
     int n;
     const char *nodes;
-    const char *bounce, *lanes;
+    const char *set[5];
 } shape_t;
 
+#define SLOTS64 "ARCOLL_BOUNCE_SIZE", "64k"
 static const shape_t default_shapes[] = {
-    {2, "1", "64k", NULL},    /* two nodes of one rank: the smallest team; 4 lanes of 16 KiB */
-    {3, "1", "1k", NULL},     /* not a power of two: partial rounds; 1 KiB slots, 69 fragments */
-    {5, "1", "64k", "1"},     /* ... and odd; one lane of 64 KiB */
-    {8, "1", "64k", NULL},    /* a power of two, three rounds; the budget: 2 lanes of 16 KiB */
-    {16, "1", NULL, NULL},    /* four rounds (sloav) */
-    {4, "4", "64k", NULL},    /* one node of four: the node algorithms' one-node case; 4 lanes */
-    {8, "4", NULL, NULL},     /* two nodes of four */
-    {6, "2", NULL, NULL},     /* three nodes of two */
-    {6, "3,2,1", NULL, NULL}, /* unequal nodes */
-    {12, "4", NULL, NULL},    /* three nodes of four */
+    {2, "1", {SLOTS64}},                      /* the smallest team; 4 lanes of 16 KiB */
+    {3, "1", {"ARCOLL_BOUNCE_SIZE", "1k"}},   /* partial rounds; 1 KiB slots, 69 fragments */
+    {5, "1", {SLOTS64, "ARCOLL_LANES", "1"}}, /* ... and odd; one lane of 64 KiB */
+    {8, "1", {SLOTS64}},                      /* three rounds; the budget: 2 lanes of 16 KiB */
+    {16, "1", {0}},                           /* four rounds (sloav) */
+    {4, "4", {SLOTS64}}, /* one node of four: the node algorithms' one-node case */
+    {8, "4", {"ARCOLL_SCHED_ORDER", "fixed"}}, /* two nodes of four; sends in a fixed order */
+    {6, "2", {0}},                             /* three nodes of two */
+    {6, "3,2,1", {0}},                         /* unequal nodes */
+    {12, "4", {0}},                            /* three nodes of four */
 };
 
 static const size_t sizes[] = {0, 1, 8, 1000, 20000, 70000};
@@ -345,14 +347,8 @@ static int rank_main(int me, void *arg)
     int rc;
 
     sim_oob(&oob);
-    if (j->shape->bounce != NULL) {
-        cfg[2] = "ARCOLL_BOUNCE_SIZE";
-        cfg[3] = j->shape->bounce;
-    }
-    if (j->shape->lanes != NULL) {
-        cfg[j->shape->bounce != NULL ? 4 : 2] = "ARCOLL_LANES";
-        cfg[j->shape->bounce != NULL ? 5 : 3] = j->shape->lanes;
-    }
+    for (int i = 0; j->shape->set[i] != NULL && i < 4; i++)
+        cfg[2 + i] = j->shape->set[i];
     rc = arcoll_init_config(&oob, cfg, &ctx);
     if (!tl_expect(&j->tally, rc == ARCOLL_OK, "rank %d: arcoll_init_config: %s (%s)", me,
                    arcoll_strerror(rc), arcoll_last_error(NULL)))
