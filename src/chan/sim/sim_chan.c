@@ -1,7 +1,7 @@
 /* The model channel of the scale simulator (docs/scale.md): not a transport
  * but a model of one, for virtual ranks that share a process. Regions are
  * plain memory; a put copies its bytes at the call into an event that the
- * driver (sim_drv.c) applies to the target's memory once the target's
+ * driver's model (sim_net.c) applies to the target's memory once the target's
  * virtual clock passes its arrival time, in order per pair of ranks, so a
  * flag word is seen only after the data put before it. Puts complete at
  * once (nothing outstanding); zero-copy is not modelled. stats() reports
