@@ -30,6 +30,10 @@ typedef struct core_team_rec {
     uint64_t seg_key; /* master: the node segment's key (chan/smp/smp_seg.h) */
     int32_t socket;   /* boot_topo_t.socket: sh_co's socket map (engine/hier.h) */
     uint64_t heap;    /* the node heap's region id, 0 if not shared (hier_t.heap) */
+    /* The region's layout (wire_layout_t): settings read at creation, which must
+     * agree, or a rank would poll where another writes payload. */
+    uint64_t bounce;
+    uint32_t lanes, banks;
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -123,7 +127,9 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
         goto err_team;
     }
     memcpy(t->ranks, ranks, sizeof(int) * (size_t)n);
-    bounce = ctx->cfg.bounce_size == CORE_CONFIG_AUTO_SIZE ? c->bounce : ctx->cfg.bounce_size;
+    bounce = ctx->cfg.bounce_size != CORE_CONFIG_AUTO_SIZE ? ctx->cfg.bounce_size
+             : c->bounce != 0                              ? c->bounce
+                                                           : CHAN_BOUNCE_HOST;
     if (wire_layout_init(&t->layout, t->size, bounce, 2 * t->window, 1u << ctx->cfg.lanes_log2) !=
         0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
@@ -166,6 +172,9 @@ static void core_team_rec_fill(const struct arcoll_team *t, const int *ranks, in
     mine->seg_key = t->hier != NULL ? t->hier->seg.key : 0;
     mine->socket = t->ctx->topo.socket;
     mine->heap = heap_node_region();
+    mine->bounce = t->layout.bounce;
+    mine->lanes = t->layout.lanes;
+    mine->banks = t->layout.banks;
 }
 
 /* The members' records (member j's is recs[at ? at[j] : j]): each must have
@@ -187,6 +196,14 @@ static int core_team_join(struct arcoll_team *t, const core_team_rec_t *mine,
                     "failed)",
                     what, t->ranks[j]);
             rc = ARCOLL_ERR_INVALID;
+        } else if (rec->bounce != mine->bounce || rec->lanes != mine->lanes ||
+                   rec->banks != mine->banks) {
+            log_err("%s: rank %d cuts the team's region differently (%llu-byte slots, %u lanes, "
+                    "%u banks; this rank %llu, %u, %u): ARCOLL_BOUNCE_SIZE, ARCOLL_LANES and "
+                    "ARCOLL_WINDOW must agree when a team is created",
+                    what, t->ranks[j], (unsigned long long)rec->bounce, rec->lanes, rec->banks,
+                    (unsigned long long)mine->bounce, mine->lanes, mine->banks);
+            rc = ARCOLL_ERR_CONFIG;
         } else if (j != t->rank) {
             rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);
         }

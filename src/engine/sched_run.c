@@ -2,13 +2,14 @@
  * The schedule executor (engine/engine.h, docs/protocol.md "Schedules").
  *
  * Every ordered pair of ranks has one stream per call: the sender's messages
- * to that peer, in schedule order, cut into fragments of at most one bounce
- * slot. Fragment k of the stream goes into the sender's slot of the call's
- * bank at the receiver, with flag wire_frag_word(epoch, k); the first
- * fragment of each message carries the message's length in the slot header,
- * which the receiver checks against its own schedule before it copies a
- * byte. Fragment k > 0 waits for the receiver's credit for k - 1, as on the
- * flat copy path; the first needs none (the bank is free, protocol.md §5).
+ * to that peer, in schedule order, cut into fragments of at most one lane of
+ * a bounce slot. Fragment k of the stream goes into lane k mod lanes of the
+ * sender's slot of the call's bank at the receiver, with flag
+ * wire_frag_word(epoch, k); the first fragment of each message carries the
+ * message's length in the lane header, which the receiver checks against its
+ * own schedule before it copies a byte. Fragment k >= lanes waits for the
+ * receiver's (cumulative) credit for k - lanes, as on the flat copy path; the
+ * first lanes need none (the bank is free, protocol.md §5).
  *
  * PAP: sends whose dependencies are met go first to peers whose data has
  * already landed here, then to the rest; a receive is applied as soon as its
@@ -506,7 +507,9 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
 /* Receive what landed from peer p: every fragment in its lanes, in stream
  * order, then one credit for the last while more are to come. (Not only when
  * the sender needs it to reuse a lane: a message not yet sized counts one
- * fragment in rx_total, so that test could withhold a credit it waits for.) */
+ * fragment in rx_total, so that test could withhold a credit it waits for.
+ * k < rx_total whenever the stream has messages left, as every message left
+ * counts at least one fragment; the test below only skips a finished one.) */
 static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
 {
     struct arcoll_team *t = r->team;

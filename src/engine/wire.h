@@ -145,7 +145,7 @@ static inline unsigned wire_done_status(uint64_t word)
  * WIRE_BANKS), at most lanes lanes a slot (a power of 2 up to WIRE_LANES) and
  * bounce payload b, rounded up to a
  * multiple of 64 and lowered toward WIRE_BOUNCE_MIN to keep the region near
- * WIRE_REGION_BUDGET (the same on every rank: it depends on n and b only). */
+ * WIRE_REGION_BUDGET (the same on every rank: it depends on n, b, banks and lanes only). */
 typedef struct wire_layout {
     uint32_t n;
     uint32_t banks; /* 2 x the team's window */

@@ -295,7 +295,7 @@ static void test_matrix(arcoll_context_t ctx)
     }
     /* All ranks, even ones first: with pretend nodes, a node's ranks are not
      * consecutive in the team (the shared-memory algorithms' general case). */
-    ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "16k");
+    ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "auto");
     {
         int members[256], k = 0;
         arcoll_team_t sub;
@@ -754,6 +754,19 @@ static void test_bad(arcoll_context_t ctx)
             arcoll_team_destroy(ctx, t2);
         }
         ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    }
+    /* Region settings that differ when a team is created (set after init, so
+     * the init digest cannot see them): refused on every rank, never used. */
+    if (ct_nranks > 1) {
+        ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "64k");
+        ct_set(ctx, "ARCOLL_LANES", ct_rank == 0 ? "1" : "4");
+        rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
+        CHECK(rc == ARCOLL_ERR_CONFIG, "lanes that differ across ranks: %s", arcoll_strerror(rc));
+        if (rc == ARCOLL_OK)
+            arcoll_team_destroy(ctx, t2);
+        ct_set(ctx, "ARCOLL_LANES", "4");
+        ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "auto");
+        ct_one(world, 1, 0, ++call, 16, "after a refused team");
     }
     /* A peer that never arrives: the last rank skips one call; the others must
      * fail with ARCOLL_ERR_TIMEOUT within ARCOLL_TIMEOUT_MS, not hang. */
