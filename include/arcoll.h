@@ -145,6 +145,12 @@ typedef struct arcoll_counters {
     /* ... of which those auto sent to pap at once, without looking at the
      * buffers, because the team's last sh_co calls fell back (docs/heap.md). */
     unsigned long long sh_co_skips;
+    /* Zero-copy calls of the flat algorithms, by how this rank's receive
+     * buffer was given to its peers: by address in the shared node heap (the
+     * peers memcpy into it), or registered with the channel (process_vm_writev
+     * on one host, an RDMA key across hosts; docs/protocol.md §6). */
+    unsigned long long zcopy_heap_calls;
+    unsigned long long zcopy_reg_calls;
 } arcoll_counters_t;
 /* ARCOLL_ERR_INVALID if out is NULL or size is 0. [serialized] */
 int arcoll_context_counters(arcoll_context_t ctx, arcoll_counters_t *out, size_t size);

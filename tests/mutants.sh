@@ -33,6 +33,12 @@ MUTANTS=(
     # A failed zero-copy call no longer revokes its advertisements: a late sender writes into
     # the buffer of a call that has returned.
     "revoke|src/engine/zcopy.c|s/(static void zcopy_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-alltoall"
+    # A failed zero-copy call whose buffer went by address in the node heap no longer revokes
+    # it: a late sender memcpys into the buffer of a call that has returned.
+    "heap-revoke|src/engine/zcopy.c|s/    if \(!r->rreg_valid && r->rheap\.kind != WIRE_KIND_HEAP\)/    if (!r->rreg_valid)/|tests/integ/run.sh build latewrite-3-heap-alltoallv"
+    # An alltoallv sender takes the block coming back as agreement without reading its want
+    # word: a disagreement in its direction only goes unseen at the sender.
+    "want|src/engine/zcopy.c|s/return r->peers\[peer\]\.rx_want == len \? 1/return 1 ? 1/|tests/integ/run.sh build mpirun-3-vbad"
     # A failed sh_co call no longer revokes its arrival: a late rank copies its share into the
     # buffers of a call that has returned.
     "shco-revoke|src/alg/node/alg_sh_co.c|s/(static void shco_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-shco-alltoall"

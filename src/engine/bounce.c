@@ -83,13 +83,19 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
                 return 0;
         }
         if (k == 0) {
-            uint64_t size = len;
-            rc = c->ops->put(c, cr, &size, sizeof(size), NULL, dst,
+            /* size and want, and a small payload after them in the header's
+             * line: one put, and one line for the receiver to take */
+            size_t hlen = WIRE_INLINE_OFF - offsetof(wire_slot_hdr_t, size);
+            uint64_t line[WIRE_LINE / 8] = {len,
+                                            r->type == COLL_ALLTOALLV ? r->args.rcounts[peer] : 0};
+            if (len <= WIRE_INLINE && len > 0)
+                memcpy((char *)line + hlen, coll_src(r, peer), len);
+            rc = c->ops->put(c, cr, line, hlen + (len <= WIRE_INLINE ? len : 0), NULL, dst,
                              off + offsetof(wire_slot_hdr_t, size));
             if (rc != ARCOLL_OK)
                 return rc;
         }
-        if (flen > 0) {
+        if (flen > 0 && len > WIRE_INLINE) {
             rc = c->ops->put(c, cr, coll_src(r, peer) + (size_t)k * t->layout.frag, flen, NULL, dst,
                              off + WIRE_LINE);
             if (rc != ARCOLL_OK)
@@ -140,8 +146,11 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
             break;
         if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
             return coll_mismatch(r, peer, 0, hdr->size);
+        if (k == 0)
+            p->rx_want = hdr->want; /* zcopy_tx's check of our own block to it */
         if (flen > 0)
-            memcpy(coll_dst(r, peer) + (size_t)k * l->frag, (const char *)hdr + WIRE_LINE, flen);
+            memcpy(coll_dst(r, peer) + (size_t)k * l->frag,
+                   (const char *)hdr + (len <= WIRE_INLINE ? WIRE_INLINE_OFF : WIRE_LINE), flen);
         p->rx_frag = ++k;
         if (k == n)
             return 1;

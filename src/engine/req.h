@@ -99,6 +99,7 @@ typedef struct coll_peer {
     uint8_t tx_eager; /* alltoallv: our block to it goes on the copy path at once (zcopy.c) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
+    uint64_t rx_want; /* alltoallv: the length the peer expects from us, from its header */
 } coll_peer_t;
 
 /* Bytes of per-call state a multi-phase family keeps inside the request
@@ -130,6 +131,9 @@ struct coll_req {
     zmem_ref_t rreg; /* zcopy: registered receive buffer */
     zmem_ref_t sreg; /* zcopy: registered send buffer */
     int rreg_valid, sreg_valid;
+    /* zcopy: the receive span advertised by address in the node heap
+     * (WIRE_KIND_HEAP) instead of registered; peers write it by memcpy */
+    chan_rkey_t rheap;
     int zc_bounce; /* zcopy: our buffer is unregistered, peers use our bounce slots */
     size_t zp_len; /* eng_zcopy_pick's last length (0: none) and its answer */
     int zp_val;

@@ -63,6 +63,13 @@ typedef struct wire_ctrl {
     uint64_t epoch; /* the call the body is for; a flag alone leaves an older body */
 } wire_ctrl_t;
 
+/* An advertisement key of this kind is the engine's, not a channel's: the
+ * receive buffer lies in the node heap's same-address region, which every
+ * member of the one-node team maps (mem/region.h); rkey.addr is its virtual
+ * address, valid as it is in the sender, which writes it with memcpy
+ * (docs/protocol.md §6, "Heap buffers"). No channel uses this kind. */
+#define WIRE_KIND_HEAP 0xffffffffu
+
 /* The size a reader sees in an advertisement that is a flag alone (a
  * schedule's readiness, docs/protocol.md §2): no size and no key for this
  * call, whatever an earlier call of the bank left in the body. */
@@ -75,12 +82,20 @@ static inline uint64_t wire_ctrl_size(const wire_ctrl_t *adv, uint64_t epoch)
     return adv->epoch == epoch ? adv->size : WIRE_SIZE_NONE;
 }
 
-/* Header of a bounce slot; the payload follows at WIRE_LINE. */
+/* Header of a bounce slot; the payload follows at WIRE_LINE, or, for a
+ * message of at most WIRE_INLINE bytes, at WIRE_INLINE_OFF in the header's
+ * own line: the receiver then takes flag and data in one line transfer. */
 typedef struct wire_slot_hdr {
     uint64_t flag; /* wire_frag_word(epoch, fragment) */
     uint64_t size; /* total bytes per peer of the message (fragment 0) */
-    uint64_t sig;  /* schedules: the call's signature (a message's fragment 0) */
+    union {
+        uint64_t sig;  /* schedules: the call's signature (a message's fragment 0) */
+        uint64_t want; /* flat alltoallv: the bytes the sender expects back from the receiver */
+    };
 } wire_slot_hdr_t;
+
+#define WIRE_INLINE_OFF sizeof(wire_slot_hdr_t)
+#define WIRE_INLINE     (WIRE_LINE - WIRE_INLINE_OFF)
 
 _Static_assert(sizeof(wire_ctrl_t) == WIRE_LINE, "control slot is one line");
 _Static_assert(offsetof(wire_slot_hdr_t, sig) == offsetof(wire_slot_hdr_t, size) + 8,

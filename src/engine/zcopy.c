@@ -7,9 +7,51 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "mem/heap.h"
+#include "mem/region.h"
 #include "util/log.h"
 
 static int noticed;
+
+/* Can [p, p + len) go by address: a channel whose writes land before they
+ * return (the revocation below relies on it), a one-node team whose every
+ * member maps the node heap as one region (its team records), and the span
+ * inside that region? Then the peers memcpy into it: one copy, no
+ * registration, no system call (process_vm_writev pins the pages on every
+ * call: docs/performance.md). */
+static int zcopy_heap_ok(const coll_req_t *r, const void *p, size_t len)
+{
+    const struct arcoll_team *t = r->team;
+    uint64_t id;
+
+    return len > 0 && t->ctx->chan->puts_sync && t->hier != NULL && t->hier->heap &&
+           t->hier->nnodes == 1 && (id = heap_node_region()) != 0 && heap_region_find(p, len) == id;
+}
+
+/* Advertise [p, p + len) by address if it can go so (zcopy_heap_ok): 1. */
+static int zcopy_heap_key(coll_req_t *r, char *p, size_t len)
+{
+    if (!zcopy_heap_ok(r, p, len))
+        return 0;
+    memset(&r->rheap, 0, sizeof(r->rheap));
+    r->team->ctx->counters.zcopy_heap_calls++;
+    r->rheap.kind = WIRE_KIND_HEAP;
+    r->rheap.addr = (uint64_t)(uintptr_t)p;
+    r->rheap.len = len;
+    r->rheap.owner = (uint32_t)r->team->ctx->boot->rank;
+    return 1;
+}
+
+/* The key we advertise and the address it starts at; kind 0 if none. */
+static const chan_rkey_t *zcopy_rkey(const coll_req_t *r, const char **base)
+{
+    if (r->rheap.kind == WIRE_KIND_HEAP) {
+        *base = (const char *)(uintptr_t)r->rheap.addr;
+        return &r->rheap;
+    }
+    *base = r->rreg_valid ? r->rreg.mem->addr : NULL;
+    return r->rreg_valid ? &r->rreg.mem->rkey : NULL;
+}
 
 /* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
  * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
@@ -40,15 +82,19 @@ static int zcopy_v_start(coll_req_t *r)
     struct arcoll_team *t = r->team;
     struct arcoll_context *ctx = t->ctx;
     const coll_args_t *a = &r->args;
+    const chan_rkey_t *key;
+    const char *base;
     size_t lo, hi;
     wire_ctrl_t adv;
     int rc;
 
-    if (zcopy_v_span(r, a->rcounts, a->rdispls, &lo, &hi)) {
+    if (zcopy_v_span(r, a->rcounts, a->rdispls, &lo, &hi) &&
+        !zcopy_heap_key(r, r->rbuf + lo, hi - lo)) {
         rc = zmem_get(ctx, r->rbuf + lo, hi - lo, &r->rreg);
-        if (rc == ARCOLL_OK)
+        if (rc == ARCOLL_OK) {
             r->rreg_valid = 1;
-        else if (rc == ARCOLL_ERR_NOMEM && !noticed++)
+            ctx->counters.zcopy_reg_calls++;
+        } else if (rc == ARCOLL_ERR_NOMEM && !noticed++)
             log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
                      "calls fall back to the copy path",
                      ctx->chan->ops->name, hi - lo);
@@ -58,13 +104,14 @@ static int zcopy_v_start(coll_req_t *r)
     if (zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi) &&
         zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
+    key = zcopy_rkey(r, &base);
     for (uint32_t i = 1; i < t->size; i++) {
         uint32_t peer = (t->rank + i) % t->size;
         memset(&adv, 0, sizeof(adv));
         adv.size = a->rcounts[peer];
-        if (r->rreg_valid && adv.size > 0 && eng_zcopy_pick(r, adv.size)) {
-            adv.rkey = r->rreg.mem->rkey;
-            adv.boff = (uint64_t)(coll_dst(r, peer) - (char *)r->rreg.mem->addr);
+        if (key != NULL && adv.size > 0 && eng_zcopy_pick(r, adv.size)) {
+            adv.rkey = *key;
+            adv.boff = (uint64_t)(coll_dst(r, peer) - base);
             r->peers[peer].rx_zc = 1;
         }
         rc = coll_advertise_to(r, peer, &adv);
@@ -88,8 +135,11 @@ static int zcopy_start(coll_req_t *r)
     size_t slen = r->type == COLL_ALLTOALL ? r->bytes * t->size : r->bytes;
     int rc;
 
+    r->rheap.kind = 0;
     if (r->type == COLL_ALLTOALLV)
         return zcopy_v_start(r);
+    if (zcopy_heap_key(r, r->rbuf, r->bytes * t->size))
+        return coll_advertise(r, &r->rheap, 0);
     rc = zmem_get(ctx, r->rbuf, r->bytes * t->size, &r->rreg);
 #ifdef ARCOLL_FAULTS
     if (wire_fault_reg_fail && rc == ARCOLL_OK) {
@@ -108,6 +158,7 @@ static int zcopy_start(coll_req_t *r)
     if (rc != ARCOLL_OK)
         return rc;
     r->rreg_valid = 1;
+    ctx->counters.zcopy_reg_calls++;
     /* The send buffer: registered if possible, else the channel stages it. */
     if (zmem_get(ctx, (void *)(uintptr_t)r->sbuf, slen, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
@@ -155,12 +206,20 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     chan_rmem_t dst;
     wire_ctrl_t adv;
     size_t len = coll_tx_len(r, peer);
+    uint64_t off;
     int rc;
 
     if (zcopy_v_eager(r, peer)) {
         if (r->peers[peer].tx_frag < coll_nfrags(r, len) &&
             (rc = coll_proto_bounce.tx(r, peer)) != 1)
             return rc;
+        /* Its block to us, if it came on the copy path, says what it
+         * expects from us: the advertisement's size, one line fewer to wait
+         * for (the receive runs first in each pass). */
+        if (r->peers[peer].rx_frag > 0)
+            return r->peers[peer].rx_want == len
+                       ? 1
+                       : coll_mismatch(r, peer, 1, r->peers[peer].rx_want);
         if (!coll_ctrl_read(r, peer, &adv))
             return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
         return adv.size == len ? 1 : coll_mismatch(r, peer, 1, adv.size);
@@ -194,15 +253,29 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
             return rc == ARCOLL_OK ? 0 : rc;
         }
     }
-    rc = c->ops->rmem_import(c, t->ranks[peer], &adv.rkey, &dst);
-    if (rc != ARCOLL_OK)
-        return rc;
     /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
-    rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), len, r->sreg_valid ? r->sreg.mem : NULL,
-                     &dst, adv.boff + (r->type == COLL_ALLTOALLV ? 0 : (uint64_t)t->rank * len));
-    c->ops->rmem_release(c, &dst);
-    if (rc != ARCOLL_OK)
-        return rc;
+    off = adv.boff + (r->type == COLL_ALLTOALLV ? 0 : (uint64_t)t->rank * len);
+    if (adv.rkey.kind == WIRE_KIND_HEAP) {
+        char *to = (char *)(uintptr_t)(adv.rkey.addr + off);
+        if (off > adv.rkey.len || len > adv.rkey.len - off || !zcopy_heap_ok(r, to, len)) {
+            log_err("zcopy: team rank %u advertised a node-heap buffer (%llu bytes at %#llx) "
+                    "that a %zu-byte block at offset %llu does not fit, or that is not in this "
+                    "rank's mapping of the node heap",
+                    peer, (unsigned long long)adv.rkey.len, (unsigned long long)adv.rkey.addr, len,
+                    (unsigned long long)off);
+            return ARCOLL_ERR_CHANNEL;
+        }
+        memcpy(to, coll_src(r, peer), len);
+    } else {
+        rc = c->ops->rmem_import(c, t->ranks[peer], &adv.rkey, &dst);
+        if (rc != ARCOLL_OK)
+            return rc;
+        rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), len,
+                         r->sreg_valid ? r->sreg.mem : NULL, &dst, off);
+        c->ops->rmem_release(c, &dst);
+        if (rc != ARCOLL_OK)
+            return rc;
+    }
     rc = zcopy_done_put(r, peer, WIRE_ST_OK);
     return rc == ARCOLL_OK ? 1 : rc;
 }
@@ -271,7 +344,7 @@ static void zcopy_revoke(coll_req_t *r)
     uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank), until;
     int open = 0;
 
-    if (!r->rreg_valid)
+    if (!r->rreg_valid && r->rheap.kind != WIRE_KIND_HEAP)
         return; /* no key went out: peers write only our bounce slots */
     for (uint32_t p = 0; p < t->size; p++) {
         if (!zcopy_rx_open(r, p))
@@ -323,6 +396,7 @@ static void zcopy_finish(coll_req_t *r)
         zmem_put(ctx, &r->rreg);
         r->rreg_valid = 0;
     }
+    r->rheap.kind = 0;
 }
 
 const coll_proto_t coll_proto_zcopy = {

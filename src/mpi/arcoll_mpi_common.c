@@ -149,6 +149,8 @@ void amc_ctx_free(amc_ctx_t *x)
     if (arcoll_context_counters(x->ctx, &c, sizeof(c)) == ARCOLL_OK) {
         amc_counters.sh_co_calls += c.sh_co_calls;
         amc_counters.sh_co_fallbacks += c.sh_co_fallbacks;
+        amc_counters.zcopy_heap_calls += c.zcopy_heap_calls;
+        amc_counters.zcopy_reg_calls += c.zcopy_reg_calls;
     }
     rc = arcoll_finalize(x->ctx);
     if (rc != ARCOLL_OK)
@@ -1016,11 +1018,13 @@ void amc_report(void)
     amc_log(AMC_LOG_INFO,
             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll "
             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors; sh_co: %llu calls, "
-            "%llu fallbacks to pap",
+            "%llu fallbacks to pap; zero-copy receive buffers: %llu in the node heap, %llu "
+            "registered",
             len > 0 ? line : "no collectives; ", amc_stats.packed, amc_stats.fortran,
             amc_stats.requests, amc_stats.comms_arcoll, amc_stats.comms_split, amc_stats.comms_mpi,
             amc_stats.contexts, amc_stats.errors, amc_counters.sh_co_calls,
-            amc_counters.sh_co_fallbacks);
+            amc_counters.sh_co_fallbacks, amc_counters.zcopy_heap_calls,
+            amc_counters.zcopy_reg_calls);
 }
 /* The counters of arcoll_mpi_stats. */
 void amc_stats_get(arcoll_mpi_stats_t *out)

@@ -808,7 +808,9 @@ static void test_bad(arcoll_context_t ctx)
  * heap: the buffers are in the node heap and the alltoall or allgather runs
  * as sh_co, where every rank copies a share of the blocks between the others'
  * buffers (docs/protocol.md §15): no copier may write into a returned call's
- * buffer either. */
+ * buffer either. heap alltoallv: no sh_co; the flat zero-copy path advertises
+ * the heap buffers by address and its peers memcpy into them (protocol.md §6,
+ * "Heap buffers"), which must revoke as a registration does. */
 static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, long t_ms)
 {
     char tbuf[32];
@@ -820,6 +822,7 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, lon
     size_t *cnt = calloc(n, sizeof(size_t)), *dsp = calloc(n, sizeof(size_t));
     int rc = ARCOLL_OK, late = ct_rank == ct_nranks - 1;
     double t0, secs = 0;
+    arcoll_counters_t c0, c1;
 
     for (size_t j = 0; j < n; j++) {
         cnt[j] = len;
@@ -832,7 +835,17 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, lon
         ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "sh_co");
         ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "sh_co");
     }
+    CHECK(arcoll_context_counters(ctx, &c0, sizeof(c0)) == ARCOLL_OK, "counters");
     for (uint64_t call = 1; call <= 3; call++) {
+        if (call == 3 && heap && v) {
+            CHECK(arcoll_context_counters(ctx, &c1, sizeof(c1)) == ARCOLL_OK, "counters");
+            CHECK(c1.zcopy_heap_calls - c0.zcopy_heap_calls == 2 &&
+                      c1.zcopy_reg_calls == c0.zcopy_reg_calls,
+                  "alltoallv on heap buffers: %llu calls advertised by address, %llu registered "
+                  "(expected 2, 0)",
+                  c1.zcopy_heap_calls - c0.zcopy_heap_calls,
+                  c1.zcopy_reg_calls - c0.zcopy_reg_calls);
+        }
         if (call == 3 && late)
             usleep((useconds_t)(2 * t_ms * 1000));
         ct_fill(alltoall, call, ct_rank, ct_nranks, len, s);

@@ -459,9 +459,12 @@ for c in alltoall alltoallv; do
 done
 # The same for sh_co on node-heap buffers, where every rank copies a share of the blocks
 # between the others' buffers (§15: before, the late rank copied its share into a returned
-# rank's buffer, 261125 bytes).
+# rank's buffer, 261125 bytes), and for alltoallv on them, whose peers memcpy into buffers
+# advertised by address (§6, "Heap buffers").
 run latewrite-3-shco-alltoall lines 2 "CANARY-OK latewrite" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoall 500
+run latewrite-3-heap-alltoallv lines 2 "CANARY-OK latewrite alltoallv (heap)" timeout 60 \
+    $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoallv 500
 # Faults outside the data path (docs/reliability.md): every surviving rank ends within
 # ARCOLL_TIMEOUT_MS (+ 5 s, checked by coll_test; timeout 30 proves no hang). A setting that
 # does not parse on rank 1 only, and one that differs on rank 1 only, fail every rank naming it.
