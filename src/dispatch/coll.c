@@ -219,6 +219,13 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
         }
         if (a->in_place)
             a->bytes = a->rcounts[t->rank];
+        for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
+            if (a->rcounts[j] / t->layout.frag + 1 >= WIRE_FRAG_REJECT) {
+                log_err("%s: a %zu-byte block needs too many fragments on the copy path", what,
+                        a->rcounts[j]);
+                return ARCOLL_ERR_INVALID;
+            }
+        }
         rc = coll_span(what, "receive", t->size, a->rcounts, a->rdispls, &rlo, &rhi);
         if (rc != ARCOLL_OK)
             return rc;

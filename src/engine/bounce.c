@@ -86,8 +86,7 @@ static int bounce_tx(coll_req_t *r, uint32_t peer)
             /* size and want, and a small payload after them in the header's
              * line: one put, and one line for the receiver to take */
             size_t hlen = WIRE_INLINE_OFF - offsetof(wire_slot_hdr_t, size);
-            uint64_t line[WIRE_LINE / 8] = {len,
-                                            r->type == COLL_ALLTOALLV ? r->args.rcounts[peer] : 0};
+            uint64_t line[WIRE_LINE / 8] = {len, coll_is_v(r) ? coll_v_word(r, peer) : 0};
             if (len <= WIRE_INLINE && len > 0)
                 memcpy((char *)line + hlen, coll_src(r, peer), len);
             rc = c->ops->put(c, cr, line, hlen + (len <= WIRE_INLINE ? len : 0), NULL, dst,
@@ -121,7 +120,7 @@ static int bounce_rx_idle(coll_req_t *r, uint32_t peer)
         return 0;
     if (coll_refused(r, peer))
         return coll_mismatch(r, peer, 0, UINT64_MAX);
-    if (r->type == COLL_ALLTOALLV || r->peers[peer].rx_frag > 0 || !coll_ctrl_read(r, peer, &adv) ||
+    if (coll_is_v(r) || r->peers[peer].rx_frag > 0 || !coll_ctrl_read(r, peer, &adv) ||
         adv.size == r->bytes)
         return 0;
     return coll_mismatch(r, peer, 0, adv.size);
@@ -146,6 +145,9 @@ static int bounce_rx(coll_req_t *r, uint32_t peer)
             break;
         if (k == 0 && hdr->size != len) /* never copy more than our buffer holds */
             return coll_mismatch(r, peer, 0, hdr->size);
+        /* allgatherv: a sender whose receive counts differ from ours */
+        if (k == 0 && r->type == COLL_ALLGATHERV && hdr->want != coll_v_word(r, peer))
+            return coll_mismatch(r, peer, 0, WIRE_SIZE_SIG);
         if (k == 0)
             p->rx_want = hdr->want; /* zcopy_tx's check of our own block to it */
         if (flen > 0)

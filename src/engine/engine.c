@@ -80,14 +80,18 @@ int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len)
     int path = ctx->cfg.path;
 
     if (path == CORE_PATH_AUTO && ctx->cfg.zcopy_threshold == CORE_CONFIG_AUTO_SIZE &&
-        (type == COLL_ALLTOALL || type == COLL_ALLGATHER || type == COLL_ALLTOALLV)) {
+        (type == COLL_ALLTOALL || type == COLL_ALLGATHER || type == COLL_ALLTOALLV ||
+         type == COLL_ALLGATHERV)) {
         /* The tuning table's path rules: measured per job shape (over=). An
          * alltoallv block costs what an alltoall block of its length does;
          * its receiver alone decides and advertises the path (protocol §6). */
         core_tune_shape_t shape;
         hier_team_shape(t, &shape);
-        path = core_tune_path(&ctx->cfg.tune, type == COLL_ALLTOALLV ? COLL_ALLTOALL : type, len,
-                              &shape);
+        path = core_tune_path(&ctx->cfg.tune,
+                              type == COLL_ALLTOALLV    ? COLL_ALLTOALL
+                              : type == COLL_ALLGATHERV ? COLL_ALLGATHER
+                                                        : type,
+                              len, &shape);
         if (path < 0)
             path = CORE_PATH_AUTO;
     }
@@ -188,7 +192,7 @@ int coll_tx_continue(coll_req_t *r)
     struct arcoll_team *t = r->team;
     int rc;
 
-    if (r->nfrags <= 1 && r->type != COLL_ALLTOALLV)
+    if (r->nfrags <= 1 && !coll_is_v(r))
         return ARCOLL_OK;
     for (uint32_t peer = 0; peer < t->size; peer++) {
         if (r->peers[peer].tx_state != COLL_TX_ACTIVE)
@@ -573,12 +577,12 @@ const coll_proto_t coll_proto_none = {
     .finish = none_finish,
 };
 
-/* Flat algorithms serve alltoall and allgather through the per-peer
- * protocols; everything else runs the algorithm's own start/progress. */
+/* Flat algorithms serve alltoall, allgather and (not in place) alltoallv and allgatherv
+ * through the per-peer protocols; everything else runs the algorithm's own start/progress. */
 static int eng_is_flat(const coll_req_t *r)
 {
     return r->alg->tx_progress != NULL && (r->type == COLL_ALLTOALL || r->type == COLL_ALLGATHER ||
-                                           (r->type == COLL_ALLTOALLV && !r->args.in_place));
+                                           (coll_is_v(r) && !r->args.in_place));
 }
 
 /* The most copy-path fragments of any block this call sends or receives. */
@@ -599,7 +603,7 @@ static uint32_t eng_max_frags(const coll_req_t *r)
 /* How the call's bytes move: a flat algorithm's per-peer protocol, or none. */
 static void eng_pick_proto(coll_req_t *r)
 {
-    if (eng_is_flat(r) && r->type == COLL_ALLTOALLV) {
+    if (eng_is_flat(r) && coll_is_v(r)) {
         /* Per pair: the zero-copy protocol's advertisements carry each pair's
          * length and path (docs/protocol.md §6). */
         r->proto = &coll_proto_zcopy;

@@ -25,9 +25,16 @@ extern const coll_proto_t coll_proto_none;
 /* The dispatcher's auto picked the algorithm (sh_co's fallback hint). */
 #define COLL_F_AUTO 4u
 
+/* A flat call with per-pair lengths (not in place): alltoallv, and
+ * allgatherv, whose own block goes to every peer (docs/protocol.md §6). */
+static inline int coll_is_v(const coll_req_t *r)
+{
+    return r->type == COLL_ALLTOALLV || r->type == COLL_ALLGATHERV;
+}
+
 /* Flat blocks per peer: what we send it (source, length) and what we expect
  * from it (destination, length). Uniform for alltoall/allgather, per pair
- * for alltoallv (not in place). */
+ * for alltoallv and allgatherv (not in place). */
 static inline const char *coll_src(const coll_req_t *r, uint32_t peer)
 {
     if (r->type == COLL_ALLTOALLV)
@@ -42,13 +49,29 @@ static inline size_t coll_tx_len(const coll_req_t *r, uint32_t peer)
 
 static inline char *coll_dst(const coll_req_t *r, uint32_t peer)
 {
-    return r->type == COLL_ALLTOALLV ? r->rbuf + r->args.rdispls[peer]
-                                     : r->rbuf + (size_t)peer * r->bytes;
+    return coll_is_v(r) ? r->rbuf + r->args.rdispls[peer] : r->rbuf + (size_t)peer * r->bytes;
 }
 
 static inline size_t coll_rx_len(const coll_req_t *r, uint32_t peer)
 {
-    return r->type == COLL_ALLTOALLV ? r->args.rcounts[peer] : r->bytes;
+    return coll_is_v(r) ? r->args.rcounts[peer] : r->bytes;
+}
+
+/* The word a v-form's receiver gives each sender to agree on, in its
+ * advertisement's size and in the want word of its own block's header:
+ * alltoallv, the length it expects from that sender; allgatherv, the
+ * signature of its receive counts (below WIRE_SIZE_NONE), which covers every
+ * pair, so that a rank whose counts differ disagrees with every peer
+ * (docs/protocol.md §6). */
+static inline uint64_t coll_v_word(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALLV ? r->args.rcounts[peer] : r->args.sig >> 2;
+}
+
+/* What a v-form's sender must find in its receiver's word. */
+static inline uint64_t coll_v_expect(const coll_req_t *r, uint32_t peer)
+{
+    return r->type == COLL_ALLTOALLV ? r->args.scounts[peer] : r->args.sig >> 2;
 }
 
 /* Copy-path fragments of a block of len bytes: an empty block is one empty
@@ -188,7 +211,7 @@ static inline int coll_rx_keyed(const coll_req_t *r, uint32_t peer)
 {
     if (r->proto != &coll_proto_zcopy)
         return 0;
-    return r->type == COLL_ALLTOALLV ? r->peers[peer].rx_zc : !r->zc_bounce;
+    return coll_is_v(r) ? r->peers[peer].rx_zc : !r->zc_bounce;
 }
 /* A 0-byte call (takes no epoch): count it, and note it in every peer's
  * region (docs/protocol.md §8) without waiting for anyone. */

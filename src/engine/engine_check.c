@@ -42,7 +42,11 @@ int coll_mismatch(coll_req_t *r, uint32_t peer, int tx, uint64_t their_size)
     }
     if (r->flags & COLL_F_NOSELF)
         return ARCOLL_ERR_MISMATCH; /* its team and sizes are internal: the outer call logs */
-    if (r->type == COLL_ALLTOALLV && their_size == UINT64_MAX)
+    if (their_size == WIRE_SIZE_SIG)
+        log_err("%s (epoch %llu): team rank %u called it with other receive counts than this rank: "
+                "every rank must pass the same rcounts",
+                what, e, peer);
+    else if (r->type == COLL_ALLTOALLV && their_size == UINT64_MAX)
         log_err("%s (epoch %llu): team rank %u %s (%zu bytes here): its length differs there", what,
                 e, peer, tx ? "refused the block we send it" : "refused to send its block", ours);
     else if (r->type == COLL_ALLTOALLV && their_size != WIRE_SIZE_NONE)

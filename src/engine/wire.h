@@ -74,6 +74,9 @@ typedef struct wire_ctrl {
  * schedule's readiness, docs/protocol.md §2): no size and no key for this
  * call, whatever an earlier call of the bank left in the body. */
 #define WIRE_SIZE_NONE (UINT64_MAX - 1)
+/* Not a size: what a mismatch reports when allgatherv's signatures of the
+ * receive counts differ (coll_v_word). */
+#define WIRE_SIZE_SIG (UINT64_MAX - 2)
 
 /* The size an advertisement whose flag is this epoch's gives: the body's if
  * the body is this call's, else WIRE_SIZE_NONE (a flag alone). */

@@ -73,10 +73,11 @@ static int zcopy_v_span(coll_req_t *r, const size_t *counts, const size_t *displ
     return *hi != 0;
 }
 
-/* alltoallv: register the span of the zero-copy blocks once, then give each
- * sender its own advertisement: the length we expect from it and, for a
+/* alltoallv, allgatherv: register the span of the zero-copy blocks once,
+ * then give each sender its own advertisement: the word to agree on
+ * (coll_v_word: alltoallv, the length we expect from it) and, for a
  * zero-copy pair, the key and offset of its block (no key: the copy path).
- * A sender checks its length against it before writing a byte. */
+ * A sender checks the word before writing a byte. */
 static int zcopy_v_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
@@ -101,15 +102,20 @@ static int zcopy_v_start(coll_req_t *r)
         else if (rc != ARCOLL_ERR_NOMEM)
             return rc;
     }
-    if (zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi) &&
+    if (r->type == COLL_ALLGATHERV) { /* one block, to every peer */
+        lo = 0;
+        hi = r->bytes > 0 && eng_zcopy_pick(r, r->bytes) ? r->bytes : 0;
+    }
+    if ((r->type == COLL_ALLGATHERV ? hi != 0
+                                    : zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi)) &&
         zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
     key = zcopy_rkey(r, &base);
     for (uint32_t i = 1; i < t->size; i++) {
         uint32_t peer = (t->rank + i) % t->size;
         memset(&adv, 0, sizeof(adv));
-        adv.size = a->rcounts[peer];
-        if (key != NULL && adv.size > 0 && eng_zcopy_pick(r, adv.size)) {
+        adv.size = coll_v_word(r, peer);
+        if (key != NULL && a->rcounts[peer] > 0 && eng_zcopy_pick(r, a->rcounts[peer])) {
             adv.rkey = *key;
             adv.boff = (uint64_t)(coll_dst(r, peer) - base);
             r->peers[peer].rx_zc = 1;
@@ -120,7 +126,7 @@ static int zcopy_v_start(coll_req_t *r)
         /* Not after the split's partial exchanges: there the bank may still be
          * read (protocol.md §5, which this advertisement-first write keeps safe). */
         r->peers[peer].tx_eager =
-            !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, a->scounts[peer]);
+            !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, coll_tx_len(r, peer));
     }
     return ARCOLL_OK;
 }
@@ -136,7 +142,7 @@ static int zcopy_start(coll_req_t *r)
     int rc;
 
     r->rheap.kind = 0;
-    if (r->type == COLL_ALLTOALLV)
+    if (coll_is_v(r))
         return zcopy_v_start(r);
     if (zcopy_heap_key(r, r->rbuf, r->bytes * t->size))
         return coll_advertise(r, &r->rheap, 0);
@@ -199,6 +205,13 @@ static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
                            &t->peer_region[peer], wire_done_off(&t->layout, t->rank, r->bank));
 }
 
+/* A disagreeing word as a mismatch reports it: allgatherv's is a signature. */
+static int zcopy_disagree(coll_req_t *r, uint32_t peer, uint64_t w)
+{
+    return coll_mismatch(r, peer, 1,
+                         r->type == COLL_ALLGATHERV && w != WIRE_SIZE_NONE ? WIRE_SIZE_SIG : w);
+}
+
 static int zcopy_tx(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
@@ -206,7 +219,8 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
     chan_rmem_t dst;
     wire_ctrl_t adv;
     size_t len = coll_tx_len(r, peer);
-    uint64_t off;
+    /* what the receiver's word must say: the uniform forms advertise their size */
+    uint64_t want = coll_is_v(r) ? coll_v_expect(r, peer) : len, off;
     int rc;
 
     if (zcopy_v_eager(r, peer)) {
@@ -217,19 +231,18 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
          * expects from us: the advertisement's size, one line fewer to wait
          * for (the receive runs first in each pass). */
         if (r->peers[peer].rx_frag > 0)
-            return r->peers[peer].rx_want == len
-                       ? 1
-                       : coll_mismatch(r, peer, 1, r->peers[peer].rx_want);
+            return r->peers[peer].rx_want == want ? 1
+                                                  : zcopy_disagree(r, peer, r->peers[peer].rx_want);
         if (!coll_ctrl_read(r, peer, &adv))
             return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
-        return adv.size == len ? 1 : coll_mismatch(r, peer, 1, adv.size);
+        return adv.size == want ? 1 : zcopy_disagree(r, peer, adv.size);
     }
     if (r->peers[peer].tx_frag > 0)
         return coll_proto_bounce.tx(r, peer); /* checked at fragment 0 */
     if (!coll_ctrl_read(r, peer, &adv))
         return coll_refused(r, peer) ? coll_mismatch(r, peer, 1, UINT64_MAX) : 0;
-    if (adv.size != len) /* nothing written; the engine tells the receiver (coll_refuse) */
-        return coll_mismatch(r, peer, 1, adv.size);
+    if (adv.size != want) /* nothing written; the engine tells the receiver (coll_refuse) */
+        return zcopy_disagree(r, peer, adv.size);
     /* No key: the receiver chose the copy path for this block (alltoallv) or
      * could not register. */
     if (adv.rkey.kind == 0)
@@ -254,7 +267,7 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
         }
     }
     /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
-    off = adv.boff + (r->type == COLL_ALLTOALLV ? 0 : (uint64_t)t->rank * len);
+    off = adv.boff + (coll_is_v(r) ? 0 : (uint64_t)t->rank * len);
     if (adv.rkey.kind == WIRE_KIND_HEAP) {
         char *to = (char *)(uintptr_t)(adv.rkey.addr + off);
         if (off > adv.rkey.len || len > adv.rkey.len - off || !zcopy_heap_ok(r, to, len)) {
@@ -301,7 +314,7 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
         /* alltoallv, the same length: the sender's path rules picked the copy
          * path where ours picked zero-copy (rules that differ by node, say).
          * It never takes our key (it did not wait for it): receive it here. */
-        if (r->type != COLL_ALLTOALLV)
+        if (!coll_is_v(r))
             return 0;
         r->peers[peer].rx_zc = 0;
         return coll_proto_bounce.rx(r, peer);

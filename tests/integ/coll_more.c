@@ -1107,12 +1107,16 @@ void ct_test_vbad(arcoll_context_t ctx)
     ct_set(ctx, "ARCOLL_TIMEOUT_MS", "8000");
     ct_set(ctx, "ARCOLL_SLOAV_MAX", "16k"); /* sloav(x): 80K blocks go direct, 8 B routed */
     for (int a = 0; a < 7; a++) {
-        /* kinds 3..8 are alltoallv's, which pap, direct, sloav and sloavx
-         * serve; sloav(x) only alltoallv */
+        /* kinds 0..2 and 11 for the algorithms of every collective; 3..8
+         * are alltoallv's, which pap, direct, sloav and sloavx serve; 9..10
+         * sloav(x)'s, which serve only alltoallv */
         int a2av = a < 2 || a >= 5;
-        for (int kind = a >= 5 ? 3 : 0; kind < (a >= 5 ? 11 : a2av ? 9 : 3); kind++) {
+        for (int kind = 0; kind < 12; kind++) {
             arcoll_team_t t = NULL;
             char what[96];
+            if (!((kind <= 2 && a < 5) || (kind >= 3 && kind <= 8 && a2av) ||
+                  (kind >= 9 && kind <= 10 && a >= 5) || (kind == 11 && a < 5)))
+                continue;
             rc = arcoll_team_split(world, 0, 0, &t);
             CHECK(rc == ARCOLL_OK && t != NULL, "split for mismatch: %s", arcoll_strerror(rc));
             if (t == NULL)
@@ -1134,6 +1138,18 @@ void ct_test_vbad(arcoll_context_t ctx)
                     d2[j] = (size_t)j * 16;
                 }
                 rc = arcoll_allgatherv(t, buf, 8, out, c2, d2);
+            } else if (kind == 11) {
+                /* allgatherv, 80K blocks (zero-copy from 16k): the same
+                 * disagreement, seen through the advertisements, where the
+                 * flat allgatherv carries the signature of the counts */
+                const size_t stride = 96 * 1024;
+                for (int j = 0; j < n; j++) {
+                    c2[j] = 80 * 1024 + (j == 0 && me == n - 1 ? 8 : 0);
+                    d2[j] = (size_t)j * stride;
+                }
+                ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "16k");
+                rc = arcoll_allgatherv(t, big, 80 * 1024, bigout, c2, d2);
+                ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
             } else {
                 /* alltoallv: rank 0 sends rank 1 what it does not expect;
                  * sent/expected: 3: 11/8 (copy), 4: 80K+3/80K (zero-copy, the
@@ -1165,7 +1181,7 @@ void ct_test_vbad(arcoll_context_t ctx)
                 ct_set(ctx, "ARCOLL_SLOAV_MAX", "16k");
             }
             snprintf(what, sizeof(what), "mismatch kind %d, %s", kind, algs_m[a]);
-            if (kind >= 3 && (me > 1 || (me == 0 && a >= 5)))
+            if (kind >= 3 && kind <= 10 && (me > 1 || (me == 0 && a >= 5)))
                 /* alltoallv: only the sender (0) and receiver (1) of the
                  * disagreeing block are involved; both must see it on the
                  * flat paths. sloav(x) routes a block through other ranks:

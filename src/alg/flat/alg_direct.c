@@ -28,7 +28,8 @@ static int direct_tx_progress(coll_req_t *r)
     return ARCOLL_OK;
 }
 
-/* The v-forms and reductions: a linear schedule, in order after each receiver's advertisement. */
+/* The v-forms in place and the reductions: a linear schedule, in order after
+ * each receiver's advertisement (not in place, the v-forms run flat). */
 static int direct_sched_start(coll_req_t *r)
 {
     sched_t *s = eng_sched(r);

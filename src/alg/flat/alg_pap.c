@@ -50,7 +50,8 @@ static int pap_tx_progress(coll_req_t *r)
     return ARCOLL_OK;
 }
 
-/* The v-forms and reductions: a linear schedule, arrived peers first. */
+/* The v-forms in place and the reductions: a linear schedule, arrived peers
+ * first (not in place, alltoallv and allgatherv run flat: eng_is_flat). */
 static int pap_sched_start(coll_req_t *r)
 {
     sched_t *s = eng_sched(r);
