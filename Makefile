@@ -148,8 +148,9 @@ $(BUILD)/lib/libarcoll_heap.so: $(PRELOAD_DEP) $(BUILD)/lib/libarcoll.so
 	$(Q)$(CC) $(CFLAGS_ALL) -fvisibility=default -shared $(PRELOAD_SRC) $(PRELOAD_OBJ) -o $@ \
 		$(LINK_SHARED) -ldl $(EXTRA_LDFLAGS)
 
-BENCH_SRC := bench/arcoll_bench.c bench/bench_out.c bench/bench_opts.c bench/bench_stats.c
-$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/arcoll_bench.h bench/bench_stats.h bench/bench_clock.h \
+BENCH_SRC := bench/arcoll_bench.c bench/bench_colls.c bench/bench_out.c bench/bench_opts.c \
+	bench/bench_stats.c
+$(BUILD)/bin/arcoll-bench: $(BENCH_SRC) bench/bench.h bench/bench_stats.h bench/bench_clock.h \
 		tests/lib/tl.h $(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
@@ -162,7 +163,7 @@ MPICC ?= mpicc
 BENCH_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),$(BUILD)/bin/arcoll-bench-mpi)
 all: $(BENCH_MPI)
 
-$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/arcoll_bench.h bench/bench_stats.h \
+$(BUILD)/bin/arcoll-bench-mpi: $(BENCH_SRC) bench/bench.h bench/bench_stats.h \
 		bench/bench_clock.h tests/lib/tl.h $(TL_LIB) $(BUILD)/lib/libarcoll.so
 	@mkdir -p $(dir $@)
 	$(Q)if command -v $(MPICC) >/dev/null 2>&1; then \

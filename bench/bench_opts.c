@@ -1,5 +1,5 @@
 /* arcoll-bench's options: usage and parsing. */
-#include "bench/arcoll_bench.h"
+#include "bench/bench.h"
 
 /* ---- Options ---- */
 

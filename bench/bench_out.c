@@ -1,6 +1,6 @@
 /* arcoll-bench's output: the table, CSV and JSON rows, progress lines and the
  * gnuplot plot. */
-#include "bench/arcoll_bench.h"
+#include "bench/bench.h"
 
 /* ---- Output ---- */
 

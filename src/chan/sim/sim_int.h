@@ -4,10 +4,11 @@
  * and the network model (sim_net.c: the ranks' event queues of puts in
  * flight, their cost and delivery, the connection count, the landed log).
  *
- * The model calls the scheduler through sim_activity, sim_rank_wake,
- * sim_rank_changed and sim_maybe_yield; the scheduler calls the model to
- * deliver (sim_deliver), for a waiting rank's next arrival (sim_ev_next), and
- * to set up and free its state. Both charge time to a rank's clock. */
+ * The scheduler calls the model to deliver (sim_deliver), for a waiting
+ * rank's next arrival (sim_ev_next), and to set up and free its state; the
+ * model answers only through the hooks the scheduler gives it
+ * (sim_world.sched), so the calls go one way. Both charge time to a rank's
+ * clock. The world (sim_world) is defined with the model, the lower half. */
 #ifndef ARCOLL_CHAN_SIM_SIM_INT_H
 #define ARCOLL_CHAN_SIM_SIM_INT_H
 
@@ -97,6 +98,14 @@ typedef struct sim_rank {
 } sim_rank_t;
 
 /* The simulation (one per process): the scheduler's and the model's state. */
+/* What the model tells the scheduler (sim_sched.c sets them in sim_run). */
+typedef struct sim_sched_hooks {
+    void (*activity)(const sim_rank_t *r); /* something happened at r's clock */
+    void (*maybe_yield)(sim_rank_t *r);    /* r may have to let earlier ranks run */
+    void (*wake)(int id, uint64_t t);      /* a put for rank id arrives at t */
+    void (*changed)(sim_rank_t *r);        /* r's clock moved: requeue it */
+} sim_sched_hooks_t;
+
 typedef struct sim_world {
     int n, cur, fault;
     int rescan;         /* sim_opts_t.rescan */
@@ -131,15 +140,10 @@ typedef struct sim_world {
     void (*tick)(void *, const sim_stats_t *);
     void *tick_arg;
     double tick_s, tick_next; /* seconds, CLOCK_MONOTONIC */
+    sim_sched_hooks_t sched;
 } sim_world_t;
 
-extern sim_world_t W;
-
-/* The scheduler's (sim_sched.c), for the model. */
-void sim_activity(const sim_rank_t *r);
-void sim_maybe_yield(sim_rank_t *r);
-void sim_rank_wake(int id, uint64_t t);
-void sim_rank_changed(sim_rank_t *r);
+extern sim_world_t sim_world;
 
 /* The model's (sim_net.c), for the scheduler. */
 int sim_deliver(sim_rank_t *r);

@@ -12,6 +12,9 @@
 #include "chan/sim/sim_int.h"
 #include "util/log.h"
 
+/* The world both halves share (sim_int.h); the scheduler fills it in sim_run. */
+sim_world_t sim_world = {.cur = -1};
+
 /* Where a rank's last puts landed (chan_model_ops.landed_at), a ring: a poll loop
  * falls behind it only after this many landings, and then scans once. */
 #define SIM_LOG 512
@@ -81,24 +84,24 @@ static sim_ev_t *ev_new(size_t len, uint32_t *flag)
     while (ev_class_len[c] < len)
         c++;
     *flag = SIM_EV_POOL | c << SIM_EV_CLASS_SHIFT;
-    e = W.pool[c];
+    e = sim_world.pool[c];
     if (e != NULL) {
-        W.pool[c] = e->dst;
+        sim_world.pool[c] = e->dst;
         return e;
     }
     sz = sizeof(*e) + ev_class_len[c];
-    if (W.slab_left < sz) {
+    if (sim_world.slab_left < sz) {
         void **slab = malloc(SIM_SLAB_BYTES);
         if (slab == NULL)
             return NULL;
-        *slab = W.slabs;
-        W.slabs = slab;
-        W.slab_at = (char *)slab + sizeof(sim_ev_t); /* keeps events 8-aligned */
-        W.slab_left = SIM_SLAB_BYTES - sizeof(sim_ev_t);
+        *slab = sim_world.slabs;
+        sim_world.slabs = slab;
+        sim_world.slab_at = (char *)slab + sizeof(sim_ev_t); /* keeps events 8-aligned */
+        sim_world.slab_left = SIM_SLAB_BYTES - sizeof(sim_ev_t);
     }
-    e = (sim_ev_t *)(void *)W.slab_at;
-    W.slab_at += sz;
-    W.slab_left -= sz;
+    e = (sim_ev_t *)(void *)sim_world.slab_at;
+    sim_world.slab_at += sz;
+    sim_world.slab_left -= sz;
     return e;
 }
 
@@ -106,7 +109,7 @@ static sim_ev_t *ev_new(size_t len, uint32_t *flag)
 static void ev_free(sim_ev_t *e, uint32_t flag)
 {
     if (flag & SIM_EV_POOL) {
-        sim_ev_t **pool = &W.pool[flag >> SIM_EV_CLASS_SHIFT];
+        sim_ev_t **pool = &sim_world.pool[flag >> SIM_EV_CLASS_SHIFT];
         e->dst = *pool;
         *pool = e;
     } else {
@@ -125,15 +128,17 @@ uint64_t sim_ev_next(const sim_rank_t *r)
  * memory. */
 int sim_net_setup(const sim_opts_t *o)
 {
-    W.fault = o->fault;
-    W.nodata = o->nodata;
-    W.nodata_len = o->nodata_len;
-    W.rescan = o->rescan;
-    W.nic_free = calloc((size_t)W.n, sizeof(*W.nic_free));
-    W.rx_free = calloc((size_t)W.n, sizeof(*W.rx_free));
-    W.up_free = calloc((size_t)W.n, sizeof(*W.up_free)); /* leaves <= nodes <= ranks */
-    W.down_free = calloc((size_t)W.n, sizeof(*W.down_free));
-    if (W.nic_free == NULL || W.rx_free == NULL || W.up_free == NULL || W.down_free == NULL)
+    sim_world.fault = o->fault;
+    sim_world.nodata = o->nodata;
+    sim_world.nodata_len = o->nodata_len;
+    sim_world.rescan = o->rescan;
+    sim_world.nic_free = calloc((size_t)sim_world.n, sizeof(*sim_world.nic_free));
+    sim_world.rx_free = calloc((size_t)sim_world.n, sizeof(*sim_world.rx_free));
+    sim_world.up_free =
+        calloc((size_t)sim_world.n, sizeof(*sim_world.up_free)); /* leaves <= nodes <= ranks */
+    sim_world.down_free = calloc((size_t)sim_world.n, sizeof(*sim_world.down_free));
+    if (sim_world.nic_free == NULL || sim_world.rx_free == NULL || sim_world.up_free == NULL ||
+        sim_world.down_free == NULL)
         return -1;
     return 0;
 }
@@ -141,7 +146,7 @@ int sim_net_setup(const sim_opts_t *o)
 /* A rank's connection table and landed log (sim_setup): -1 if out of memory. */
 int sim_net_rank_setup(sim_rank_t *r)
 {
-    r->qp = calloc((size_t)W.n, 1);
+    r->qp = calloc((size_t)sim_world.n, 1);
     r->log = calloc(SIM_LOG, sizeof(*r->log));
     return r->qp == NULL || r->log == NULL ? -1 : 0;
 }
@@ -149,42 +154,42 @@ int sim_net_rank_setup(sim_rank_t *r)
 /* Everything the model holds (sim_free). */
 void sim_net_free(void)
 {
-    for (int i = 0; W.r != NULL && i < W.n; i++) {
-        sim_rank_t *r = &W.r[i];
+    for (int i = 0; sim_world.r != NULL && i < sim_world.n; i++) {
+        sim_rank_t *r = &sim_world.r[i];
         for (int k = 0; k < r->nev; k++)
             ev_free(r->evq[k].e, r->evq[k].flag);
         free(r->evq);
         free(r->qp);
         free(r->log);
     }
-    while (W.slabs != NULL) {
-        void **slab = W.slabs;
-        W.slabs = *slab;
+    while (sim_world.slabs != NULL) {
+        void **slab = sim_world.slabs;
+        sim_world.slabs = *slab;
         free(slab);
     }
-    free(W.nic_free);
-    free(W.rx_free);
-    free(W.up_free);
-    free(W.down_free);
+    free(sim_world.nic_free);
+    free(sim_world.rx_free);
+    free(sim_world.up_free);
+    free(sim_world.down_free);
 }
 
 /* ---- the channel's side ----------------------------------------------- */
 
 int sim_nic(void)
 {
-    return W.p.nic;
+    return sim_world.p.nic;
 }
 
 uint64_t sim_landed(int rank)
 {
-    return W.rescan ? W.r[rank].landed++ : W.r[rank].landed;
+    return sim_world.rescan ? sim_world.r[rank].landed++ : sim_world.r[rank].landed;
 }
 
 const void *sim_landed_at(int rank, uint64_t seq)
 {
-    const sim_rank_t *r = &W.r[rank];
+    const sim_rank_t *r = &sim_world.r[rank];
 
-    if (W.rescan || seq >= r->landed || r->landed - seq > SIM_LOG)
+    if (sim_world.rescan || seq >= r->landed || r->landed - seq > SIM_LOG)
         return NULL;
     return r->log[seq % SIM_LOG];
 }
@@ -206,31 +211,31 @@ static void sim_stage(uint64_t *busy, uint64_t dur, uint64_t *start, uint64_t *e
  * when it changes leaf, the target's NIC; arrival L after the last stage. */
 static uint64_t sim_net(sim_rank_t *s, const sim_rank_t *d, size_t len)
 {
-    const sim_params_t *p = &W.p;
+    const sim_params_t *p = &sim_world.p;
     double wire = (double)len * p->inter_G;
     uint64_t occ = (uint64_t)(wire > p->inter_g ? wire : p->inter_g);
     uint64_t start, end = 0;
 
     s->clock += (uint64_t)p->inter_o;
     start = s->clock;
-    sim_stage(&W.nic_free[s->node], occ, &start, &end);
+    sim_stage(&sim_world.nic_free[s->node], occ, &start, &end);
     if (p->leaf_nodes >= 1) {
         int ls = s->node / (int)p->leaf_nodes, ld = d->node / (int)p->leaf_nodes;
         if (ls != ld) {
             uint64_t up = (uint64_t)((double)len * p->up_G);
-            sim_stage(&W.up_free[ls], up, &start, &end);
-            sim_stage(&W.down_free[ld], up, &start, &end);
+            sim_stage(&sim_world.up_free[ls], up, &start, &end);
+            sim_stage(&sim_world.down_free[ld], up, &start, &end);
         }
     }
     if (p->rx_nic != 0)
-        sim_stage(&W.rx_free[d->node], occ, &start, &end);
+        sim_stage(&sim_world.rx_free[d->node], occ, &start, &end);
     return end + (uint64_t)p->inter_L;
 }
 
 int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, uint64_t *last)
 {
-    sim_rank_t *s = &W.r[src], *d = &W.r[dst];
-    const sim_params_t *p = &W.p;
+    sim_rank_t *s = &sim_world.r[src], *d = &sim_world.r[dst];
+    const sim_params_t *p = &sim_world.p;
     sim_ev_t *e;
     uint32_t evflag;
     uint64_t arr, handshake = 0;
@@ -238,7 +243,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
      * are smaller), so that the tool's byte check is what must catch them.
      * Payload-free drops bytes read from the user's buffers (sim_opts_t). */
     int payload = !flag && len > CHAN_PUT_COPY;
-    int nodata = !flag && (uintptr_t)from - (uintptr_t)W.nodata < W.nodata_len;
+    int nodata = !flag && (uintptr_t)from - (uintptr_t)sim_world.nodata < sim_world.nodata_len;
 
     e = ev_new(nodata ? 0 : len, &evflag);
     if (e == NULL || (d->nev == d->cap && d->cap > INT32_MAX / 2)) {
@@ -276,7 +281,7 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
         arr = sim_net(s, d, len);
     }
     arr += handshake;
-    if (W.fault == SIM_FAULT_REORDER && payload) {
+    if (sim_world.fault == SIM_FAULT_REORDER && payload) {
         arr += 20000; /* data after its flag: the ordering rule broken on purpose */
     } else {
         if (arr < *last)
@@ -294,17 +299,17 @@ int sim_put(int src, int dst, void *to, const void *from, size_t len, int flag, 
     evflag |= (flag ? SIM_EV_FLAG : 0) | (nodata ? SIM_EV_NODATA : 0);
     if (!nodata)
         memcpy(e->data, from, len);
-    if (W.fault == SIM_FAULT_CORRUPT && payload && !nodata && W.seq++ % 7 == 0)
+    if (sim_world.fault == SIM_FAULT_CORRUPT && payload && !nodata && sim_world.seq++ % 7 == 0)
         e->data[len / 2] ^= 0x5a;
     d->evq[d->nev].t = arr;
     d->evq[d->nev].flag = evflag & 0xffu;
     d->evq[d->nev++].e = e;
     ev_sift(d, d->nev - 1);
-    W.inflight++;
-    sim_activity(s);
-    sim_rank_wake(dst, arr);
-    sim_rank_changed(s);
-    sim_maybe_yield(s);
+    sim_world.inflight++;
+    sim_world.sched.activity(s);
+    sim_world.sched.wake(dst, arr);
+    sim_world.sched.changed(s);
+    sim_world.sched.maybe_yield(s);
     return ARCOLL_OK;
 }
 
@@ -327,47 +332,47 @@ int sim_deliver(sim_rank_t *r)
             if (!(flag & SIM_EV_NODATA))
                 memcpy(e->dst, e->data, e->len);
             else
-                W.dropped++;
-            r->clock += (uint64_t)((double)e->len * W.p.copy_G);
+                sim_world.dropped++;
+            r->clock += (uint64_t)((double)e->len * sim_world.p.copy_G);
         }
         r->log[r->landed++ % SIM_LOG] = e->dst;
         ev_free(e, flag);
-        W.events++;
-        W.inflight--;
-        sim_activity(r);
+        sim_world.events++;
+        sim_world.inflight--;
+        sim_world.sched.activity(r);
         applied = 1;
     }
     if (applied)
-        sim_rank_changed(r);
+        sim_world.sched.changed(r);
     return applied;
 }
 
 int sim_qps(int rank)
 {
-    return W.r[rank].nqps;
+    return sim_world.r[rank].nqps;
 }
 
 void sim_connect_all(int rank)
 {
-    sim_rank_t *r = &W.r[rank];
+    sim_rank_t *r = &sim_world.r[rank];
 
     /* verbs_connect_all creates a QP per peer, then runs the handshakes: the
      * creates are serial on this rank. */
-    for (int i = 0; i < W.n; i++) {
+    for (int i = 0; i < sim_world.n; i++) {
         if (i == rank || r->qp[i])
             continue;
-        r->qp[i] = W.r[i].qp[rank] = 1;
+        r->qp[i] = sim_world.r[i].qp[rank] = 1;
         r->nqps++;
-        W.r[i].nqps++;
-        r->clock += (uint64_t)W.p.qp_ns;
+        sim_world.r[i].nqps++;
+        r->clock += (uint64_t)sim_world.p.qp_ns;
     }
-    sim_activity(r);
-    sim_maybe_yield(r);
+    sim_world.sched.activity(r);
+    sim_world.sched.maybe_yield(r);
 }
 
 void sim_purge(int rank, const void *addr, size_t len)
 {
-    sim_rank_t *r = &W.r[rank];
+    sim_rank_t *r = &sim_world.r[rank];
     const char *lo = addr, *hi = lo + len;
     int k = 0;
 
@@ -375,7 +380,7 @@ void sim_purge(int rank, const void *addr, size_t len)
         sim_evq_t q = r->evq[i];
         if ((const char *)q.e->dst >= lo && (const char *)q.e->dst < hi) {
             ev_free(q.e, q.flag);
-            W.inflight--;
+            sim_world.inflight--;
         } else {
             r->evq[k++] = q;
         }
@@ -391,8 +396,9 @@ void sim_purge(int rank, const void *addr, size_t len)
  * is less than a lookahead ahead of the next one). */
 void sim_cost(int rank, int kind, size_t bytes)
 {
-    sim_rank_t *r = &W.r[rank];
-    double ns = (double)bytes * (kind == CHAN_COST_REDUCE ? W.p.reduce_G : W.p.copy_G);
+    sim_rank_t *r = &sim_world.r[rank];
+    double ns =
+        (double)bytes * (kind == CHAN_COST_REDUCE ? sim_world.p.reduce_G : sim_world.p.copy_G);
     uint64_t whole;
 
     ns += r->cost_frac;
@@ -401,6 +407,6 @@ void sim_cost(int rank, int kind, size_t bytes)
     if (whole == 0)
         return;
     r->clock += whole;
-    sim_activity(r);
-    sim_maybe_yield(r);
+    sim_world.sched.activity(r);
+    sim_world.sched.maybe_yield(r);
 }

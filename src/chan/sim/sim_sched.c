@@ -56,8 +56,6 @@ __asm__(".text\n"
         ".text\n");
 #endif
 
-sim_world_t W = {.cur = -1};
-
 static double sim_wall(void)
 {
     struct timespec ts;
@@ -68,40 +66,41 @@ static double sim_wall(void)
 
 /* A put made or delivered, a barrier step, a computation or a rank's end:
  * the run is not stuck (sim_stuck). */
-void sim_activity(const sim_rank_t *r)
+static void sim_activity(const sim_rank_t *r)
 {
-    W.quiet = 0;
-    W.active_ns = r->clock;
+    sim_world.quiet = 0;
+    sim_world.active_ns = r->clock;
 }
 
 /* ---- run queue -------------------------------------------------------- */
 
 static int rq_less(int a, int b)
 {
-    return W.r[a].key < W.r[b].key || (W.r[a].key == W.r[b].key && a < b);
+    return sim_world.r[a].key < sim_world.r[b].key ||
+           (sim_world.r[a].key == sim_world.r[b].key && a < b);
 }
 
 static void rq_swap(int i, int j)
 {
-    int t = W.rq[i];
+    int t = sim_world.rq[i];
 
-    W.rq[i] = W.rq[j];
-    W.rq[j] = t;
-    W.r[W.rq[i]].hidx = i;
-    W.r[W.rq[j]].hidx = j;
+    sim_world.rq[i] = sim_world.rq[j];
+    sim_world.rq[j] = t;
+    sim_world.r[sim_world.rq[i]].hidx = i;
+    sim_world.r[sim_world.rq[j]].hidx = j;
 }
 
 static void rq_sift(int i)
 {
-    while (i > 0 && rq_less(W.rq[i], W.rq[(i - 1) / 2])) {
+    while (i > 0 && rq_less(sim_world.rq[i], sim_world.rq[(i - 1) / 2])) {
         rq_swap(i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
     for (;;) {
         int l = 2 * i + 1, m = i;
-        if (l < W.nrq && rq_less(W.rq[l], W.rq[m]))
+        if (l < sim_world.nrq && rq_less(sim_world.rq[l], sim_world.rq[m]))
             m = l;
-        if (l + 1 < W.nrq && rq_less(W.rq[l + 1], W.rq[m]))
+        if (l + 1 < sim_world.nrq && rq_less(sim_world.rq[l + 1], sim_world.rq[m]))
             m = l + 1;
         if (m == i)
             return;
@@ -113,24 +112,24 @@ static void rq_sift(int i)
 /* Queue rank id with key, or move it there if queued. */
 static void rq_set(int id, uint64_t key)
 {
-    sim_rank_t *r = &W.r[id];
+    sim_rank_t *r = &sim_world.r[id];
 
     r->key = key;
     if (r->hidx < 0) {
-        r->hidx = W.nrq;
-        W.rq[W.nrq++] = id;
+        r->hidx = sim_world.nrq;
+        sim_world.rq[sim_world.nrq++] = id;
     }
     rq_sift(r->hidx);
 }
 
 static int rq_pop(void)
 {
-    int id = W.rq[0];
+    int id = sim_world.rq[0];
 
-    rq_swap(0, --W.nrq);
-    W.r[id].hidx = -1;
-    W.nready -= W.r[id].state == SIM_READY;
-    if (W.nrq > 0)
+    rq_swap(0, --sim_world.nrq);
+    sim_world.r[id].hidx = -1;
+    sim_world.nready -= sim_world.r[id].state == SIM_READY;
+    if (sim_world.nrq > 0)
         rq_sift(0);
     return id;
 }
@@ -150,34 +149,34 @@ static int rq_pop(void)
 static void sim_to_scheduler(sim_rank_t *r)
 {
 #ifdef SIM_ASAN
-    __sanitizer_start_switch_fiber(r->state == SIM_DONE ? NULL : &r->asan_fake, W.main_bottom,
-                                   W.main_size);
+    __sanitizer_start_switch_fiber(r->state == SIM_DONE ? NULL : &r->asan_fake,
+                                   sim_world.main_bottom, sim_world.main_size);
 #endif
-    SIM_SWAP(&r->uc, &W.main);
+    SIM_SWAP(&r->uc, &sim_world.main);
 #ifdef SIM_ASAN
-    __sanitizer_finish_switch_fiber(r->asan_fake, &W.main_bottom, &W.main_size);
+    __sanitizer_finish_switch_fiber(r->asan_fake, &sim_world.main_bottom, &sim_world.main_size);
 #endif
 }
 
 static void sim_to_rank(sim_rank_t *r)
 {
 #ifdef SIM_ASAN
-    __sanitizer_start_switch_fiber(&W.main_fake, r->stack_lo, r->stack_len);
+    __sanitizer_start_switch_fiber(&sim_world.main_fake, r->stack_lo, r->stack_len);
 #endif
-    SIM_SWAP(&W.main, &r->uc);
+    SIM_SWAP(&sim_world.main, &r->uc);
 #ifdef SIM_ASAN
-    __sanitizer_finish_switch_fiber(W.main_fake, NULL, NULL);
+    __sanitizer_finish_switch_fiber(sim_world.main_fake, NULL, NULL);
 #endif
 }
 
 /* The rank may go on unless it is a lookahead ahead of the next one. */
-void sim_maybe_yield(sim_rank_t *r)
+static void sim_maybe_yield(sim_rank_t *r)
 {
-    if (W.nrq == 0 || r->clock < W.r[W.rq[0]].key + W.lookahead)
+    if (sim_world.nrq == 0 || r->clock < sim_world.r[sim_world.rq[0]].key + sim_world.lookahead)
         return;
     r->state = SIM_READY;
-    W.nready++;
-    rq_set((int)(r - W.r), r->clock);
+    sim_world.nready++;
+    rq_set((int)(r - sim_world.r), r->clock);
     sim_to_scheduler(r);
 }
 
@@ -187,23 +186,23 @@ static void sim_block(sim_rank_t *r)
 {
     uint64_t key = sim_ev_next(r);
 
-    if (r->local_size > 1 && r->clock + (uint64_t)W.p.poll < key)
-        key = r->clock + (uint64_t)W.p.poll + 1;
+    if (r->local_size > 1 && r->clock + (uint64_t)sim_world.p.poll < key)
+        key = r->clock + (uint64_t)sim_world.p.poll + 1;
     r->state = SIM_WAIT_PUT;
     if (key != SIM_NEVER)
-        rq_set((int)(r - W.r), key);
+        rq_set((int)(r - sim_world.r), key);
     sim_to_scheduler(r);
 }
 
 static void sim_entry(void)
 {
-    int id = W.cur;
-    sim_rank_t *r = &W.r[id];
+    int id = sim_world.cur;
+    sim_rank_t *r = &sim_world.r[id];
 
 #ifdef SIM_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &W.main_bottom, &W.main_size);
+    __sanitizer_finish_switch_fiber(NULL, &sim_world.main_bottom, &sim_world.main_size);
 #endif
-    r->rc = W.fn(id, W.arg);
+    r->rc = sim_world.fn(id, sim_world.arg);
     r->state = SIM_DONE;
     sim_to_scheduler(r);
 }
@@ -242,30 +241,30 @@ static int sim_stack_init(sim_rank_t *r)
 
 int sim_active_rank(void)
 {
-    return W.cur;
+    return sim_world.cur;
 }
 
 int sim_size(void)
 {
-    return W.n;
+    return sim_world.n;
 }
 
 void sim_rank_place(int rank, int node, int local_size)
 {
-    W.r[rank].node = node;
-    W.r[rank].local_size = local_size;
+    sim_world.r[rank].node = node;
+    sim_world.r[rank].local_size = local_size;
 }
 
 uint64_t sim_clock(int rank)
 {
-    return W.r[rank].clock;
+    return sim_world.r[rank].clock;
 }
 
 /* A put lands on rank id at t: a rank waiting for puts goes on then (or at
  * its clock, if later), unless it is queued to go on sooner. */
-void sim_rank_wake(int id, uint64_t t)
+static void sim_rank_wake(int id, uint64_t t)
 {
-    sim_rank_t *r = &W.r[id];
+    sim_rank_t *r = &sim_world.r[id];
 
     if (r->state == SIM_WAIT_PUT && (r->hidx < 0 || t < r->key))
         rq_set(id, t > r->clock ? t : r->clock);
@@ -273,7 +272,7 @@ void sim_rank_wake(int id, uint64_t t)
 
 /* A put made or applied: the rank's next idle pass is no idle one, and its
  * progress calls without news count again from 0 (sim_idle, sim_progress). */
-void sim_rank_changed(sim_rank_t *r)
+static void sim_rank_changed(sim_rank_t *r)
 {
     r->changed = 1;
     r->quiet = 0;
@@ -281,7 +280,7 @@ void sim_rank_changed(sim_rank_t *r)
 
 void sim_progress(int rank)
 {
-    sim_rank_t *r = &W.r[rank];
+    sim_rank_t *r = &sim_world.r[rank];
 
     if (!sim_deliver(r) && ++r->quiet >= 1024) {
         /* A wait loop that never calls the idle hook: treat it as one. */
@@ -292,7 +291,7 @@ void sim_progress(int rank)
 
 void sim_idle(int rank)
 {
-    sim_rank_t *r = &W.r[rank];
+    sim_rank_t *r = &sim_world.r[rank];
 
     /* A phase that polls node memory only (pap_shm's local step) does not
      * call progress(): what is due lands here, or the rank would wait for
@@ -317,12 +316,12 @@ void sim_idle(int rank)
 
 uint64_t sim_now(void)
 {
-    return W.r[W.cur].clock;
+    return sim_world.r[sim_world.cur].clock;
 }
 
 void sim_compute(uint64_t ns)
 {
-    sim_rank_t *r = &W.r[W.cur];
+    sim_rank_t *r = &sim_world.r[sim_world.cur];
 
     r->clock += ns;
     sim_activity(r);
@@ -333,53 +332,54 @@ void sim_compute(uint64_t ns)
  * (sim_barrier) is free: it only lines the ranks up between calls. */
 static int sim_oob_gather(const void *sbuf, void *rbuf, size_t len, int charge)
 {
-    int id = W.cur, p;
-    sim_rank_t *r = &W.r[id];
+    int id = sim_world.cur, p;
+    sim_rank_t *r = &sim_world.r[id];
     size_t len_data = len;
 
     p = r->oob_round++ & 1; /* a round's buffer is reused two rounds later, when all have read */
     if (sbuf == NULL)
         len_data = 0; /* a barrier, or an allgather modelled in time only */
-    if (W.oob_arrived[p] == 0) {
-        size_t need = (size_t)W.n * (len_data ? len_data : 1);
-        if (W.oob_cap[p] < need) {
-            unsigned char *b = realloc(W.oob_buf[p], need);
+    if (sim_world.oob_arrived[p] == 0) {
+        size_t need = (size_t)sim_world.n * (len_data ? len_data : 1);
+        if (sim_world.oob_cap[p] < need) {
+            unsigned char *b = realloc(sim_world.oob_buf[p], need);
             if (b == NULL)
                 return -1;
-            W.oob_buf[p] = b;
-            W.oob_cap[p] = need;
+            sim_world.oob_buf[p] = b;
+            sim_world.oob_cap[p] = need;
         }
-        W.oob_tmax[p] = 0;
+        sim_world.oob_tmax[p] = 0;
     }
     if (len_data > 0)
-        memcpy(W.oob_buf[p] + (size_t)id * len, sbuf, len);
-    if (W.oob_tmax[p] < r->clock)
-        W.oob_tmax[p] = r->clock;
+        memcpy(sim_world.oob_buf[p] + (size_t)id * len, sbuf, len);
+    if (sim_world.oob_tmax[p] < r->clock)
+        sim_world.oob_tmax[p] = r->clock;
     sim_activity(r);
-    if (++W.oob_arrived[p] == W.n) {
-        W.oob_arrived[p] = 0;
+    if (++sim_world.oob_arrived[p] == sim_world.n) {
+        sim_world.oob_arrived[p] = 0;
         if (charge) {
             int lg = 0;
-            while ((1 << lg) < W.n)
+            while ((1 << lg) < sim_world.n)
                 lg++;
-            W.oob_tmax[p] +=
-                (uint64_t)(W.p.oob_a + W.p.oob_b * lg + W.p.oob_c * (double)W.n * (double)len);
+            sim_world.oob_tmax[p] +=
+                (uint64_t)(sim_world.p.oob_a + sim_world.p.oob_b * lg +
+                           sim_world.p.oob_c * (double)sim_world.n * (double)len);
         }
-        for (int i = 0; i < W.n; i++) {
-            if (W.r[i].state == SIM_WAIT_OOB) {
-                W.r[i].state = SIM_READY;
-                W.nready++;
-                rq_set(i, W.oob_tmax[p]);
+        for (int i = 0; i < sim_world.n; i++) {
+            if (sim_world.r[i].state == SIM_WAIT_OOB) {
+                sim_world.r[i].state = SIM_READY;
+                sim_world.nready++;
+                rq_set(i, sim_world.oob_tmax[p]);
             }
         }
-        r->clock = W.oob_tmax[p];
+        r->clock = sim_world.oob_tmax[p];
         sim_maybe_yield(r);
     } else {
         r->state = SIM_WAIT_OOB;
         sim_to_scheduler(r);
     }
     if (len_data > 0)
-        memcpy(rbuf, W.oob_buf[p], (size_t)W.n * len);
+        memcpy(rbuf, sim_world.oob_buf[p], (size_t)sim_world.n * len);
     return 0;
 }
 
@@ -410,8 +410,8 @@ void sim_oob(arcoll_oob_t *oob)
     memset(oob, 0, sizeof(*oob));
     oob->allgather = sim_oob_allgather;
     oob->barrier = sim_oob_barrier;
-    oob->rank = W.cur;
-    oob->size = W.n;
+    oob->rank = sim_world.cur;
+    oob->size = sim_world.n;
 }
 
 /* ---- sim_run ---------------------------------------------------------- */
@@ -419,17 +419,17 @@ void sim_oob(arcoll_oob_t *oob)
 static void sim_free(void)
 {
     sim_net_free();
-    for (int i = 0; W.r != NULL && i < W.n; i++) {
-        sim_rank_t *r = &W.r[i];
+    for (int i = 0; sim_world.r != NULL && i < sim_world.n; i++) {
+        sim_rank_t *r = &sim_world.r[i];
         if (r->stack != NULL)
-            munmap(r->stack, W.stack_bytes);
+            munmap(r->stack, sim_world.stack_bytes);
     }
-    free(W.r);
-    free(W.rq);
-    free(W.oob_buf[0]);
-    free(W.oob_buf[1]);
-    memset(&W, 0, sizeof(W));
-    W.cur = -1;
+    free(sim_world.r);
+    free(sim_world.rq);
+    free(sim_world.oob_buf[0]);
+    free(sim_world.oob_buf[1]);
+    memset(&sim_world, 0, sizeof(sim_world));
+    sim_world.cur = -1;
 }
 
 /* Ranks sharing a node wake to look at node memory even with no put due, so
@@ -441,8 +441,9 @@ static void sim_free(void)
 #define SIM_STUCK_NS 10000000ULL
 static int sim_stuck(void)
 {
-    return W.nready == 0 && W.quiet > 64 * (uint64_t)W.n + 1024 && W.nrq > 0 &&
-           W.r[W.rq[0]].key > W.active_ns + SIM_STUCK_NS;
+    return sim_world.nready == 0 && sim_world.quiet > 64 * (uint64_t)sim_world.n + 1024 &&
+           sim_world.nrq > 0 &&
+           sim_world.r[sim_world.rq[0]].key > sim_world.active_ns + SIM_STUCK_NS;
 }
 
 static void sim_report_deadlock(void)
@@ -451,65 +452,71 @@ static void sim_report_deadlock(void)
                                          "in the bootstrap", "done"};
     int shown = 0;
 
-    for (int i = 0; i < W.n; i++) {
-        if (W.r[i].state == SIM_DONE)
+    for (int i = 0; i < sim_world.n; i++) {
+        if (sim_world.r[i].state == SIM_DONE)
             continue;
         if (shown++ < 8)
-            log_err("sim: deadlock: rank %d %s at %.3f us, %d puts queued", i, states[W.r[i].state],
-                    (double)W.r[i].clock / 1e3, W.r[i].nev);
+            log_err("sim: deadlock: rank %d %s at %.3f us, %d puts queued", i,
+                    states[sim_world.r[i].state], (double)sim_world.r[i].clock / 1e3,
+                    sim_world.r[i].nev);
     }
-    if (W.nrq == 0)
-        log_err("sim: deadlock: %d of %d ranks wait and no put is in flight", shown, W.n);
+    if (sim_world.nrq == 0)
+        log_err("sim: deadlock: %d of %d ranks wait and no put is in flight", shown, sim_world.n);
     else
         log_err("sim: deadlock: %d of %d ranks wait, %llu puts undelivered, none made or "
                 "delivered in %.1f ms of virtual time",
-                shown, W.n, (unsigned long long)W.inflight, (double)SIM_STUCK_NS / 1e6);
+                shown, sim_world.n, (unsigned long long)sim_world.inflight,
+                (double)SIM_STUCK_NS / 1e6);
 }
 
 static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
 
-    W.n = o->n;
-    W.p = o->params;
-    W.fn = fn;
-    W.arg = arg;
-    W.tick = o->tick_s > 0 ? o->tick : NULL;
-    W.tick_arg = o->tick_arg;
-    W.tick_s = o->tick_s;
-    W.tick_next = sim_wall() + o->tick_s;
-    W.stack_bytes = (o->stack_bytes + page - 1) / page * page + page; /* + guard page */
-    W.lookahead = (uint64_t)(W.p.intra_L < W.p.inter_L ? W.p.intra_L : W.p.inter_L);
-    W.r = calloc((size_t)W.n, sizeof(*W.r));
-    W.rq = calloc((size_t)W.n, sizeof(*W.rq));
-    if (W.r == NULL || W.rq == NULL || sim_net_setup(o) != 0) {
-        log_err("sim: out of memory for %d ranks", W.n);
+    sim_world.n = o->n;
+    sim_world.p = o->params;
+    sim_world.fn = fn;
+    sim_world.arg = arg;
+    sim_world.tick = o->tick_s > 0 ? o->tick : NULL;
+    sim_world.tick_arg = o->tick_arg;
+    sim_world.tick_s = o->tick_s;
+    sim_world.tick_next = sim_wall() + o->tick_s;
+    sim_world.sched =
+        (sim_sched_hooks_t){sim_activity, sim_maybe_yield, sim_rank_wake, sim_rank_changed};
+    sim_world.stack_bytes = (o->stack_bytes + page - 1) / page * page + page; /* + guard page */
+    sim_world.lookahead =
+        (uint64_t)(sim_world.p.intra_L < sim_world.p.inter_L ? sim_world.p.intra_L
+                                                             : sim_world.p.inter_L);
+    sim_world.r = calloc((size_t)sim_world.n, sizeof(*sim_world.r));
+    sim_world.rq = calloc((size_t)sim_world.n, sizeof(*sim_world.rq));
+    if (sim_world.r == NULL || sim_world.rq == NULL || sim_net_setup(o) != 0) {
+        log_err("sim: out of memory for %d ranks", sim_world.n);
         return ARCOLL_ERR_NOMEM;
     }
-    for (int i = 0; i < W.n; i++) {
-        sim_rank_t *r = &W.r[i];
+    for (int i = 0; i < sim_world.n; i++) {
+        sim_rank_t *r = &sim_world.r[i];
         r->hidx = -1;
         r->local_size = 1;
         if (sim_net_rank_setup(r) != 0) {
             log_err("sim: out of memory for rank %d's connection table", i);
             return ARCOLL_ERR_NOMEM;
         }
-        r->stack = mmap(NULL, W.stack_bytes, PROT_READ | PROT_WRITE,
+        r->stack = mmap(NULL, sim_world.stack_bytes, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (r->stack == MAP_FAILED) {
             r->stack = NULL;
-            log_err("sim: cannot map a %zu-byte stack for rank %d: %s", W.stack_bytes, i,
+            log_err("sim: cannot map a %zu-byte stack for rank %d: %s", sim_world.stack_bytes, i,
                     strerror(errno));
             return ARCOLL_ERR_NOMEM;
         }
         r->stack_lo = (char *)r->stack + page;
-        r->stack_len = W.stack_bytes - page;
+        r->stack_len = sim_world.stack_bytes - page;
         if (mprotect(r->stack, page, PROT_NONE) != 0 || sim_stack_init(r) != 0) {
             log_err("sim: cannot set up rank %d's coroutine: %s", i, strerror(errno));
             return ARCOLL_ERR_NOMEM;
         }
         r->state = SIM_READY;
-        W.nready++;
+        sim_world.nready++;
         rq_set(i, 0);
     }
     return ARCOLL_OK;
@@ -517,14 +524,14 @@ static int sim_setup(const sim_opts_t *o, int (*fn)(int, void *), void *arg)
 
 static void sim_stats_fill(sim_stats_t *st)
 {
-    st->switches = W.switches;
-    st->events = W.events;
-    st->nodata = W.dropped;
-    st->done = W.done;
+    st->switches = sim_world.switches;
+    st->events = sim_world.events;
+    st->nodata = sim_world.dropped;
+    st->done = sim_world.done;
     st->vtime_ns = 0;
-    for (int i = 0; W.r != NULL && i < W.n; i++)
-        if (st->vtime_ns < W.r[i].clock)
-            st->vtime_ns = W.r[i].clock;
+    for (int i = 0; sim_world.r != NULL && i < sim_world.n; i++)
+        if (st->vtime_ns < sim_world.r[i].clock)
+            st->vtime_ns = sim_world.r[i].clock;
 }
 
 /* The progress hook. The clock is read once per 64 turns (a vDSO call of
@@ -534,43 +541,45 @@ static void sim_tick(void)
     sim_stats_t now;
     double t;
 
-    if (W.tick == NULL || (W.switches & 63) != 0 || (t = sim_wall()) < W.tick_next)
+    if (sim_world.tick == NULL || (sim_world.switches & 63) != 0 ||
+        (t = sim_wall()) < sim_world.tick_next)
         return;
     sim_stats_fill(&now);
-    W.tick(W.tick_arg, &now);
-    W.tick_next = t + W.tick_s;
+    sim_world.tick(sim_world.tick_arg, &now);
+    sim_world.tick_next = t + sim_world.tick_s;
 }
 
 int sim_run(const sim_opts_t *o, int (*fn)(int rank, void *arg), void *arg, sim_stats_t *st)
 {
     int rc, first = 0;
 
-    if (W.n != 0 || o->n <= 0) {
-        log_err("sim: %s", W.n != 0 ? "a simulation is already running" : "no ranks to run");
+    if (sim_world.n != 0 || o->n <= 0) {
+        log_err("sim: %s",
+                sim_world.n != 0 ? "a simulation is already running" : "no ranks to run");
         return ARCOLL_ERR_STATE;
     }
     rc = sim_setup(o, fn, arg);
-    while (rc == ARCOLL_OK && W.nrq > 0 && !sim_stuck()) {
+    while (rc == ARCOLL_OK && sim_world.nrq > 0 && !sim_stuck()) {
         int id = rq_pop();
-        sim_rank_t *r = &W.r[id];
+        sim_rank_t *r = &sim_world.r[id];
         if (r->clock < r->key)
             r->clock = r->key;
         r->state = SIM_RUNNING;
-        W.cur = id;
+        sim_world.cur = id;
         core_log_rank = id; /* log lines name the virtual rank */
-        W.switches++;
-        W.quiet++;
+        sim_world.switches++;
+        sim_world.quiet++;
         sim_to_rank(r);
-        W.cur = -1;
+        sim_world.cur = -1;
         if (r->state == SIM_DONE) {
             sim_activity(r);
-            W.done++;
+            sim_world.done++;
             if (r->rc != 0 && first == 0)
                 first = r->rc; /* the others still run to their end */
         }
         sim_tick();
     }
-    if (rc == ARCOLL_OK && W.done < W.n) {
+    if (rc == ARCOLL_OK && sim_world.done < sim_world.n) {
         sim_report_deadlock();
         rc = ARCOLL_ERR_STATE;
     }

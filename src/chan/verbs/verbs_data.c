@@ -274,8 +274,9 @@ static int verbs_enqueue(verbs_chan_t *vc, int peer, const verbs_op_t *op)
 }
 
 /* The peer became ready: post its queue in order through the normal paths. A
- * failed post fails the call, which no longer needs the rest. */
-int verbs_flush(verbs_chan_t *vc, int peer)
+ * failed post fails the call, which no longer needs the rest. Until then its
+ * puts keep queueing behind (qlen), so the order holds. */
+static int verbs_flush(verbs_chan_t *vc, int peer)
 {
     verbs_peer_t *p = &vc->peers[peer];
     uint32_t i = 0;
@@ -369,8 +370,12 @@ int verbs_progress(chan_t *c)
 
     if (rc == ARCOLL_OK)
         rc = verbs_connect_progress(vc);
+    for (int peer = 0; rc == ARCOLL_OK && vc->flush_due && peer < c->boot->size; peer++)
+        if (vc->peers[peer].state == VERBS_CONN_READY && vc->peers[peer].qlen)
+            rc = verbs_flush(vc, peer);
     if (rc != ARCOLL_OK)
         return rc;
+    vc->flush_due = 0;
     n = vc->outstanding + vc->queued;
     return n > (uint64_t)INT32_MAX ? INT32_MAX : (int)n;
 }

@@ -152,6 +152,7 @@ typedef struct verbs_chan {
     int pending;        /* peers with a QP that are not ready */
     int nqps;           /* RC QPs created */
     int nready;         /* peers ready */
+    int flush_due;      /* a peer became ready with writes queued: verbs_progress posts them */
     uint64_t resend_ns; /* next retransmission scan */
     uint32_t ud_skip;   /* progress calls since the UD CQ was last polled */
     size_t reg_bytes;   /* registered with the NIC now */
@@ -174,7 +175,6 @@ typedef struct verbs_chan {
 const char *verbs_peer_desc(verbs_chan_t *vc, int peer);
 int verbs_qp_create(verbs_chan_t *vc, int peer);
 int verbs_hello_send(verbs_chan_t *vc, int peer);
-int verbs_flush(verbs_chan_t *vc, int peer);
 int verbs_connect_progress(verbs_chan_t *vc);
 int verbs_put(chan_t *c, int peer, const void *src, size_t len, const chan_mem_t *lmem,
               const chan_rmem_t *dst, uint64_t off);

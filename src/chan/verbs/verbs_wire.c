@@ -241,9 +241,7 @@ static int verbs_hello_recv(verbs_chan_t *vc, const verbs_hello_t *h, uint32_t s
         p->state = VERBS_CONN_READY;
         vc->pending--;
         vc->nready++;
-        rc = verbs_flush(vc, peer);
-        if (rc != ARCOLL_OK)
-            return rc;
+        vc->flush_due |= p->qlen > 0; /* posted by verbs_progress, after this poll */
     }
     return h->ack ? ARCOLL_OK : verbs_hello_send(vc, peer);
 }

@@ -1,8 +1,9 @@
 /* arcoll-bench's types and the functions its files share: the sweep and its
- * measurements (arcoll_bench.c), the output: tables, CSV, JSON and the plot
- * (bench_out.c), the options (bench_opts.c). */
-#ifndef ARCOLL_BENCH_ARCOLL_BENCH_H
-#define ARCOLL_BENCH_ARCOLL_BENCH_H
+ * measurements (arcoll_bench.c), the collectives timed (bench_colls.c), the
+ * output: tables, CSV, JSON and the plot (bench_out.c), the options
+ * (bench_opts.c). */
+#ifndef ARCOLL_BENCH_BENCH_H
+#define ARCOLL_BENCH_BENCH_H
 
 #include <errno.h>
 #include <getopt.h>
@@ -145,7 +146,9 @@ extern const coll_ops_t colls[NCOLLS];
 int bench_check(const bench_t *b, int rc, const char *what);
 int bench_barrier(bench_t *b);
 int bench_share(bench_t *b, const void *in, void *out, size_t len, const char *what);
+/* bench_colls.c */
 int bench_size_ok(int coll, size_t bytes);
+void bench_set_counts(bench_t *b, int coll, size_t bytes, uint64_t key);
 void bench_print_header(const bench_t *b);
 void bench_print_coll_header(const bench_t *b, int coll);
 void bench_print_row(bench_t *b, const row_t *w);
