@@ -23,13 +23,13 @@ MUTANTS=(
     # the receiver has not copied out (the copy path's flow control, docs/protocol.md §6).
     "lanes|src/engine/wire.h|s/    if \(k < lanes\)\n        return 1;/    if (k <= lanes)\n        return 1;/|tests/integ/run.sh build sim-matrix"
     # A call's deadline is ten times ARCOLL_TIMEOUT_MS: a stopped peer is reported too late.
-    "phase-fault|src/engine/engine.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
+    "phase-fault|src/engine/eng_call.c|s/\(uint64_t\)ctx->cfg\.timeout_ms \* 1000000ULL/(uint64_t)ctx->cfg.timeout_ms * 10000000ULL/|tests/integ/run.sh build phasefault-3-create-stop"
     # The signature of a call's arguments no longer depends on them: mismatches go unseen.
     "mismatch|src/dispatch/coll.c|s/(static uint64_t coll_sig\(const struct arcoll_team \*t, const coll_args_t \*a\)\n\{\n)/\$1    return (uint64_t)(t != NULL) + (a != NULL);\n/|tests/integ/run.sh build mpirun-3-vbad"
     # A rank that fails a call no longer tells its peers (failure word): they wait for it.
     "fail-word|src/engine/engine_check.c|s/    if \(t->fail_told /    if (1 \x7c\x7c t->fail_told /|tests/integ/run.sh build failtell-4"
     # A 0-byte call does not read the failure words: the 0-byte rank never learns of its mismatch.
-    "noop-word|src/engine/engine.c|s/if \(f != 0 && wire_fail_num\(f\)/if (0 \&\& f != 0 \&\& wire_fail_num(f)/|tests/integ/run.sh build mpirun-3-vbad"
+    "noop-word|src/engine/eng_call.c|s/if \(f != 0 && wire_fail_num\(f\)/if (0 \&\& f != 0 \&\& wire_fail_num(f)/|tests/integ/run.sh build mpirun-3-vbad"
     # A failed zero-copy call no longer revokes its advertisements: a late sender writes into
     # the buffer of a call that has returned.
     "revoke|src/engine/zcopy.c|s/(static void zcopy_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-alltoall"

@@ -1,5 +1,5 @@
 /* The engine's functions shared by its own files only: the per-call state
- * machine (engine.c) and the checks a waiting call runs (engine_check.c:
+ * machine (eng_call.c) and the checks a waiting call runs (engine_check.c:
  * size mismatch, refusal, peers' notes and failure words, liveness,
  * timeouts). */
 #ifndef ARCOLL_ENGINE_ENG_INT_H

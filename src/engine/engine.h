@@ -259,9 +259,6 @@ int eng_sendrecv(struct arcoll_team *t, uint32_t to, const void *sbuf, size_t sl
  * (its next fragment sees the rejection), and end the call with
  * ARCOLL_ERR_MISMATCH. */
 void eng_sched_reject(coll_req_t *r, uint32_t p);
-/* A peer whose calls do not line up with ours (a 0-byte call on one side):
- * drop its receives and sends, tell it, ARCOLL_ERR_MISMATCH at the end. */
-void eng_sched_drop_peer(coll_req_t *r, uint32_t p);
 /* The same for every peer we still expect a message from. */
 void eng_sched_reject_pending(coll_req_t *r);
 /* Free a request slot's schedule state (team teardown). */

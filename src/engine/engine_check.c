@@ -368,7 +368,8 @@ static int coll_lineup_check(coll_req_t *r)
             if (r->proto == &coll_proto_none && coll_refused(r, peer)) {
                 if (!r->deferred)
                     (void)coll_mismatch(r, peer, 0, UINT64_MAX);
-                eng_sched_drop_peer(r, peer);
+                if (r->drop_peer != NULL)
+                    r->drop_peer(r, peer);
                 rc = coll_refuse(r, peer);
                 if (rc != ARCOLL_OK)
                     return rc;
@@ -382,7 +383,8 @@ static int coll_lineup_check(coll_req_t *r)
             r->mm_size = UINT64_MAX;
         }
         if (r->proto == &coll_proto_none) {
-            eng_sched_drop_peer(r, peer);
+            if (r->drop_peer != NULL)
+                r->drop_peer(r, peer);
             continue;
         }
         rc = coll_peer_drop(r, peer, 1);

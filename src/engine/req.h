@@ -145,6 +145,10 @@ struct coll_req {
     uint64_t mm_size;      /* its size there (UINT64_MAX: it reported the mismatch) */
     size_t prof_slot;      /* profiler record + 1; 0: not recorded (src/engine/prof.h) */
     struct sched_exec *sx; /* schedules: the executor's state (kept for reuse) */
+    /* A multi-phase call's own way to stop serving a peer whose call
+     * disagrees (the schedule executor's: eng_sched_start sets it), for the
+     * engine's checks, which call nothing above them; NULL: none. */
+    void (*drop_peer)(coll_req_t *r, uint32_t peer);
     _Alignas(16) unsigned char priv[COLL_PRIV_BYTES];
 };
 

@@ -414,7 +414,10 @@ void eng_sched_reject(coll_req_t *r, uint32_t p)
                           &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
-void eng_sched_drop_peer(coll_req_t *r, uint32_t p)
+/* A peer whose calls do not line up with ours (a 0-byte call on one side):
+ * drop its receives and sends, tell it, ARCOLL_ERR_MISMATCH at the end (the
+ * request's drop_peer, for the engine's checks). */
+static void eng_sched_drop_peer(coll_req_t *r, uint32_t p)
 {
     eng_sched_reject(r, p);
     sx_drop_tx(r->sx, p);
@@ -714,6 +717,7 @@ int eng_sched_start(coll_req_t *r, int mode)
 
     if (x == NULL)
         return ARCOLL_ERR_NOMEM;
+    r->drop_peer = eng_sched_drop_peer;
     /* The first call after partial exchanges cannot lean on the full-exchange
      * chain of protocol.md §5 either: it waits for advertisements too. */
     if (mode == ENG_SCHED_PAP && t->after_partial)

@@ -83,7 +83,7 @@ struct arcoll_context {
 /* Live contexts (newest first) and the calls in flight in all of them: a
  * rank waiting for one call must progress the others too, on every team and
  * context, since a peer may be blocked in any of them (MPI's progress rule).
- * The engine's progress registry (engine.c); context.c links contexts. */
+ * The engine's progress registry (eng_call.c); context.c links contexts. */
 extern struct arcoll_context *core_live;
 extern unsigned core_nactive;
 

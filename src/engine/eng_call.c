@@ -18,25 +18,6 @@
 struct arcoll_context *core_live;
 unsigned core_nactive;
 
-uint64_t eng_time_ns(const struct arcoll_context *ctx)
-{
-    chan_t *c = ctx->chan;
-
-    return c->ops->model != NULL && c->ops->model->now_ns != NULL ? c->ops->model->now_ns(c)
-                                                                  : core_time_ns();
-}
-
-const char *coll_type_name(coll_type_t type)
-{
-#define ENG_COLL_SHOWN(type, name, shown, bit) [type] = shown,
-    static const char *const names[COLL_NTYPES] = {CORE_COLL_LIST(ENG_COLL_SHOWN)};
-#undef ENG_COLL_SHOWN
-
-    if (type == COLL_SENDRECV)
-        return "exchange";
-    return (unsigned)type < COLL_NTYPES ? names[type] : "collective";
-}
-
 int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv)
 {
     struct arcoll_team *t = r->team;
@@ -116,24 +97,6 @@ int eng_zcopy_pick(coll_req_t *r, size_t len)
     return r->zp_val;
 }
 
-int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out)
-{
-    struct arcoll_team *t = r->team;
-    uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
-
-    if (wire_load(&t->region, off) != r->epoch)
-        return 0;
-    memcpy(out, (char *)t->region.addr + off, sizeof(*out));
-    if (wire_ctrl_size(out, r->epoch) == WIRE_SIZE_NONE) {
-        /* The flag alone (coll_ready_to): the body is an earlier call's, and
-         * its key must never be used. */
-        memset(out, 0, sizeof(*out));
-        out->flag = r->epoch;
-        out->size = WIRE_SIZE_NONE;
-    }
-    return 1;
-}
-
 int coll_ready_to(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
@@ -141,24 +104,6 @@ int coll_ready_to(coll_req_t *r, uint32_t peer)
 
     return c->ops->put_u64(c, t->ranks[peer], r->epoch, &t->peer_region[peer],
                            wire_ctrl_off(&t->layout, t->rank, r->bank));
-}
-
-int coll_flat_arrival(const coll_req_t *r, uint32_t peer, uint64_t *size)
-{
-    const struct arcoll_team *t = r->team;
-    uint64_t off = wire_ctrl_off(&t->layout, peer, r->bank);
-
-    if (wire_load(&t->region, off) == r->epoch) {
-        const wire_ctrl_t *adv = (const wire_ctrl_t *)((const char *)t->region.addr + off);
-        *size = wire_ctrl_size(adv, r->epoch);
-        return 1;
-    }
-    off = wire_slot_off(&t->layout, peer, r->bank);
-    if (wire_load(&t->region, off) == wire_frag_word(r->epoch, 0)) {
-        *size = ((const wire_slot_hdr_t *)((const char *)t->region.addr + off))->size;
-        return 1;
-    }
-    return 0;
 }
 
 static int coll_tx_step(coll_req_t *r, uint32_t peer)
@@ -548,34 +493,6 @@ int coll_team_drain(struct arcoll_team *t)
     }
     return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
 }
-
-static int none_hook(coll_req_t *r, uint32_t peer)
-{
-    (void)r;
-    (void)peer;
-    return 0;
-}
-
-static int none_start(coll_req_t *r)
-{
-    (void)r;
-    return ARCOLL_OK;
-}
-
-static void none_finish(coll_req_t *r)
-{
-    (void)r;
-}
-
-const coll_proto_t coll_proto_none = {
-    .name = "none",
-    .start = none_start,
-    .arrived = none_hook,
-    .tx_ready = none_hook,
-    .tx = none_hook,
-    .rx = none_hook,
-    .finish = none_finish,
-};
 
 /* Flat algorithms serve alltoall, allgather and (not in place) alltoallv and allgatherv
  * through the per-peer protocols; everything else runs the algorithm's own start/progress. */
