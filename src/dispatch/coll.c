@@ -160,6 +160,16 @@ static int coll_span(const char *what, const char *name, uint32_t n, const size_
     return ARCOLL_OK;
 }
 
+/* A flat v-form's block of len bytes: few enough copy-path fragments that
+ * their numbers stay clear of the reject word (wire.h). */
+static int coll_frags_ok(const struct arcoll_team *t, const char *what, size_t len)
+{
+    if (len / t->layout.frag + 1 < WIRE_FRAG_REJECT)
+        return ARCOLL_OK;
+    log_err("%s: a %zu-byte block needs too many fragments on the copy path", what, len);
+    return ARCOLL_ERR_INVALID;
+}
+
 /* Validate a call in the caller's terms. *noop: nothing to do on any rank. */
 static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
 {
@@ -194,12 +204,10 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
         if (rc != ARCOLL_OK)
             return rc;
         for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
-            size_t most = a->scounts[j] > a->rcounts[j] ? a->scounts[j] : a->rcounts[j];
-            if (most / t->layout.frag + 1 >= WIRE_FRAG_REJECT) {
-                log_err("%s: a %zu-byte block needs too many fragments on the copy path", what,
-                        most);
-                return ARCOLL_ERR_INVALID;
-            }
+            rc = coll_frags_ok(t, what,
+                               a->scounts[j] > a->rcounts[j] ? a->scounts[j] : a->rcounts[j]);
+            if (rc != ARCOLL_OK)
+                return rc;
         }
         if (!a->in_place && a->scounts[t->rank] != a->rcounts[t->rank]) {
             log_err("%s: this rank sends itself %zu bytes but expects %zu from itself", what,
@@ -220,11 +228,9 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
         if (a->in_place)
             a->bytes = a->rcounts[t->rank];
         for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
-            if (a->rcounts[j] / t->layout.frag + 1 >= WIRE_FRAG_REJECT) {
-                log_err("%s: a %zu-byte block needs too many fragments on the copy path", what,
-                        a->rcounts[j]);
-                return ARCOLL_ERR_INVALID;
-            }
+            rc = coll_frags_ok(t, what, a->rcounts[j]);
+            if (rc != ARCOLL_OK)
+                return rc;
         }
         rc = coll_span(what, "receive", t->size, a->rcounts, a->rdispls, &rlo, &rhi);
         if (rc != ARCOLL_OK)

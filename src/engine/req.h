@@ -99,7 +99,7 @@ typedef struct coll_peer {
     uint8_t tx_eager; /* alltoallv: our block to it goes on the copy path at once (zcopy.c) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
-    uint64_t rx_want; /* alltoallv: the length the peer expects from us, from its header */
+    uint64_t rx_want; /* v-forms: the peer's word for us from its header (coll_v_word) */
 } coll_peer_t;
 
 /* Bytes of per-call state a multi-phase family keeps inside the request

@@ -93,7 +93,7 @@ typedef struct wire_slot_hdr {
     uint64_t size; /* total bytes per peer of the message (fragment 0) */
     union {
         uint64_t sig;  /* schedules: the call's signature (a message's fragment 0) */
-        uint64_t want; /* flat alltoallv: the bytes the sender expects back from the receiver */
+        uint64_t want; /* flat v-forms: the sender's word for the receiver (coll_v_word) */
     };
 } wire_slot_hdr_t;
 

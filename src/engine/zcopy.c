@@ -102,13 +102,13 @@ static int zcopy_v_start(coll_req_t *r)
         else if (rc != ARCOLL_ERR_NOMEM)
             return rc;
     }
-    if (r->type == COLL_ALLGATHERV) { /* one block, to every peer */
+    if (r->type == COLL_ALLGATHERV) { /* one block, its own, to every peer */
         lo = 0;
         hi = r->bytes > 0 && eng_zcopy_pick(r, r->bytes) ? r->bytes : 0;
+    } else {
+        (void)zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi); /* none: hi 0 */
     }
-    if ((r->type == COLL_ALLGATHERV ? hi != 0
-                                    : zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi)) &&
-        zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
+    if (hi != 0 && zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
     key = zcopy_rkey(r, &base);
     for (uint32_t i = 1; i < t->size; i++) {
