@@ -46,6 +46,9 @@ arcoll_mpi_stats_t amc_stats;
 unsigned long long amc_served[AMC_NKINDS], amc_passed[AMC_NKINDS];
 /* arcoll_context_counters of the contexts freed so far: the report at MPI_Finalize. */
 arcoll_counters_t amc_counters;
+/* RC QPs connected, summed over the contexts at their finalize: the summary
+ * line shows that a job ran over verbs (0 on shared memory). */
+static unsigned long long amc_qps;
 const char *amc_log_name = "arcoll-mpi";
 static const char *const amc_no_config[1] = {NULL};
 const char *const *amc_config = amc_no_config;
@@ -137,6 +140,7 @@ void amc_comm_unlink(amc_comm_t *c)
 /* Collective over the context's ranks: finalize it and forget it. */
 void amc_ctx_free(amc_ctx_t *x)
 {
+    arcoll_resources_t res;
     arcoll_counters_t c;
     int rc;
 
@@ -152,6 +156,8 @@ void amc_ctx_free(amc_ctx_t *x)
         amc_counters.zcopy_heap_calls += c.zcopy_heap_calls;
         amc_counters.zcopy_reg_calls += c.zcopy_reg_calls;
     }
+    if (arcoll_context_resources(x->ctx, &res) == ARCOLL_OK && res.qps_ready > 0)
+        amc_qps += (unsigned long long)res.qps_ready;
     rc = arcoll_finalize(x->ctx);
     if (rc != ARCOLL_OK)
         amc_log(AMC_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
@@ -1019,12 +1025,12 @@ void amc_report(void)
             "%s%llu packed, %llu from Fortran, %llu requests; %llu communicators on arcoll "
             "(%llu by team split), %llu on MPI; %llu contexts; %llu errors; sh_co: %llu calls, "
             "%llu fallbacks to pap; zero-copy receive buffers: %llu in the node heap, %llu "
-            "registered",
+            "registered; %llu RC QPs",
             len > 0 ? line : "no collectives; ", amc_stats.packed, amc_stats.fortran,
             amc_stats.requests, amc_stats.comms_arcoll, amc_stats.comms_split, amc_stats.comms_mpi,
             amc_stats.contexts, amc_stats.errors, amc_counters.sh_co_calls,
             amc_counters.sh_co_fallbacks, amc_counters.zcopy_heap_calls,
-            amc_counters.zcopy_reg_calls);
+            amc_counters.zcopy_reg_calls, amc_qps);
 }
 /* The counters of arcoll_mpi_stats. */
 void amc_stats_get(arcoll_mpi_stats_t *out)

@@ -1,6 +1,8 @@
 /* The tests' support library: see tl.h. */
+#define _DEFAULT_SOURCE /* opendir, readdir */
 #include "tl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -189,4 +191,20 @@ long tl_env_long(const char *name, long def)
         return -1;
     }
     return v;
+}
+
+long tl_count_dir(const char *path, const char *prefix)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    long n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' &&
+            (prefix == NULL || strncmp(e->d_name, prefix, strlen(prefix)) == 0))
+            n++;
+    closedir(d);
+    return n;
 }

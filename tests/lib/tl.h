@@ -71,4 +71,8 @@ int tl_summary(const tl_tally_t *t, FILE *f, const char *name);
  * message) when set to something else. */
 long tl_env_long(const char *name, long def);
 
+/* Entries of a directory whose name starts with prefix (NULL: all), -1 if it
+ * cannot be read: a process's open descriptors, arcoll's names in /dev/shm. */
+long tl_count_dir(const char *path, const char *prefix);
+
 #endif

@@ -19,7 +19,8 @@
  * the values it computes; fallback consistency: datatypes that differ across
  * ranks for one type signature, a user op, an intercommunicator; CYCLES
  * (default 1000) dup/allreduce/free cycles with nothing left (teams freed,
- * contexts alive unchanged). Calls must show in the component's counters
+ * contexts alive unchanged, the same open descriptors and names of arcoll's in
+ * /dev/shm after as after the first ten). Calls must show in the component's counters
  * (arcoll_mpi_stats, found with dlsym as tests/mpi/shim_test.c does).
  * Last line on rank 0: "ompi_coll_test on N ranks (MODE): P passed, F failed".
  */
@@ -393,8 +394,13 @@ int main(int argc, char **argv)
     fallbacks();
     /* Communicators made and freed: nothing left behind. */
     s1 = stats();
+    long fds = -1, shm = -1;
     for (long i = 0; i < cycles; i++) {
         int one = 1, sum = 0;
+        if (i == 10 || (i == 0 && cycles <= 10)) {
+            fds = tl_count_dir("/proc/self/fd", NULL);
+            shm = tl_count_dir("/dev/shm", "arcoll.");
+        }
         MPI_Comm_dup(MPI_COMM_WORLD, &c);
         MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, c);
         if (sum != wsize)
@@ -402,6 +408,15 @@ int main(int argc, char **argv)
         MPI_Comm_free(&c);
     }
     s2 = stats();
+    if (cycles > 0) {
+        long fds2 = tl_count_dir("/proc/self/fd", NULL), shm2 = tl_count_dir("/dev/shm", "arcoll.");
+        if (fds2 != fds || shm2 != shm)
+            fprintf(stderr,
+                    "ompi_coll_test[%d]: descriptors %ld -> %ld, /dev/shm names %ld -> %ld\n",
+                    wrank, fds, fds2, shm, shm2);
+        check(fds2 == fds && shm2 == shm,
+              "dup/free cycles leave descriptors and /dev/shm names as they were", "dup");
+    }
     if (counted)
         check(s2.allreduce_arcoll - s1.allreduce_arcoll == (unsigned long long)cycles &&
                   s2.teams_freed - s1.teams_freed == (unsigned long long)cycles &&

@@ -23,7 +23,6 @@
  * Last lines on rank 0: "soak: ..." figures, then
  * "shim_soak_test on N ranks: P passed, F failed".
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <mpi.h>
 #include <signal.h>
@@ -295,22 +294,6 @@ typedef struct {
     unsigned long long ctxs;
 } level_t;
 
-static long count_dir(const char *path, const char *prefix)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    long n = 0;
-
-    if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.' &&
-            (prefix == NULL || strncmp(e->d_name, prefix, strlen(prefix)) == 0))
-            n++;
-    closedir(d);
-    return n;
-}
-
 static void level_now(level_t *l, arcoll_mpi_stats_fn stats)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -323,8 +306,8 @@ static void level_now(level_t *l, arcoll_mpi_stats_fn stats)
         fclose(f);
     }
     l->rss_kib = res * (sysconf(_SC_PAGESIZE) / 1024);
-    l->fds = count_dir("/proc/self/fd", NULL);
-    l->shm = count_dir("/dev/shm", "arcoll.");
+    l->fds = tl_count_dir("/proc/self/fd", NULL);
+    l->shm = tl_count_dir("/dev/shm", "arcoll.");
     memset(&st, 0, sizeof(st));
     if (stats != NULL)
         stats(&st);

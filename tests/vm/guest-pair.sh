@@ -59,6 +59,14 @@ pair_perftest ib_write_bw ib_write_bw -s 65536 -n 500 --report_gbits
 # Open MPI inside one guest of the pair (eth0 only, no default route, no DNS).
 check_mpirun
 
+# Open MPI's launch agent into this guest (tests/vm/vm-rsh): node2 serves it for node1's
+# mpirun runs at the end (no ssh here).
+VMDIR=$(cd "$(dirname "$0")" && pwd)
+if [ $ROLE = client ]; then
+    busybox nc -ll -p 23999 -e "$VMDIR/vm-rshd" >/dev/null 2>&1 &
+    RSHD=$!
+fi
+
 # ==== arcoll across the two nodes =========================================================
 # Each guest starts its 2 ranks with tcp_launch (no ssh, no cross-guest PMIx server): the
 # ranks bootstrap through arcoll's out-of-band callbacks over TCP to node1, and group into
@@ -234,6 +242,56 @@ for phase in create destroy alltoall finalize; do
     apf pair_fault_${phase}_kill $phase kill PEER,PEER,PEER 2
     apf pair_fault_${phase}_stop $phase stop TIMEOUT,TIMEOUT,TIMEOUT
 done
+# ==== One MPI job across the two guests: stock mpirun, the Open MPI component ============
+# node1's mpirun starts node2's ranks through vm-rsh; Open MPI's own traffic goes over TCP on
+# eth0, arcoll's over verbs. An unmodified C program (ompi_coll_test: every served collective,
+# blocking and nonblocking, on world, a split and a dup, the fallbacks, 20 dup/free cycles) and,
+# where gfortran built it, an unmodified Fortran one (`use mpi_f08`), with nothing but the
+# component's directory set; each must be served by arcoll (its counters, in the test itself),
+# over RC QPs (the summary line), on 2 nodes x 2 ranks.
+# am NAME PROGRAM ARGS...: on node1, that job; on node2, nothing (vm-rshd serves it).
+am() {
+    local name=$1 log rc t0 t1
+    shift
+    [[ -z ${VM_ONLY:-} || $name =~ $VM_ONLY ]] && [ $ROLE = server ] || return 0
+    log=$VMOUT/$name.log
+    step "Open MPI across the guests: $name: mpirun -np 4 $*"
+    read -r t0 _ </proc/uptime
+    timeout 300 mpirun --host node1:2,node2:2 --mca plm_rsh_agent "$VMDIR/vm-rsh" \
+        --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include eth0 --mca pml ob1 \
+        --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 --bind-to none -np 4 \
+        env ARCOLL_CHANNEL=verbs ARCOLL_TIMEOUT_MS=60000 ARCOLL_LOG=info \
+        OMPI_MCA_mca_base_component_path="$OCP" "$@" >"$log" 2>&1
+    rc=$?
+    read -r t1 _ </proc/uptime
+    tail -n 4 "$log"
+    if [ $rc -eq 0 ] && grep -q ' 0 failed' "$log" &&
+        [ "$(grep -c -E 'coll/arcoll\[[0-9]\] info: alltoall [1-9][0-9]* on arcoll.*; [1-9][0-9]* RC QPs$' "$log")" = 4 ] &&
+        [ "$(sort -u < <(grep -o -E '^on node[12]$' "$log") | wc -l)" = 2 ]; then
+        verdict PASS "$name" "$(grep -m1 -E 'passed, [0-9]+ failed' "$log"), 4 ranks over RC QPs [${t0}s..${t1}s]"
+    else
+        verdict FAIL "$name" "(exit $rc; see $name.log)"
+    fi
+}
+OCP="$B/lib/openmpi:$(mpicc --showme:libdirs | awk '{print $1}')/openmpi3"
+if [ -e "$B/lib/openmpi/mca_coll_arcoll.so" ] && [ -x "$B/tests/ompi_coll_test" ]; then
+    AM_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll"
+    am pair_component_c bash -c 'echo "on $(hostname)"; exec env ARCOLL_TUNE="$0" "$@"' \
+        "$AM_TUNE" "$B/tests/ompi_coll_test" arcoll 20
+    [ -x "$B/tests/shim_ftest08" ] &&
+        am pair_component_f08 bash -c 'echo "on $(hostname)"; exec env ARCOLL_TUNE="$0" "$@"' \
+            "$AM_TUNE" "$B/tests/shim_ftest08"
+    if [ $ROLE = server ]; then
+        printf 'vm-rshd-done\n' | busybox nc node2 23999 >/dev/null 2>&1
+    elif [[ -z ${VM_ONLY:-} || pair_component_c =~ $VM_ONLY ]]; then
+        # Serve node1's runs until it says they are over (5 min each at most).
+        for ((i = 0; i < 660; i++)); do
+            [ -e /tmp/vm-rshd.done ] && break
+            sleep 1
+        done
+    fi
+fi
+[ $ROLE = client ] && kill "$RSHD" 2>/dev/null
 # ==== end of arcoll tests ================================================================
 
 step "done"

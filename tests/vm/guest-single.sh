@@ -200,6 +200,24 @@ ARCOLL_NOTIFY=imm av verbs_imm_chanperf_np2 2 ok bash -c "'$B/bin/arcoll-chanper
 if [ -e "$B/lib/libarcoll_mpi.so" ]; then
     av verbs_shim_np3 3 ok env LD_PRELOAD="$B/lib/libarcoll_mpi.so" "$T/shim_test" shim 4096
 fi
+# The Open MPI component over verbs (mca_coll_arcoll.so, no preload): stock mpirun with only
+# the component's directory set, every served collective on world, a split and a dup, the
+# fallbacks, 100 dup/free cycles; the test fails unless the counters show arcoll served them.
+if [ -e "$B/lib/openmpi/mca_coll_arcoll.so" ] && [ -x "$T/ompi_coll_test" ]; then
+    OCP="$B/lib/openmpi:$(mpicc --showme:libdirs | awk '{print $1}')/openmpi3"
+    av verbs_component_np3 3 ok env OMPI_MCA_mca_base_component_path="$OCP" ARCOLL_LOG=info \
+        ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll" \
+        "$T/ompi_coll_test" arcoll 100
+    # ... over verbs: the summary line counts the RC QPs its contexts had connected.
+    if [[ -z ${VM_ONLY:-} || verbs_component_np3 =~ $VM_ONLY ]]; then
+        if grep -q -E 'coll/arcoll\[0\] info: .*; [1-9][0-9]* RC QPs' "$VMOUT/verbs_component_np3.log"; then
+            verdict PASS verbs_component_np3_qps "$(sed -n 's/^coll\/arcoll\[0\] info: .*; \([0-9]*\) RC QPs$/rank 0: \1 RC QPs/p' \
+                "$VMOUT/verbs_component_np3.log")"
+        else
+            verdict FAIL verbs_component_np3_qps "no RC QP in the component's summary line"
+        fi
+    fi
+fi
 # The other collectives (tests/integ/coll_more.c): alltoallv, allgatherv, reduce_scatter_block
 # and allreduce x direct/pap/ring/rdd/rdh x sizes x in place x nonblocking, every byte checked
 # (4 ranks: the pair runs v at 4, 2 per node); bad input and cross-rank mismatches; 8 calls in

@@ -68,7 +68,7 @@ timing_init "$LOGS/times.txt"
 stage() {
     rm -rf "$1"
     mkdir -p "$1"
-    cp "$HERE/guest-lib.sh" "$HERE/$2" "$1/"
+    cp "$HERE/guest-lib.sh" "$HERE/vm-rsh" "$HERE/vm-rshd" "$HERE/$2" "$1/"
 }
 
 # boot GUEST IP HOST NET SCRIPT [KEY=VALUE...]: start one guest in the background (pid in $!)
