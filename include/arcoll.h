@@ -209,7 +209,9 @@ int arcoll_team_host_serves(arcoll_team_t team, arcoll_coll_t coll, size_t bytes
 
 /* alltoall: block i of sbuf (bytes each) goes to team rank i, block j of
  * rbuf comes from team rank j. allgather: sbuf (bytes) is sent to all,
- * rbuf holds size*bytes. bytes == 0 is a local no-op. Buffers must not
+ * rbuf holds size*bytes. bytes == 0 exchanges nothing but the size with
+ * every rank (so a rank that passed data fails with ARCOLL_ERR_MISMATCH on
+ * every rank, this one included). Buffers must not
  * overlap. Returns only once all outgoing writes are complete and all
  * incoming data has landed. On ARCOLL_ERR_TIMEOUT, _PEER or _CHANNEL the
  * team is failed: later calls on it return ARCOLL_ERR_STATE (destroy it, or

@@ -48,7 +48,7 @@ void core_ureqs_drop(struct arcoll_context *ctx)
 
 /* A nonblocking call: its handle first, which the engine links to the call
  * when it starts (at once, or from the queue behind a full window). A call
- * that finished (or was a no-op) at once is handed back as NULL, which
+ * that finished at once is handed back as NULL, which
  * test/wait treat as complete. */
 static int core_coll_nb(arcoll_team_t team, coll_args_t *a, arcoll_request_t *req, const void *site)
 {

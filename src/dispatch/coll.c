@@ -170,19 +170,20 @@ static int coll_frags_ok(const struct arcoll_team *t, const char *what, size_t l
     return ARCOLL_ERR_INVALID;
 }
 
-/* Validate a call in the caller's terms. *noop: nothing to do on any rank. */
-static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
+/* Validate a call in the caller's terms. *empty: 0 bytes (0 elements) on this
+ * rank: it runs as a 0-byte exchange (coll_submit). */
+static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *empty)
 {
     const char *what = coll_type_name(a->type);
     size_t n = t->size, slo = 0, shi = 0, rlo = 0, rhi = 0;
     int rc;
 
-    *noop = 0;
+    *empty = 0;
     switch (a->type) {
     case COLL_ALLTOALL:
     case COLL_ALLGATHER:
         if (a->bytes == 0) {
-            *noop = 1; /* a valid no-op on every rank: no epoch is consumed */
+            *empty = 1;
             return ARCOLL_OK;
         }
         if (a->bytes > SIZE_MAX / n || a->bytes > INT64_MAX / n) {
@@ -244,7 +245,7 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *noop)
             return rc;
         a->elem = arcoll_dtype_size(a->dtype);
         if (a->count == 0) {
-            *noop = 1; /* count and dtype agree on every rank (MPI's rule) */
+            *empty = 1;
             return ARCOLL_OK;
         }
         if (a->count > (size_t)INT64_MAX / a->elem / n) {
@@ -335,7 +336,7 @@ int coll_submit(struct arcoll_team *t, const coll_args_t *given, const void *sit
 {
     coll_args_t a = *given;
     const coll_alg_t *alg;
-    int noop, rc, id;
+    int empty, rc, id;
 
     *out = NULL;
     if (t->failed) {
@@ -344,13 +345,29 @@ int coll_submit(struct arcoll_team *t, const coll_args_t *given, const void *sit
                 coll_type_name(a.type), arcoll_strerror(t->failed));
         return ARCOLL_ERR_STATE;
     }
-    rc = coll_validate(t, &a, &noop);
+    rc = coll_validate(t, &a, &empty);
     if (rc != ARCOLL_OK)
         return rc;
-    if (noop) /* counted and noted: peers that passed data see it (§8); in order */
-        return eng_must_queue(t, NULL)
-                   ? (eng_enqueue(t, &a, NULL, 0, site, NULL) < 0 ? ARCOLL_ERR_NOMEM : ARCOLL_OK)
-                   : eng_noop(t);
+    if (empty) {
+        /* A 0-byte call (0 elements) is a call like any other: it takes its
+         * epoch and runs as a 0-byte pap alltoall on the copy path, one
+         * header of size 0 to and from every peer. So where another rank
+         * passed data, both sides meet a size mismatch (docs/protocol.md
+         * §8), and the 0-byte rank learns it within its own call. */
+        coll_type_t was = a.type;
+        uint64_t call = a.call;
+        int internal = a.internal;
+        memset(&a, 0, sizeof(a));
+        a.type = COLL_ALLTOALL;
+        a.call = call;
+        a.internal = internal;
+        a.sig = coll_sig(t, &a) ^ (uint64_t)was;
+        alg = coll_algs[CORE_ALG_PAP];
+        /* not profiled: the profile is of the collectives that move data */
+        if (u != NULL && eng_must_queue(t, alg))
+            return eng_enqueue(t, &a, alg, COLL_F_NOPROF, site, u);
+        return eng_start(t, &a, alg, COLL_F_NOPROF, site, out);
+    }
     if (a.in_place)
         a.sbuf = NULL;
     a.sig = coll_sig(t, &a);

@@ -241,42 +241,6 @@ int coll_progress(coll_req_t *r)
     return rc == ARCOLL_INPROGRESS ? rc : coll_fail(r, rc);
 }
 
-int eng_noop(struct arcoll_team *t)
-{
-    chan_t *c = t->ctx->chan;
-    uint64_t w;
-    int rc;
-
-    t->noops++;
-    w = wire_note_word(t->seq, t->noops);
-    for (uint32_t i = 1; i < t->size; i++) {
-        uint32_t peer = (t->rank + i) % t->size;
-        int cr = t->ranks[peer];
-        if (c->ops->peer_ready != NULL && !c->ops->peer_ready(c, cr))
-            continue; /* no connection for a notice: that peer waits for its timeout */
-        rc = c->ops->put_u64(c, cr, w, &t->peer_region[peer], wire_note_off(&t->layout, t->rank));
-        if (rc != ARCOLL_OK)
-            return rc;
-    }
-    /* It waits for nobody, but a peer that failed this call or an earlier
-     * one (its failure word) will not take part in it either: the 0-byte
-     * call of a rank whose earlier 0-byte call met data elsewhere fails here,
-     * as does any call on a team that failed on another rank. */
-    for (uint32_t p = 0; p < t->size; p++) {
-        uint64_t f = p == t->rank ? 0 : wire_load(&t->region, wire_fail_off(&t->layout, p));
-        if (f != 0 && wire_fail_num(f) <= ((t->seq + t->noops) & (UINT64_MAX >> 8))) {
-            log_err("a 0-byte call (call %llu of this team): team rank %u failed its call %llu "
-                    "(%s), so the team's calls no longer line up",
-                    (unsigned long long)(t->seq + t->noops), p,
-                    (unsigned long long)wire_fail_num(f), arcoll_strerror(wire_fail_rc(f)));
-            t->failed = wire_fail_rc(f);
-            eng_fail_tell(t, t->seq + t->noops, t->failed);
-            return t->failed;
-        }
-    }
-    return ARCOLL_OK;
-}
-
 /* Polls a waiting rank spins before it yields its core (ARCOLL_SPIN_COUNT).
  * auto: 32 when ranks outnumber cores (the peer we wait for may need ours);
  * never otherwise, like Open MPI: a yield hands the core to any other
@@ -346,13 +310,11 @@ static int eng_start_wait(struct arcoll_team *t, const coll_alg_t *alg)
     return t->failed ? ARCOLL_ERR_STATE : ARCOLL_OK;
 }
 
-/* A queued call: what eng_start needs, and whose handle it completes. A
- * 0-byte call has no algorithm and no handle (it is complete for its caller
- * at once; queued, it only keeps its place in the numbering). */
+/* A queued call: what eng_start needs, and whose handle it completes. */
 typedef struct eng_pend {
     struct eng_pend *next;
     coll_args_t a;
-    const coll_alg_t *alg; /* NULL: a 0-byte call */
+    const coll_alg_t *alg;
     unsigned flags;
     const void *site;
     struct arcoll_request *ureq;
@@ -360,7 +322,7 @@ typedef struct eng_pend {
 
 int eng_must_queue(const struct arcoll_team *t, const coll_alg_t *alg)
 {
-    return t->npend != 0 || (alg != NULL && !eng_slot_free(t, alg));
+    return t->npend != 0 || !eng_slot_free(t, alg);
 }
 
 int eng_enqueue(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
@@ -407,7 +369,7 @@ static void eng_pend_run(struct arcoll_team *t)
         coll_req_t *r = NULL;
         int rc;
 
-        if (p->alg != NULL && !t->failed && !eng_slot_free(t, p->alg))
+        if (!t->failed && !eng_slot_free(t, p->alg))
             return;
         t->pend_head = p->next;
         if (t->pend_head == NULL)
@@ -415,14 +377,9 @@ static void eng_pend_run(struct arcoll_team *t)
         t->npend--;
         if (t->failed) {
             /* Its peers may disagree on epochs from here on: it never starts. */
-            if (p->alg != NULL)
-                log_err("%s: an earlier call of this team failed while this one was queued",
-                        coll_type_name(p->a.type));
+            log_err("%s: an earlier call of this team failed while this one was queued",
+                    coll_type_name(p->a.type));
             rc = ARCOLL_ERR_STATE;
-        } else if (p->alg == NULL) {
-            rc = eng_noop(t);
-            if (rc != ARCOLL_OK)
-                t->failed = rc; /* a note not written: the peers' numbering may differ */
         } else {
             rc = eng_start_now(t, &p->a, p->alg, p->flags, p->site, &r);
         }
@@ -593,11 +550,10 @@ static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll
     r->flags = flags;
     r->is_direct = alg->is_direct;
     eng_pick_proto(r);
-    /* The bank follows the epoch (calls that move data); the wire words carry
-     * the call's number, 0-byte calls counted (docs/protocol.md §8). */
+    /* The bank follows the epoch; the wire words carry the call's number:
+     * its epoch, or the outer call's for a step (docs/protocol.md §8). */
     t->seq++;
-    r->epoch = a->call != 0 ? a->call : t->seq + t->noops;
-    r->noops = a->call != 0 ? UINT64_MAX : t->noops;
+    r->epoch = a->call != 0 ? a->call : t->seq;
     r->bank = wire_bank(t->seq, t->layout.banks);
     r->tx_left = r->rx_left = t->size - 1;
     r->step = 1;

@@ -1,6 +1,6 @@
 /* The engine's functions shared by its own files only: the per-call state
  * machine (eng_call.c) and the checks a waiting call runs (engine_check.c:
- * size mismatch, refusal, peers' notes and failure words, liveness,
+ * size mismatch, refusal, peers' failure words, liveness,
  * timeouts). */
 #ifndef ARCOLL_ENGINE_ENG_INT_H
 #define ARCOLL_ENGINE_ENG_INT_H

@@ -132,11 +132,11 @@ static inline int coll_team_busy(const struct arcoll_team *t)
 {
     return t->nactive != 0 || t->npend != 0;
 }
-/* Whether a nonblocking call of alg (NULL: a 0-byte call) must queue on t
+/* Whether a nonblocking call of alg must queue on t
  * rather than start now: calls queued before it, or its window slot (or the
  * node segment) still busy. */
 int eng_must_queue(const struct arcoll_team *t, const coll_alg_t *alg);
-/* Queue a validated nonblocking call (alg NULL: a 0-byte call, u NULL) in
+/* Queue a validated nonblocking call in
  * order behind the team's calls; it starts from the team's progress once it
  * may, and u follows it. ARCOLL_INPROGRESS, or ARCOLL_ERR_NOMEM. */
 int eng_enqueue(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg, unsigned flags,
@@ -213,15 +213,6 @@ static inline int coll_rx_keyed(const coll_req_t *r, uint32_t peer)
         return 0;
     return coll_is_v(r) ? r->peers[peer].rx_zc : !r->zc_bounce;
 }
-/* A 0-byte call (takes no epoch): count it, and note it in every peer's
- * region (docs/protocol.md §8) without waiting for anyone. */
-int eng_noop(struct arcoll_team *t);
-/* A peer's notes show a 0-byte call where this call has data: logged,
- * ARCOLL_ERR_MISMATCH; else ARCOLL_OK. For multi-phase algorithms' polls
- * (eng_check_time does it, and more, for the others). */
-int coll_note_check(coll_req_t *r);
-/* Peer's note alone says it passed 0 bytes to this call (no log). */
-int coll_note_peer(const coll_req_t *r, uint32_t peer);
 /* Every 64th pass: peer liveness and the call's deadline. ARCOLL_INPROGRESS,
  * or the error to fail the call with (logged, naming the peers waited for). */
 int eng_check_time(coll_req_t *r);

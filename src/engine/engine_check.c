@@ -1,6 +1,7 @@
 /* The checks a waiting call runs (docs/protocol.md, "Completion" and
- * "Failure"): the sizes every rank passed (mismatch), refusals, the peers'
- * notes and failure words, liveness and the call's deadline. */
+ * "Failure"): the sizes every rank passed (mismatch), refusals, calls that
+ * do not line up, the peers' failure words, liveness and the call's
+ * deadline. */
 #include <stdio.h>
 
 #include "engine/eng_int.h"
@@ -114,25 +115,6 @@ static uint64_t coll_num_near(const coll_req_t *r, uint64_t theirs)
     return r->epoch + (uint64_t)(int64_t)(int32_t)((uint32_t)theirs - (uint32_t)r->epoch);
 }
 
-/* The peer's note: it made a 0-byte call among its first r->epoch calls where
- * this rank made fewer (docs/protocol.md §8). With its note (R epochs started,
- * D 0-byte calls) that holds if D > ours and R < our epoch: of its calls up to
- * ours at least min(D, ours - R) passed 0 bytes. *num: its 0-byte call's number. */
-static int coll_note_says(const coll_req_t *r, uint32_t peer, uint64_t *num)
-{
-    const struct arcoll_team *t = r->team;
-    uint64_t w = wire_load(&t->region, wire_note_off(&t->layout, peer));
-    uint32_t d = (uint32_t)w, ep = (uint32_t)(w >> 32);
-
-    if (w == 0 || r->noops == UINT64_MAX)
-        return 0;
-    if ((int32_t)(d - (uint32_t)r->noops) <= 0 ||
-        (int32_t)(ep - (uint32_t)(r->epoch - r->noops)) >= 0)
-        return 0;
-    *num = coll_num_near(r, (uint64_t)ep + d);
-    return 1;
-}
-
 /* A word of the peer in our bank belongs to another call of the team. */
 static int coll_other_call(const coll_req_t *r, uint32_t peer, uint64_t *num)
 {
@@ -157,27 +139,17 @@ static int coll_other_call(const coll_req_t *r, uint32_t peer, uint64_t *num)
 }
 
 /* Say in the caller's terms why a peer's calls do not line up with ours. */
-static void coll_log_lineup(const coll_req_t *r, uint32_t peer, int noted, uint64_t theirs)
+static void coll_log_lineup(const coll_req_t *r, uint32_t peer, uint64_t theirs)
 {
     const char *what = coll_type_name(r->type);
     unsigned long long c = (unsigned long long)r->epoch;
 
     if (r->flags & COLL_F_NOSELF)
         return; /* a step: the outer call says it */
-    if (noted && theirs == r->epoch)
-        log_err("%s (call %llu of this team): team rank %u passed 0 bytes, team rank %u (this "
-                "rank) passed %zu bytes: every rank must pass the same size",
-                what, c, peer, r->team->rank, r->bytes);
-    else if (noted)
-        log_err("%s (call %llu of this team): team rank %u passed 0 bytes to a call to which "
-                "this rank (team rank %u) passed data, call %llu or earlier (its last 0-byte "
-                "call is its call %llu): every rank must pass the same size",
-                what, c, peer, r->team->rank, c, (unsigned long long)theirs);
-    else
-        log_err("%s (call %llu of this team): team rank %u is at the same epoch in its call "
-                "%llu: some call passed 0 bytes on one rank and data on another, so the calls "
-                "no longer line up (every rank must pass the same size)",
-                what, c, peer, (unsigned long long)theirs);
+    log_err("%s (call %llu of this team): team rank %u is at the same epoch in its call "
+            "%llu: the calls no longer line up (a call made on one rank and not on another, "
+            "as one refused on one rank only for its arguments)",
+            what, c, peer, (unsigned long long)theirs);
 }
 
 int coll_flat_check(coll_req_t *r)
@@ -187,7 +159,7 @@ int coll_flat_check(coll_req_t *r)
 
     for (uint32_t peer = 0; peer < t->size; peer++) {
         if (peer != t->rank && coll_other_call(r, peer, &size)) {
-            coll_log_lineup(r, peer, 0, size);
+            coll_log_lineup(r, peer, size);
             return ARCOLL_ERR_MISMATCH;
         }
         if (peer == t->rank || !coll_flat_arrival(r, peer, &size))
@@ -241,10 +213,8 @@ static void coll_list_peers(coll_req_t *r, int want_rx, char *buf, size_t len)
 /* This rank serves neither call num of the team nor later ones: say so in
  * every peer's region (the failure word), so that a peer waiting for us, or
  * for a rank that waits for us, fails at its next check instead of at its
- * timeout, and a rank whose 0-byte call met data elsewhere learns it at its
- * next call (docs/protocol.md §8). Only over ready links (as the 0-byte
- * notes): a notice must not need a connection this rank would no longer
- * progress. Best effort. */
+ * timeout (docs/protocol.md §8). Only over ready links: a notice must not
+ * need a connection this rank would no longer progress. Best effort. */
 void eng_fail_tell(struct arcoll_team *t, uint64_t num, int rc)
 {
     chan_t *c = t->ctx->chan;
@@ -346,9 +316,9 @@ static int coll_slow_path(coll_req_t *r, uint64_t now)
     return ARCOLL_ERR_TIMEOUT;
 }
 
-/* Every 64th pass: a peer we still wait for or send to whose 0-byte call
- * this is (its note), or that is in another call at our epoch (its words):
- * refused and dropped as on a size mismatch, the others still served. */
+/* Every 64th pass: a peer we still wait for or send to that is in another
+ * call at our epoch (its words): refused and dropped as on a size mismatch,
+ * the others still served. */
 static int coll_lineup_check(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
@@ -357,11 +327,9 @@ static int coll_lineup_check(coll_req_t *r)
 
     for (uint32_t peer = 0; peer < t->size; peer++) {
         coll_peer_t *p = &r->peers[peer];
-        int noted;
         if (peer == t->rank || (p->rx_done && p->tx_state == COLL_TX_DONE))
             continue;
-        noted = coll_note_says(r, peer, &num);
-        if (!noted && !coll_other_call(r, peer, &num)) {
+        if (!coll_other_call(r, peer, &num)) {
             /* A flat peer in another kind of call refuses a schedule with its
              * done word (§8), which nothing else of a schedule reads; our own
              * done word answers it, the word a zero-copy receive waits for. */
@@ -377,7 +345,7 @@ static int coll_lineup_check(coll_req_t *r)
             continue;
         }
         if (!r->deferred)
-            coll_log_lineup(r, peer, noted, num);
+            coll_log_lineup(r, peer, num);
         if (r->mm_peer == 0) {
             r->mm_peer = peer + 1;
             r->mm_size = UINT64_MAX;
@@ -390,26 +358,6 @@ static int coll_lineup_check(coll_req_t *r)
         rc = coll_peer_drop(r, peer, 1);
         if (rc != ARCOLL_OK)
             return rc;
-    }
-    return ARCOLL_OK;
-}
-
-int coll_note_peer(const coll_req_t *r, uint32_t peer)
-{
-    uint64_t num;
-
-    return coll_note_says(r, peer, &num);
-}
-
-int coll_note_check(coll_req_t *r)
-{
-    uint64_t num;
-
-    for (uint32_t peer = 0; peer < r->team->size; peer++) {
-        if (peer == r->team->rank || !coll_note_says(r, peer, &num))
-            continue;
-        coll_log_lineup(r, peer, 1, num);
-        return ARCOLL_ERR_MISMATCH;
     }
     return ARCOLL_OK;
 }

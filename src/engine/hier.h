@@ -138,7 +138,7 @@ static inline _Atomic uint64_t *hier_arrive_line(const hier_t *h, uint32_t s)
 }
 
 /* The size hier_arrived reports for a local rank whose call there is not
- * ours (its team call number differs: a 0-byte call on one side). */
+ * ours (its team call number differs: the calls no longer line up). */
 #define HIER_OTHER_CALL UINT64_MAX
 
 /* Local rank s has arrived at the call of this epoch: its arrive word holds

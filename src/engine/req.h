@@ -122,7 +122,6 @@ struct coll_req {
     int is_direct;
     uint64_t epoch; /* the call's number on the team, which its wire words carry (§8) */
     unsigned bank;  /* of its epoch: the calls that moved data, counted */
-    uint64_t noops; /* 0-byte calls of this team before this one; UINT64_MAX: a step */
     uint32_t nfrags;
     uint32_t tx_left, rx_left;
     uint32_t step; /* direct: next step */

@@ -414,7 +414,7 @@ void eng_sched_reject(coll_req_t *r, uint32_t p)
                           &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
-/* A peer whose calls do not line up with ours (a 0-byte call on one side):
+/* A peer whose calls do not line up with ours, or in another kind of call:
  * drop its receives and sends, tell it, ARCOLL_ERR_MISMATCH at the end (the
  * request's drop_peer, for the engine's checks). */
 static void eng_sched_drop_peer(coll_req_t *r, uint32_t p)
@@ -472,7 +472,8 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
                     m->round);
         else if (!r->deferred && hdr->sig != sig)
             log_err("%s (epoch %llu, %s): team rank %u called it with other arguments than this "
-                    "rank (count, datatype, op or receive counts differ), or passes on such a "
+                    "rank (its size, count, datatype, op or receive counts differ), or passes on "
+                    "such a "
                     "disagreement",
                     coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p);
         else if (!r->deferred && reject)
@@ -551,8 +552,8 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
         uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, p, r->bank));
         if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT)) {
             if (!r->deferred)
-                log_err("%s (epoch %llu, %s): team rank %u rejected our message: its counts "
-                        "disagree with ours",
+                log_err("%s (epoch %llu, %s): team rank %u rejected our message: its size "
+                        "or counts disagree with ours",
                         coll_type_name(r->type), (unsigned long long)r->epoch, r->alg->name, p);
             r->deferred = ARCOLL_ERR_MISMATCH;
             sx_drop_tx(x, p);

@@ -29,7 +29,6 @@ struct arcoll_team {
     chan_rmem_t *peer_region; /* [size], own entry unused */
     coll_peer_t *peer_mem;    /* [window * size]: the requests' peers */
     uint64_t seq;             /* epoch of the last collective started */
-    uint64_t noops;           /* 0-byte calls so far (no epoch; numbered: seq + noops) */
     int failed;               /* a collective failed: epochs may disagree */
     int fail_told;            /* its failure word went to the peers (eng_fail_tell) */
     /* Calls in flight: epoch e uses reqs[e % window] (ARCOLL_WINDOW, at most
@@ -40,8 +39,8 @@ struct arcoll_team {
     /* Nonblocking calls accepted while their window slot (or the node
      * segment of a serial family) was still busy: started in order, as slots
      * free up, by any progress of the team, so that a start never waits for
-     * a peer (MPI's rule; docs/protocol.md §5). Later calls, 0-byte ones
-     * included, queue behind them: epochs follow the order of the calls. */
+     * a peer (MPI's rule; docs/protocol.md §5). Later calls queue behind
+     * them: epochs follow the order of the calls. */
     struct eng_pend *pend_head, *pend_tail;
     unsigned npend;
     uint32_t nsplits; /* arcoll_team_split calls on this team (team ids) */

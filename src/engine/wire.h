@@ -11,8 +11,8 @@
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
  *   slot[N][B]   peer j's copy-path data: L lanes, each a 64 B header and
  *                bounce / L payload bytes (fragment k in lane k mod L)
- *   note[N]      64 B each: peer j's 0-byte calls (wire_note_word), then the
- *                number of the call in which j failed (wire_fail_word), no banks
+ *   note[N]      64 B each: 8 bytes unused, then the number of the call in
+ *                which peer j failed (wire_fail_word), no banks
  *
  * B = 2 x the team's window w (ARCOLL_WINDOW, at most ARCOLL_MAX_INFLIGHT,
  * so B <= WIRE_BANKS): a call of epoch e uses bank e mod B, and
@@ -242,8 +242,8 @@ static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)
     return l->off_note + (uint64_t)peer * WIRE_LINE;
 }
 
-/* The words above carry the call's number on the team (every call counted,
- * 0-byte ones too; docs/protocol.md §8), not the epoch that picks the bank.
+/* The words above carry the call's number on the team (its epoch; a step
+ * of another team's call, that call's number; docs/protocol.md §8).
  * A number read from a peer's word in the bank of our call, other than ours:
  * later, or fewer than banks calls earlier (a stale word of that bank is
  * at least banks calls old), means the peer is in another call at the
@@ -256,8 +256,6 @@ static inline int wire_num_stray(uint64_t theirs, uint64_t ours, unsigned banks)
     return d > 0 || (d < 0 && d > -(int32_t)banks);
 }
 
-/* A note: a rank that makes a 0-byte call writes every peer's note line with
- * (its epochs started << 32) | its 0-byte calls, both modulo 2^32. */
 /* The failure word, 8 bytes into peer j's note line: j's call number n
  * failed with the arcoll error rc, so j serves neither n nor later calls
  * (docs/protocol.md §8, "A rank that fails tells"). 0 while j is healthy. */
@@ -279,11 +277,6 @@ static inline int wire_fail_rc(uint64_t word)
 static inline uint64_t wire_fail_off(const wire_layout_t *l, uint32_t peer)
 {
     return wire_note_off(l, peer) + 8;
-}
-
-static inline uint64_t wire_note_word(uint64_t epochs, uint64_t noops)
-{
-    return (epochs << 32) | (noops & 0xffffffffULL);
 }
 
 /* Poll a word a peer writes: the acquire pairs with the writer's release (smp)

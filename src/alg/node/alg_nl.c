@@ -337,11 +337,9 @@ static int nl_progress(coll_req_t *r)
         return r->deferred ? nl_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = eng_time_ns(r->team->ctx);
-        /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback
-         * (it writes our team region), or one made this a 0-byte call. */
+        /* A peer whose size is above ARCOLL_SHM_MAX, or 0, runs the flat
+         * fallback (or a 0-byte pap call): it writes our team region. */
         rc = coll_flat_check(r);
-        if (rc == ARCOLL_OK)
-            rc = coll_note_check(r);
         if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = nl_slow_path(r, now);
         if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)

@@ -11,7 +11,8 @@
  * no block into its receive buffer is still to come and no one reads its
  * send buffer any more. If the records show a size mismatch (or another
  * call of the team) every rank fails with it, as does a rank whose wait
- * shows a peer's 0-byte note for this call (§8); if some rank's buffers are
+ * shows a peer running this call flat, as a 0-byte call does (§8; it is
+ * refused and fails too); if some rank's buffers are
  * outside the common region every rank goes on as the flat pap in the same
  * epoch (eng_switch_flat); under auto a per-team hint then sends the next
  * calls to pap at once (shco_team_t). The context counts both outcomes
@@ -71,7 +72,7 @@ typedef struct shco_call {
     int published;   /* our done word is stored */
     int mismatch;    /* 1 + the first rank whose size or collective differs */
     int ineligible;  /* 1 + the first rank whose buffers are not in our region */
-    int skipped;     /* a peer's note says it passed 0 bytes to this call */
+    int skipped;     /* a peer runs this call flat: another size (0 bytes, a path) */
     uint64_t region; /* our buffers' common region id, 0 if none */
 } shco_call_t;
 
@@ -308,16 +309,25 @@ static int shco_slow_path(coll_req_t *r, uint64_t now)
     return ARCOLL_ERR_TIMEOUT;
 }
 
+/* Rank q runs this call flat (its size put it on pap: 0 bytes, or a path
+ * rule): its first words are in our team region, never in the segment. */
+static int shco_flat_peer(const coll_req_t *r, uint32_t q)
+{
+    uint64_t size;
+
+    return q != r->team->rank && coll_flat_arrival(r, q, &size);
+}
+
 /* Every rank's share is over (their done words, in rank order from where
- * the last pass stopped). Once a peer's note showed a 0-byte call here,
- * ranks whose notes say so are not waited for: they copy nothing of ours. */
+ * the last pass stopped). Once a peer was seen to run this call flat, ranks
+ * that do are not waited for: they copy nothing of ours. */
 static int shco_all_done(coll_req_t *r)
 {
     for (; SC(r)->ndone < r->team->size; SC(r)->ndone++) {
         uint64_t d =
             atomic_load_explicit(shco_line(r, SC(r)->ndone) + AW_DONE, memory_order_acquire);
         if ((!wire_done_epoch_match(d, SC(r)->seq) || wire_done_status(d) == WIRE_ST_BUSY) &&
-            !(SC(r)->skipped && coll_note_peer(r, SC(r)->ndone)))
+            !(SC(r)->skipped && shco_flat_peer(r, SC(r)->ndone)))
             return 0;
     }
     return 1;
@@ -376,16 +386,23 @@ static int shco_progress(coll_req_t *r)
     }
     if ((++r->polls & 63) == 0) {
         uint64_t now = eng_time_ns(r->team->ctx);
-        /* A peer that passed 0 bytes here never arrives: its note says so.
-         * We copy no more and store our done word (the 0-byte rank's next
-         * call, at our segment call number, reads our record, another call,
-         * and waits for it), then leave once the ranks that may still copy
-         * into our buffers or from them are done: the done barrier. */
-        rc = SC(r)->skipped ? ARCOLL_OK : coll_note_check(r);
+        /* A peer that runs this call flat (another size) never arrives
+         * here: its words are in our team region. We copy no more, refuse
+         * every peer (the flat ones read it and fail at once; ours ignore
+         * it), store our done word, then leave once the ranks that may still
+         * copy into our buffers or from them are done: the done barrier.
+         * Once every record is read, a peer's flat words are the agreed
+         * fallback to pap (it saw every done word, ours included). */
+        rc = SC(r)->skipped || SC(r)->nseen == r->team->size ? ARCOLL_OK : coll_flat_check(r);
         if (rc == ARCOLL_ERR_MISMATCH) {
             SC(r)->skipped = 1;
             if (!SC(r)->published)
                 shco_publish(r, WIRE_ST_MISMATCH);
+            rc = coll_refuse_all(r);
+            if (rc != ARCOLL_OK) {
+                shco_revoke(r);
+                return coll_fail(r, rc);
+            }
             return ARCOLL_INPROGRESS;
         }
         if (now >= r->next_check_ns)

@@ -356,11 +356,10 @@ static int shm_progress(coll_req_t *r)
         return r->deferred ? shm_fail(r, r->deferred) : coll_finish(r);
     if ((++r->polls & 63) == 0) {
         uint64_t now = eng_time_ns(r->team->ctx);
-        /* A peer whose size is above ARCOLL_SHM_MAX runs the flat fallback:
-         * it writes our team region, never the node segment. */
+        /* A peer whose size is above ARCOLL_SHM_MAX, or 0, runs the flat
+         * fallback (or a 0-byte pap call): it writes our team region, never
+         * the node segment. */
         rc = coll_flat_check(r);
-        if (rc == ARCOLL_OK)
-            rc = coll_note_check(r); /* a peer made this a 0-byte call */
         if (rc == ARCOLL_OK && now >= r->next_check_ns)
             rc = shm_slow_path(r, now);
         if (rc != ARCOLL_OK && rc != ARCOLL_INPROGRESS)
