@@ -10,6 +10,7 @@
  * docs/embedding.md.
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,11 +55,85 @@ static const char *const amc_no_config[1] = {NULL};
 const char *const *amc_config = amc_no_config;
 void (*amc_progress_hook)(void *arg);
 int amc_call_errhandler = 1;
-unsigned amc_inlib;
+_Thread_local unsigned amc_inlib;
+_Atomic int amc_mt;
+/* The lock: tickets, so that a thread that drops it in arcoll's hook and
+ * takes it back at once cannot starve one that waits for it. */
+static pthread_mutex_t amc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t amc_cv = PTHREAD_COND_INITIALIZER;
+static unsigned long amc_next, amc_now;
+static _Thread_local unsigned amc_depth; /* this thread's holds */
 #define AMC_TYPE_CACHE 16
 static MPI_Datatype amc_types[AMC_TYPE_CACHE];
 static amc_type_t amc_type_info[AMC_TYPE_CACHE];
 static unsigned amc_ntypes;
+static void amc_acquire(void)
+{
+    pthread_mutex_lock(&amc_mu);
+    unsigned long me = amc_next++;
+    while (amc_now != me)
+        pthread_cond_wait(&amc_cv, &amc_mu);
+    pthread_mutex_unlock(&amc_mu);
+}
+
+static void amc_release(void)
+{
+    pthread_mutex_lock(&amc_mu);
+    amc_now++;
+    pthread_cond_broadcast(&amc_cv);
+    pthread_mutex_unlock(&amc_mu);
+}
+
+void amc_lock(void)
+{
+    if (amc_mt && amc_depth++ == 0)
+        amc_acquire();
+}
+
+/* Also after a section entered before amc_mt was set: depth 0, nothing. */
+void amc_unlock(void)
+{
+    if (amc_depth > 0 && --amc_depth == 0)
+        amc_release();
+}
+
+int amc_trylock(void)
+{
+    int ok;
+
+    if (!amc_mt)
+        return 1;
+    if (amc_depth > 0)
+        return 0;
+    pthread_mutex_lock(&amc_mu);
+    ok = amc_now == amc_next;
+    if (ok)
+        amc_next++;
+    pthread_mutex_unlock(&amc_mu);
+    if (ok)
+        amc_depth = 1;
+    return ok;
+}
+
+unsigned amc_drop(void)
+{
+    unsigned d = amc_depth;
+
+    if (d > 0) {
+        amc_depth = 0;
+        amc_release();
+    }
+    return d;
+}
+
+void amc_retake(unsigned depth)
+{
+    if (depth > 0) {
+        amc_acquire();
+        amc_depth = depth;
+    }
+}
+
 void amc_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"", "error", "warning", "info", "debug"};
@@ -94,9 +169,10 @@ static int amc_oob_allgather(const void *sbuf, void *rbuf, size_t len, void *use
     if (len > INT_MAX)
         return -1;
     amc_inlib++;
-    rc = PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE, x->oob) == MPI_SUCCESS
-             ? 0
-             : -1;
+    AMC_UNLOCKED(rc = PMPI_Allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len, MPI_BYTE, x->oob) ==
+                              MPI_SUCCESS
+                          ? 0
+                          : -1);
     amc_inlib--;
     return rc;
 }
@@ -108,7 +184,7 @@ static int amc_oob_barrier(void *user)
     int rc;
 
     amc_inlib++;
-    rc = PMPI_Barrier(x->oob) == MPI_SUCCESS ? 0 : -1;
+    AMC_UNLOCKED(rc = PMPI_Barrier(x->oob) == MPI_SUCCESS ? 0 : -1);
     amc_inlib--;
     return rc;
 }
@@ -163,7 +239,7 @@ void amc_ctx_free(amc_ctx_t *x)
         amc_log(AMC_LOG_WARN, "arcoll_finalize: %s: %s", arcoll_strerror(rc),
                 arcoll_last_error(NULL));
     if (x->oob != MPI_COMM_NULL)
-        PMPI_Comm_free(&x->oob);
+        AMC_UNLOCKED(PMPI_Comm_free(&x->oob));
     free(x);
     amc_stats.contexts_live--;
 }
@@ -190,9 +266,10 @@ void amc_comm_release(amc_comm_t *c)
         amc_stats.teams_freed++;
     }
     left = --x->users;
-    if (c->size == x->size &&
-        PMPI_Allreduce(&left, &most, 1, MPI_UNSIGNED, MPI_MAX, x->oob) == MPI_SUCCESS &&
-        most == 0) {
+    if (c->size != x->size)
+        return;
+    AMC_UNLOCKED(rc = PMPI_Allreduce(&left, &most, 1, MPI_UNSIGNED, MPI_MAX, x->oob));
+    if (rc == MPI_SUCCESS && most == 0) {
         amc_ctx_free(x);
         amc_stats.contexts_freed++;
     }
@@ -204,11 +281,11 @@ void amc_comm_destroy(amc_comm_t *c, int release)
     if (c->sends != NULL) {
         /* Its word, sent before an agreement that never came: eight bytes,
          * sent eagerly; the buffer goes with c. */
-        PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
+        AMC_UNLOCKED(PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE));
         free(c->sends);
     }
     if (c->agree != MPI_COMM_NULL)
-        PMPI_Comm_free(&c->agree);
+        AMC_UNLOCKED(PMPI_Comm_free(&c->agree));
     if (c->sc != NULL) {
         if (release)
             amc_comm_release(c);
@@ -224,13 +301,14 @@ void amc_comm_destroy(amc_comm_t *c, int release)
 static int amc_profile_name(MPI_Comm comm, MPI_Comm oob, char *name, size_t len)
 {
     const char *base = getenv("ARCOLL_PROFILE");
-    int me, id[2] = {amc_wrank, amc_led};
+    int me, rc, id[2] = {amc_wrank, amc_led};
 
     name[0] = '\0';
     PMPI_Comm_rank(oob, &me);
     if (me == 0)
         amc_led++;
-    if (PMPI_Bcast(id, 2, MPI_INT, 0, oob) != MPI_SUCCESS)
+    AMC_UNLOCKED(rc = PMPI_Bcast(id, 2, MPI_INT, 0, oob));
+    if (rc != MPI_SUCCESS)
         return -1;
     if (base == NULL || base[0] == '\0' || strcmp(base, "off") == 0 || comm == MPI_COMM_WORLD)
         return 0;
@@ -250,12 +328,24 @@ int amc_ctx_create(amc_ctx_t *x, MPI_Comm comm, int n)
     arcoll_oob_t oob = {0};
     char prof[1024];
     const char *cfg[2 + AMC_CONFIG_MAX + 1] = {NULL};
-    int ok[2], all[2] = {0, 0}, rc, k = 0;
+    int ok[2], all[2] = {0, 0}, rc, init_rc, k = 0;
 
     PMPI_Comm_rank(x->oob, &oob.rank);
     if (amc_profile_name(comm, x->oob, prof, sizeof(prof)) == 0 && prof[0] != '\0') {
         cfg[k++] = "ARCOLL_PROFILE";
         cfg[k++] = prof;
+    }
+    if (amc_mt) {
+        /* The profiler's exchanges in arcoll_init run before the progress
+         * hook is set, and one at finalize sleeps without it: they would
+         * wait holding the lock (docs/embedding.md, "Threads"). */
+        const char *p = getenv("ARCOLL_PROFILE");
+        static int said;
+        if (p != NULL && p[0] != '\0' && strcmp(p, "off") != 0 && said++ == 0)
+            amc_log(AMC_LOG_WARN, "MPI_THREAD_MULTIPLE: ARCOLL_PROFILE is off");
+        k = 0;
+        cfg[k++] = "ARCOLL_PROFILE";
+        cfg[k++] = "off";
     }
     /* The embedding's own settings (the component's MCA variables). */
     for (int i = 0; amc_config[i] != NULL && amc_config[i + 1] != NULL && i < AMC_CONFIG_MAX;
@@ -268,10 +358,16 @@ int amc_ctx_create(amc_ctx_t *x, MPI_Comm comm, int n)
     oob.user = x;
     oob.size = n;
     rc = arcoll_init_config(&oob, cfg, &x->ctx);
-    /* With it, whether every rank lets its communicators split teams. */
+    init_rc = rc;
+    /* With it, whether every rank lets its communicators split teams: not
+     * at MPI_THREAD_MULTIPLE, where two threads' splits could reach the
+     * shared parent team in different orders on different ranks, and where
+     * a thread's wait on one team of a context skips the hook while another
+     * thread is in it (the context's in_hook): a context per communicator. */
     ok[0] = rc == ARCOLL_OK;
-    ok[1] = amc_split_env;
-    if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, x->oob) != MPI_SUCCESS)
+    ok[1] = amc_split_env && !amc_mt;
+    AMC_UNLOCKED(rc = PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, x->oob));
+    if (rc != MPI_SUCCESS)
         all[0] = 0;
     if (!all[0]) {
         if (ok[0])
@@ -283,8 +379,8 @@ int amc_ctx_create(amc_ctx_t *x, MPI_Comm comm, int n)
                     n);
         else
             amc_log(AMC_LOG_WARN, "arcoll_init: %s: %s; this communicator (%d ranks) uses PMPI",
-                    arcoll_strerror(rc), arcoll_last_error(NULL), n);
-        PMPI_Comm_free(&x->oob);
+                    arcoll_strerror(init_rc), arcoll_last_error(NULL), n);
+        AMC_UNLOCKED(PMPI_Comm_free(&x->oob));
         free(x);
         return -1;
     }
@@ -305,10 +401,11 @@ int amc_ctx_create(amc_ctx_t *x, MPI_Comm comm, int n)
  * would run the application's attribute copy callbacks on it. */
 int amc_copy(MPI_Comm comm, MPI_Comm *out)
 {
-    int me = 0;
+    int me = 0, rc;
 
     PMPI_Comm_rank(comm, &me);
-    if (PMPI_Comm_split(comm, 0, me, out) != MPI_SUCCESS) {
+    AMC_UNLOCKED(rc = PMPI_Comm_split(comm, 0, me, out));
+    if (rc != MPI_SUCCESS) {
         *out = MPI_COMM_NULL;
         return -1;
     }
@@ -496,6 +593,8 @@ void amc_agree(amc_comm_t *c)
     unsigned long long top = c->word, theirs;
     char name[MPI_MAX_OBJECT_NAME] = "";
     int me = 0, n = 0, len = 0, ok = 1;
+    MPI_Request *sends = c->sends;
+    unsigned held;
 
     if (c->agree == MPI_COMM_NULL)
         return; /* stays SEEN: every later call fails, as arcoll's would */
@@ -503,6 +602,11 @@ void amc_agree(amc_comm_t *c)
     PMPI_Comm_size(c->agree, &n);
     amc_log(AMC_LOG_DEBUG, "a failed team: waiting for the other ranks' word at call %llu",
             c->calls);
+    /* Its sends are its own now: at MPI_THREAD_MULTIPLE another thread that
+     * completes a request of c may be sending its word while the lock is
+     * dropped; those it hands over later go with c (amc_comm_destroy). */
+    c->sends = NULL;
+    held = amc_drop(); /* c's thread alone agrees (in a call or a wait on c) */
     for (int r = 0; r < n; r++) {
         if (r == me)
             continue;
@@ -512,10 +616,10 @@ void amc_agree(amc_comm_t *c)
         else if (theirs > top)
             top = theirs;
     }
-    if (c->sends != NULL)
-        PMPI_Waitall(n, c->sends, MPI_STATUSES_IGNORE);
-    free(c->sends);
-    c->sends = NULL;
+    if (sends != NULL)
+        PMPI_Waitall(n, sends, MPI_STATUSES_IGNORE);
+    amc_retake(held);
+    free(sends);
     c->fail = AMC_TEAM_AGREED;
     c->from = ok ? top : ULLONG_MAX;
     amc_stats.comms_failed++;
@@ -557,6 +661,8 @@ static int amc_words_here(amc_comm_t *c)
 void amc_fail_seen(amc_comm_t *c, const char *reason, int in_call)
 {
     int me = 0, n = 0, now;
+    MPI_Request *sends;
+    unsigned held;
 
     if (c == NULL || c == &amc_comm_nomem || c->fail != AMC_TEAM_OK)
         return;
@@ -567,19 +673,23 @@ void amc_fail_seen(amc_comm_t *c, const char *reason, int in_call)
     c->word = c->calls + 1;
     PMPI_Comm_rank(c->agree, &me);
     PMPI_Comm_size(c->agree, &n);
-    c->sends = malloc((size_t)n * sizeof(*c->sends));
+    sends = malloc((size_t)n * sizeof(*sends));
+    /* MPI's progress (a probe runs it) may wait in a thread that waits for
+     * this lock; the sends go into c once they are all made. */
+    held = amc_drop();
     for (int r = 0; r < n; r++) {
-        if (c->sends != NULL)
-            c->sends[r] = MPI_REQUEST_NULL;
+        if (sends != NULL)
+            sends[r] = MPI_REQUEST_NULL;
         if (r == me)
             continue;
-        if (c->sends != NULL)
-            PMPI_Isend(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, AMC_TAG_WORD, c->agree,
-                       &c->sends[r]);
+        if (sends != NULL)
+            PMPI_Isend(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, AMC_TAG_WORD, c->agree, &sends[r]);
         else /* eight bytes: sent eagerly */
             PMPI_Send(&c->word, 1, MPI_UNSIGNED_LONG_LONG, r, AMC_TAG_WORD, c->agree);
     }
     now = in_call && amc_words_here(c);
+    amc_retake(held);
+    c->sends = sends;
     amc_log(AMC_LOG_DEBUG, "a failed team at call %llu (%s): %s", c->calls, reason,
             now ? "every rank's word is here, agreeing now" : "agreeing at the next call");
     if (now)
@@ -1050,9 +1160,11 @@ void amc_stats_get(arcoll_mpi_stats_t *out)
         {&s->ireduce_scatter_block_arcoll, &s->ireduce_scatter_block_mpi},
         {&s->iallreduce_arcoll, &s->iallreduce_mpi}};
 
+    amc_lock();
     for (int k = 0; k < AMC_NKINDS; k++) {
         *pairs[k][0] = amc_served[k];
         *pairs[k][1] = amc_passed[k];
     }
     *out = amc_stats;
+    amc_unlock();
 }

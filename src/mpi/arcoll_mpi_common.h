@@ -152,15 +152,39 @@ extern arcoll_counters_t amc_counters; /* of the contexts freed so far */
  * passed to every arcoll_init_config after ARCOLL_PROFILE; arcoll's progress
  * hook (arg: the amc_ctx_t), which runs the MPI library's progress; whether
  * errors are raised on the communicator here (the shim) or by the MPI
- * library the code is returned to (the component); and how deep the process
+ * library the code is returned to (the component); and how deep this thread
  * is in a callback from inside arcoll (bootstrap, hook), where MPI's progress
- * must not call arcoll again. */
+ * must not call arcoll again (another thread's may). */
 #define AMC_CONFIG_MAX 32
 extern const char *amc_log_name;
 extern const char *const *amc_config;
 extern void (*amc_progress_hook)(void *arg);
 extern int amc_call_errhandler;
-extern unsigned amc_inlib;
+extern _Thread_local unsigned amc_inlib;
+
+/*
+ * MPI_THREAD_MULTIPLE (the component: docs/embedding.md, "Threads"). arcoll
+ * is not thread safe: one process-wide lock, in force only when amc_mt is
+ * set (a predictable branch otherwise), is held around every call into it
+ * and every use of the state above. It is recursive per thread and hands
+ * over in arrival order (a ticket lock). Wherever this rank may wait for
+ * another (arcoll's progress hook, the bootstrap callbacks, blocking PMPI
+ * calls) it is dropped (amc_drop) and taken back (amc_retake), so that
+ * another thread's communicator, which a peer may be waiting in, progresses.
+ * amc_trylock fails also when this thread holds it.
+ */
+extern _Atomic int amc_mt;
+void amc_lock(void);
+void amc_unlock(void);
+int amc_trylock(void);
+unsigned amc_drop(void);
+void amc_retake(unsigned depth);
+#define AMC_UNLOCKED(stmt)            \
+    do {                              \
+        unsigned amc_d_ = amc_drop(); \
+        stmt;                         \
+        amc_retake(amc_d_);           \
+    } while (0)
 
 void amc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int amc_level_parse(void);

@@ -7,10 +7,12 @@
  *     plain   loaded, any serve rules: data checks only
  *     off     it must not be loaded (its release check refused it): the
  *             same calls, all on Open MPI's own components
- *     multiple  MPI_THREAD_MULTIPLE: loaded but declining every
- *             communicator (no module), the same calls on Open MPI's own
- *             components, then two threads at once with a dup each; the
- *             counters must show nothing on arcoll
+ *     multiple  MPI_THREAD_MULTIPLE: the same calls, served (counted; a
+ *             context per communicator, no team split), then 2 and then 4
+ *             threads at once, each with a dup of MPI_COMM_WORLD of its own,
+ *             each running every served collective, blocking and
+ *             nonblocking, at several sizes (one over 64 KiB: zero-copy),
+ *             results checked; the counters must show them all on arcoll
  *
  * Every served collective (alltoall, allgather, alltoallv, allgatherv,
  * reduce_scatter_block, allreduce and their nonblocking forms) on
@@ -294,41 +296,198 @@ static void fallbacks(void)
     }
 }
 
-/* Mode multiple: a thread's calls on its own communicator. */
+/*
+ * Mode multiple: the six served collectives at `count` elements per block,
+ * blocking or all six in flight at once (nb); values offset by the thread
+ * (tag), so that data crossing from another thread's communicator shows.
+ * The v-forms send rank j count - j % 3 elements.
+ */
+static void sized(MPI_Comm comm, int count, int nb, int tag)
+{
+    int me, n, ok = 1;
+
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &n);
+    size_t all = (size_t)n * (size_t)count;
+    int *a2s = malloc(sizeof(int) * all), *a2r = malloc(sizeof(int) * all);
+    int *ags = malloc(sizeof(int) * (size_t)count), *agr = malloc(sizeof(int) * all);
+    int *vs = malloc(sizeof(int) * all), *vr = malloc(sizeof(int) * all);
+    int *gvr = malloc(sizeof(int) * all), *rss = malloc(sizeof(int) * all);
+    int *rsr = malloc(sizeof(int) * (size_t)count), *ars = malloc(sizeof(int) * (size_t)count);
+    int *arr = malloc(sizeof(int) * (size_t)count);
+    int *sc = malloc(sizeof(int) * (size_t)n), *sd = malloc(sizeof(int) * (size_t)n);
+    int *rc = malloc(sizeof(int) * (size_t)n), *rd = malloc(sizeof(int) * (size_t)n);
+    int *gc = malloc(sizeof(int) * (size_t)n), *gd = malloc(sizeof(int) * (size_t)n);
+    int mine = count - me % 3, k0 = 1000000 * tag;
+    MPI_Request q[6];
+
+    for (int j = 0, so = 0, ro = 0, go = 0; j < n; j++) {
+        sc[j] = count - j % 3;
+        sd[j] = so;
+        rc[j] = mine;
+        rd[j] = ro;
+        gc[j] = count - j % 3;
+        gd[j] = go;
+        for (int i = 0; i < sc[j]; i++)
+            vs[so + i] = val(me, j, k0 + i + 7);
+        so += sc[j];
+        ro += rc[j];
+        go += gc[j];
+        for (int i = 0; i < count; i++) {
+            a2s[j * count + i] = val(me, j, k0 + i);
+            rss[j * count + i] = val(me, j, k0 + i) % 977;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        ags[i] = val(me, 3, k0 + i);
+        ars[i] = val(me, 6, k0 + i) % 1000;
+    }
+    if (nb) {
+        MPI_Ialltoall(a2s, count, MPI_INT, a2r, count, MPI_INT, comm, &q[0]);
+        MPI_Iallgather(ags, count, MPI_INT, agr, count, MPI_INT, comm, &q[1]);
+        MPI_Ialltoallv(vs, sc, sd, MPI_INT, vr, rc, rd, MPI_INT, comm, &q[2]);
+        MPI_Iallgatherv(ags, mine, MPI_INT, gvr, gc, gd, MPI_INT, comm, &q[3]);
+        MPI_Ireduce_scatter_block(rss, rsr, count, MPI_INT, MPI_SUM, comm, &q[4]);
+        MPI_Iallreduce(ars, arr, count, MPI_INT, MPI_SUM, comm, &q[5]);
+        MPI_Waitall(6, q, MPI_STATUSES_IGNORE);
+    } else {
+        MPI_Alltoall(a2s, count, MPI_INT, a2r, count, MPI_INT, comm);
+        MPI_Allgather(ags, count, MPI_INT, agr, count, MPI_INT, comm);
+        MPI_Alltoallv(vs, sc, sd, MPI_INT, vr, rc, rd, MPI_INT, comm);
+        MPI_Allgatherv(ags, mine, MPI_INT, gvr, gc, gd, MPI_INT, comm);
+        MPI_Reduce_scatter_block(rss, rsr, count, MPI_INT, MPI_SUM, comm);
+        MPI_Allreduce(ars, arr, count, MPI_INT, MPI_SUM, comm);
+    }
+    for (int j = 0; j < n; j++) {
+        for (int i = 0; i < count; i++)
+            ok &=
+                a2r[j * count + i] == val(j, me, k0 + i) && agr[j * count + i] == val(j, 3, k0 + i);
+        for (int i = 0; i < mine; i++)
+            ok &= vr[rd[j] + i] == val(j, me, k0 + i + 7);
+        for (int i = 0; i < gc[j]; i++)
+            ok &= gvr[gd[j] + i] == val(j, 3, k0 + i);
+    }
+    for (int i = 0; i < count; i++) {
+        int rs = 0, ar = 0;
+        for (int f = 0; f < n; f++) {
+            rs += val(f, me, k0 + i) % 977;
+            ar += val(f, 6, k0 + i) % 1000;
+        }
+        ok &= rsr[i] == rs && arr[i] == ar;
+    }
+    check(ok, nb ? "six nonblocking calls at once, sized" : "six blocking calls, sized",
+          "thread dup");
+    free(a2s);
+    free(a2r);
+    free(ags);
+    free(agr);
+    free(vs);
+    free(vr);
+    free(gvr);
+    free(rss);
+    free(rsr);
+    free(ars);
+    free(arr);
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+    free(gc);
+    free(gd);
+}
+
+/* Mode multiple: rounds of every served collective per thread, at three
+ * sizes (20000 ints: 80000 bytes per block, above arcoll's zero-copy
+ * threshold). blocking() and nonblocking() add 10 blocking and 6 nonblocking
+ * calls per round. */
+enum { MT_ROUNDS = 3, MT_NSIZES = 3 };
+static const int mt_sizes[MT_NSIZES] = {3, 1500, 20000};
+
+typedef struct mt_arg {
+    MPI_Comm comm;
+    int tag;
+} mt_arg_t;
+
 static void *thread_main(void *arg)
 {
-    MPI_Comm *c = arg;
+    const mt_arg_t *a = arg;
+    MPI_Comm sub;
 
-    blocking(*c, "thread dup");
-    nonblocking(*c, "thread dup");
+    for (int r = 0; r < MT_ROUNDS; r++) {
+        blocking(a->comm, "thread dup");
+        nonblocking(a->comm, "thread dup");
+        for (int z = 0; z < MT_NSIZES; z++) {
+            sized(a->comm, mt_sizes[z], r % 2, a->tag);
+            sized(a->comm, mt_sizes[z], !(r % 2), a->tag);
+        }
+    }
+    /* A communicator made and freed while the other threads run theirs: Open
+     * MPI may run its creation's steps in any thread's progress. */
+    MPI_Comm_dup(a->comm, &sub);
+    blocking(sub, "dup in a thread");
+    sized(sub, mt_sizes[MT_NSIZES - 1], 1, a->tag);
+    MPI_Comm_free(&sub);
     return NULL;
 }
 
-/* Mode multiple: two threads at once, a dup each (made and freed here). */
-static void threads(void)
+/* Mode multiple: nt threads at once, a dup each (made before and freed after
+ * them, in the main thread), and one more that each makes and frees of its
+ * own; every call on arcoll, each dup with a context of its own, all freed
+ * with it. */
+static void threads(int nt)
 {
-    MPI_Comm c[2];
-    pthread_t t[2];
+    enum { MAXT = 8 };
+    MPI_Comm c[MAXT];
+    pthread_t t[MAXT];
+    mt_arg_t a[MAXT];
+    arcoll_mpi_stats_t s0, s1, s2;
+    char what[96];
     int made = 0;
 
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < nt; i++)
         MPI_Comm_dup(MPI_COMM_WORLD, &c[i]);
-    for (int i = 0; i < 2; i++)
-        made += pthread_create(&t[i], NULL, thread_main, &c[i]) == 0;
-    check(made == 2, "pthread_create", "-");
+    s0 = stats();
+    for (int i = 0; i < nt; i++) {
+        a[i].comm = c[i];
+        a[i].tag = i + 1;
+        made += pthread_create(&t[i], NULL, thread_main, &a[i]) == 0;
+    }
+    check(made == nt, "pthread_create", "-");
     for (int i = 0; i < made; i++)
         pthread_join(t[i], NULL);
-    for (int i = 0; i < 2; i++)
+    s1 = stats();
+    for (int i = 0; i < nt; i++)
         MPI_Comm_free(&c[i]);
-}
-
-/* Mode multiple: the calls that arcoll ran (must be none). */
-static unsigned long long on_arcoll(const arcoll_mpi_stats_t *s)
-{
-    return s->alltoall_arcoll + s->allgather_arcoll + s->alltoallv_arcoll + s->allgatherv_arcoll +
-           s->reduce_scatter_block_arcoll + s->allreduce_arcoll + s->ialltoall_arcoll +
-           s->iallgather_arcoll + s->ialltoallv_arcoll + s->iallgatherv_arcoll +
-           s->ireduce_scatter_block_arcoll + s->iallreduce_arcoll + s->comms_arcoll + s->contexts;
+    s2 = stats();
+    if (made != nt)
+        return;
+    /* Per thread and round: blocking() 2, 2, 1, 1, 1, 2 (alltoall, allgather,
+     * alltoallv, allgatherv, reduce_scatter_block, allreduce), nonblocking()
+     * one each, sized() one of each form per size (the dup in the thread:
+     * more). */
+    unsigned long long r = (unsigned long long)nt * MT_ROUNDS, z = MT_NSIZES;
+    snprintf(what, sizeof(what), "counters: %d threads' calls on arcoll", nt);
+    check(s1.alltoall_arcoll - s0.alltoall_arcoll >= r * (2 + z) &&
+              s1.allgather_arcoll - s0.allgather_arcoll >= r * (2 + z) &&
+              s1.alltoallv_arcoll - s0.alltoallv_arcoll >= r * (1 + z) &&
+              s1.allgatherv_arcoll - s0.allgatherv_arcoll >= r * (1 + z) &&
+              s1.reduce_scatter_block_arcoll - s0.reduce_scatter_block_arcoll >= r * (1 + z) &&
+              s1.allreduce_arcoll - s0.allreduce_arcoll >= r * (2 + z) &&
+              s1.ialltoall_arcoll - s0.ialltoall_arcoll >= r * (1 + z) &&
+              s1.iallgather_arcoll - s0.iallgather_arcoll >= r * (1 + z) &&
+              s1.ialltoallv_arcoll - s0.ialltoallv_arcoll >= r * (1 + z) &&
+              s1.iallgatherv_arcoll - s0.iallgatherv_arcoll >= r * (1 + z) &&
+              s1.ireduce_scatter_block_arcoll - s0.ireduce_scatter_block_arcoll >= r * (1 + z) &&
+              s1.iallreduce_arcoll - s0.iallreduce_arcoll >= r * (1 + z) &&
+              s1.allreduce_mpi == s0.allreduce_mpi && s1.alltoall_mpi == s0.alltoall_mpi &&
+              s1.errors == s0.errors,
+          what, "thread dups");
+    snprintf(what, sizeof(what), "counters: %d dups and theirs, a context each, all freed", nt);
+    check(s1.comms_arcoll - s0.comms_arcoll == 2 * (unsigned long long)nt &&
+              s1.contexts - s0.contexts == 2 * (unsigned long long)nt &&
+              s1.comms_split == s0.comms_split && s2.contexts_live == s0.contexts_live &&
+              s2.comms_freed - s0.comms_freed == 2 * (unsigned long long)nt,
+          what, "thread dups");
 }
 
 int main(int argc, char **argv)
@@ -351,7 +510,7 @@ int main(int argc, char **argv)
     stats_fn = (arcoll_mpi_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arcoll_mpi_stats");
     check((stats_fn != NULL) == want,
           want ? "mca_coll_arcoll.so is loaded" : "mca_coll_arcoll.so is not loaded", "-");
-    counted = want && strcmp(mode, "plain") != 0 && !multiple;
+    counted = want && strcmp(mode, "plain") != 0;
     s0 = stats();
     blocking(MPI_COMM_WORLD, "world");
     nonblocking(MPI_COMM_WORLD, "world");
@@ -388,8 +547,13 @@ int main(int argc, char **argv)
                   s1.ireduce_scatter_block_arcoll - s0.ireduce_scatter_block_arcoll >= m &&
                   s1.iallreduce_arcoll - s0.iallreduce_arcoll >= m && s1.requests >= 6 * m,
               "counters: nonblocking calls served", "all");
-        check(s1.comms_split >= 1 && s1.teams_freed >= m - 1 && s1.comms_freed >= m - 1,
-              "counters: dup shares world's context, teams freed", "all");
+        if (multiple) /* a context per communicator: no team split from a shared one */
+            check(s1.comms_split == 0 && s1.contexts >= m && s1.contexts_freed >= m - 1 &&
+                      s1.comms_freed >= m - 1,
+                  "counters: a context per communicator, freed with it", "all");
+        else
+            check(s1.comms_split >= 1 && s1.teams_freed >= m - 1 && s1.comms_freed >= m - 1,
+                  "counters: dup shares world's context, teams freed", "all");
     }
     fallbacks();
     /* Communicators made and freed: nothing left behind. */
@@ -421,12 +585,14 @@ int main(int argc, char **argv)
         check(s2.allreduce_arcoll - s1.allreduce_arcoll == (unsigned long long)cycles &&
                   s2.teams_freed - s1.teams_freed == (unsigned long long)cycles &&
                   s2.comms_freed - s1.comms_freed == (unsigned long long)cycles &&
-                  s2.contexts_live == s1.contexts_live && s2.contexts == s1.contexts,
-              "counters: dup/free cycles on arcoll, every team freed, no context made", "dup");
+                  s2.contexts_live == s1.contexts_live &&
+                  s2.contexts - s1.contexts == (multiple ? (unsigned long long)cycles : 0),
+              multiple ? "counters: dup/free cycles on arcoll, a context each, all freed"
+                       : "counters: dup/free cycles on arcoll, every team freed, no context made",
+              "dup");
     if (multiple && level == MPI_THREAD_MULTIPLE) {
-        threads();
-        s2 = stats();
-        check(on_arcoll(&s2) == 0, "counters: nothing on arcoll at MPI_THREAD_MULTIPLE", "all");
+        threads(2);
+        threads(4);
     }
     mine[0] = (int)passed;
     mine[1] = (int)failed;

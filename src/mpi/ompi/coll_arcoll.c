@@ -21,21 +21,34 @@
  * module's destructor), a context with its last communicator, the rest at
  * MPI_Finalize (an MPI_COMM_SELF attribute, deleted while MPI still works).
  *
- * Calls the component makes itself (the bootstrap, agreements, private
- * copies) run with cm_busy set: its entry points hand them to the previous
- * module, and communicators created meanwhile get no module. Nonblocking
- * calls return an ompi_request_t that an opal_progress callback completes
- * (arcoll_test); a start never waits. arcoll's own waits call opal_progress
- * through its progress hook, where the callback stays out (amc_inlib).
+ * Calls the component makes itself go to the previous module: those on a
+ * communicator while its record is being made (m->making), and every call
+ * on its private copies (bootstrap, agreements), whose modules it marks as
+ * it makes them (cm_private). Both are marks on the communicator, not on the
+ * thread: Open MPI may run a communicator's creation steps, its coll query
+ * among them, in any thread's progress. Nonblocking calls return an
+ * ompi_request_t that an opal_progress callback completes (arcoll_test); a
+ * start never waits. arcoll's own waits call opal_progress through its
+ * progress hook, where the callback stays out (amc_inlib).
+ *
+ * MPI_THREAD_MULTIPLE (docs/embedding.md, "Threads"): threads may call
+ * collectives on different communicators at once. arcoll is not thread
+ * safe, so the component runs it under one process-wide lock (amc_lock),
+ * dropped wherever this rank may wait for another (arcoll's progress hook,
+ * the bootstrap callbacks, its own blocking MPI calls, the previous module's
+ * calls), or a thread waiting in one communicator would hold up a peer that
+ * waits in another. Every communicator then bootstraps a context of its own
+ * (no team split from a shared one), and the progress callback only tries
+ * the lock. A job mixing thread levels across its ranks must not load the
+ * component.
  *
  * Not served: intercommunicators and communicators of one rank (no module),
- * a process at MPI_THREAD_MULTIPLE (no module: arcoll is not thread safe; a
- * job mixing thread levels across its ranks must not load the component),
  * and any Open MPI release other than the one it was built for (refused at
  * open: it reads Open MPI's internal structures).
  */
 #include "ompi_config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +83,8 @@ typedef struct cm_module {
     MPI_Comm comm;
     amc_comm_t *rec; /* made at the first blocking served call */
     int decided;     /* the record was tried: rec NULL means the previous module for good */
+    int making;      /* the record is being made: calls on comm are the component's own */
+    int priv;        /* one of the component's private copies (cm_private) */
 #define CM_PREV(name, k)                            \
     mca_coll_base_module_##name##_fn_t prev_##name; \
     mca_coll_base_module_t *prev_##name##_module;
@@ -83,8 +98,9 @@ typedef struct cm_req {
     struct cm_req *next, *prev;
     arcoll_request_t areq; /* NULL once arcoll is done */
     amc_job_t job;
-    int done;  /* completed */
-    int freed; /* MPI_Request_free came before completion */
+    int claimed; /* a thread is waiting for it or completing it: the others leave it */
+    int done;    /* completed */
+    int freed;   /* MPI_Request_free came before completion */
 } cm_req_t;
 
 static void cm_module_construct(cm_module_t *m);
@@ -106,11 +122,11 @@ static const char *const cm_alg_settings[6] = {"ARCOLL_ALLTOALL_ALG",       "ARC
                                                "ARCOLL_REDUCE_SCATTER_ALG", "ARCOLL_ALLREDUCE_ALG"};
 static const char *cm_config[2 * 7 + 1];
 
-static int cm_busy;    /* inside the component's own MPI calls */
 static int cm_started; /* progress callback, finalize attribute and fault hook set up */
 static int cm_keyval = MPI_KEYVAL_INVALID;
 static cm_req_t *cm_reqs; /* live requests, newest first */
-static unsigned cm_npending;
+/* Requests not done: read without the lock by the progress callback. */
+static _Atomic unsigned cm_npending;
 
 static int cm_register(void);
 static int cm_open(void);
@@ -238,10 +254,13 @@ static int cm_close(void)
     return OMPI_SUCCESS;
 }
 
+/* Once at MPI_Init, before any communicator is queried: MPI_THREAD_MULTIPLE
+ * puts the lock in force before a second thread can call. */
 static int cm_init_query(bool progress_threads, bool mpi_threads)
 {
     (void)progress_threads;
-    (void)mpi_threads;
+    if (mpi_threads || ompi_mpi_thread_multiple)
+        amc_mt = 1;
     return OMPI_SUCCESS;
 }
 
@@ -259,7 +278,8 @@ static void cm_req_release(cm_req_t *r)
     OBJ_RELEASE(r);
 }
 
-/* arcoll finished r with status rc: unpack, complete it for Open MPI. */
+/* arcoll finished r with status rc: unpack, complete it for Open MPI. The
+ * caller claimed r (amc_finish may drop the lock after a failure). */
 static void cm_req_done(cm_req_t *r, int rc)
 {
     rc = amc_fault_take(AMC_FAULT_ICOLL_FAIL, &r->job, rc);
@@ -274,27 +294,36 @@ static void cm_req_done(cm_req_t *r, int rc)
 }
 
 /* opal_progress's callback: every pending request once. Not from inside
- * arcoll (its hook runs opal_progress), nor from within itself. */
+ * arcoll (its hook runs opal_progress), nor from within itself; in any
+ * thread at MPI_THREAD_MULTIPLE, but only if the lock is free: a thread that
+ * holds it makes progress itself, and this callback must never wait. */
 static int cm_progress(void)
 {
     static int polling;
     cm_req_t *next;
     int n = 0, rc;
 
-    if (cm_npending == 0 || amc_inlib > 0 || polling)
+    if (cm_npending == 0 || amc_inlib > 0 || !amc_trylock())
         return 0;
+    if (polling) {
+        amc_unlock();
+        return 0;
+    }
     polling = 1;
     for (cm_req_t *r = cm_reqs; r != NULL; r = next) {
         next = r->next;
-        if (r->done)
+        if (r->done || r->claimed)
             continue;
         rc = arcoll_test(&r->areq);
         if (rc != ARCOLL_INPROGRESS) {
+            r->claimed = 1;
             cm_req_done(r, rc);
             n++;
+            next = cm_reqs; /* the list may have changed while the lock was dropped */
         }
     }
     polling = 0;
+    amc_unlock();
     return n;
 }
 
@@ -302,16 +331,30 @@ static int cm_progress(void)
  * MPI lets a program free a communicator with operations pending. */
 static void cm_req_drain(MPI_Comm comm)
 {
-    cm_req_t *next;
-
-    for (cm_req_t *r = cm_reqs; r != NULL; r = next) {
-        next = r->next;
-        if (!r->done && (comm == MPI_COMM_NULL || r->job.comm == comm)) {
-            amc_inlib++;
-            int rc = arcoll_wait(&r->areq);
-            amc_inlib--;
-            cm_req_done(r, rc);
+    for (;;) {
+        cm_req_t *r;
+        int others = 0, rc;
+        for (r = cm_reqs; r != NULL; r = r->next) {
+            if (r->done || (comm != MPI_COMM_NULL && r->job.comm != comm))
+                continue;
+            if (!r->claimed)
+                break;
+            others = 1; /* another thread completes it (the lock dropped after a failure) */
         }
+        if (r == NULL) {
+            if (!others || !amc_mt)
+                return;
+            AMC_UNLOCKED(sched_yield()); /* its record must outlive that */
+            continue;
+        }
+        /* Claimed: the progress callback of a thread that runs while the
+         * hook has dropped the lock must not spend its handle. From the
+         * head again after each: the list may have changed meanwhile. */
+        r->claimed = 1;
+        amc_inlib++;
+        rc = arcoll_wait(&r->areq);
+        amc_inlib--;
+        cm_req_done(r, rc);
     }
 }
 
@@ -320,10 +363,12 @@ static int cm_req_free(ompi_request_t **rp)
 {
     cm_req_t *r = (cm_req_t *)*rp;
 
+    amc_lock();
     if (r->done)
         cm_req_release(r);
     else
         r->freed = 1;
+    amc_unlock();
     *rp = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
 }
@@ -338,45 +383,67 @@ static int cm_req_cancel(ompi_request_t *req, int complete)
 
 /* ----------------------------------------------------- setup and finalize */
 
-/* arcoll's progress hook: Open MPI's progress while arcoll waits for peers. */
+/* arcoll's progress hook: Open MPI's progress while arcoll waits for peers,
+ * and at MPI_THREAD_MULTIPLE the lock for other threads meanwhile (arcoll is
+ * between steps here: every call's state is whole). */
 static void cm_hook(void *arg)
 {
+    unsigned held;
+
     (void)arg;
     amc_inlib++;
+    held = amc_drop();
     opal_progress();
+    amc_retake(held);
     amc_inlib--;
 }
 
+/* The context MPI_Finalize frees next: the newest, the reverse of an order
+ * every process agrees on, since creations are collective; but threads at
+ * MPI_THREAD_MULTIPLE create contexts in any order, so there the one of the
+ * highest context id of its private communicator, which all of its ranks
+ * share: contexts shared by two processes go in the same order on both. */
+static amc_ctx_t *cm_ctx_last(void)
+{
+    amc_ctx_t *best = amc_ctxs;
+
+    if (!amc_mt)
+        return best;
+    for (amc_ctx_t *x = amc_ctxs; x != NULL; x = x->next)
+        if (ompi_comm_get_cid(x->oob) > ompi_comm_get_cid(best->oob))
+            best = x;
+    return best;
+}
+
 /* MPI_Finalize, while MPI still works (MPI_COMM_SELF's attributes go
- * first): every request, every team with its context, newest first (the
- * reverse of an order every process agrees on, since creations are
- * collective). The modules' destructors later find their records empty. */
+ * first): every request, every team with its context (cm_ctx_last). The
+ * modules' destructors later find their records empty. */
 static int cm_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
 {
     (void)comm;
     (void)keyval;
     (void)val;
     (void)extra;
-    cm_busy++;
+    amc_lock();
     amc_finalizing = 1;
     cm_req_drain(MPI_COMM_NULL);
     while (amc_live != NULL) {
         amc_comm_t *c = amc_live;
         amc_comm_unlink(c);
         if (c->sends != NULL) {
-            PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE);
+            AMC_UNLOCKED(PMPI_Waitall(c->size, c->sends, MPI_STATUSES_IGNORE));
             free(c->sends);
             c->sends = NULL;
         }
         if (c->agree != MPI_COMM_NULL)
-            PMPI_Comm_free(&c->agree);
+            AMC_UNLOCKED(PMPI_Comm_free(&c->agree));
         c->sc = NULL; /* arcoll_finalize frees the teams with their contexts */
         c->team = NULL;
     }
     while (amc_ctxs != NULL)
-        amc_ctx_free(amc_ctxs);
+        amc_ctx_free(cm_ctx_last());
     opal_progress_unregister(cm_progress);
-    cm_busy--;
+    amc_unlock();
     amc_report();
     return MPI_SUCCESS;
 }
@@ -386,11 +453,21 @@ static int cm_finalize(MPI_Comm comm, int keyval, void *val, void *extra)
 static int cm_start(void)
 {
     const char *fault = getenv("ARCOLL_MPI_FAULT");
+    int level = MPI_THREAD_SINGLE;
 
     if (cm_started)
         return cm_keyval != MPI_KEYVAL_INVALID;
     cm_started = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &amc_wrank);
+    /* The lock must have been in force from the first call (cm_init_query). */
+    PMPI_Query_thread(&level);
+    if (level == MPI_THREAD_MULTIPLE && !amc_mt) {
+        amc_log(AMC_LOG_WARN, "MPI_THREAD_MULTIPLE unknown at MPI_Init: arcoll is not used");
+        return 0;
+    }
+    if (amc_mt)
+        amc_log(AMC_LOG_INFO, "MPI_THREAD_MULTIPLE: arcoll runs under one lock, a context "
+                              "per communicator");
     if (fault != NULL && amc_wrank == 1)
         amc_fault = strcmp(fault, "coll_fail") == 0    ? AMC_FAULT_COLL_FAIL
                     : strcmp(fault, "icoll_fail") == 0 ? AMC_FAULT_ICOLL_FAIL
@@ -406,6 +483,8 @@ static int cm_start(void)
     opal_progress_register(cm_progress);
     return 1;
 }
+
+static int cm_private(MPI_Comm comm);
 
 /* The live context of exactly comm's processes that lets teams split. */
 static amc_ctx_t *cm_ctx_find(MPI_Comm comm)
@@ -441,30 +520,32 @@ static amc_comm_t *cm_record(cm_module_t *m)
     amc_comm_t *c;
     amc_ctx_t *x = NULL, *made = NULL;
     arcoll_team_t nt = NULL;
-    int n = 0, me = 0, ok[2], all[2] = {0, 0}, mine, verdict = 1, level = MPI_THREAD_SINGLE;
+    int n = 0, me = 0, ok[2], all[2] = {0, 0}, mine, verdict = 1, rc;
 
     m->decided = 1;
-    cm_busy++;
+    m->making = 1;
     PMPI_Comm_size(comm, &n);
     PMPI_Comm_rank(comm, &me);
     c = calloc(1, sizeof(*c));
-    /* MPI_THREAD_MULTIPLE is not always known at the query of MPI_COMM_WORLD
-     * (inside MPI_Init): asked again here, agreed with the rest. */
-    PMPI_Query_thread(&level);
-    ok[0] = level != MPI_THREAD_MULTIPLE && cm_start() && c != NULL && amc_copy(comm, &agree) == 0;
-    x = cm_ctx_find(comm);
+    /* Blocking MPI calls drop the lock (AMC_UNLOCKED): what they wait for
+     * may need another thread's communicator to progress. Nothing here is
+     * reachable by other threads before it is linked, under the lock. */
+    ok[0] = cm_start() && c != NULL && amc_copy(comm, &agree) == 0 && cm_private(agree);
+    x = cm_ctx_find(comm); /* none at MPI_THREAD_MULTIPLE: no context lets teams split */
     ok[1] = x != NULL;
-    if (PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+    AMC_UNLOCKED(rc = PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, comm));
+    if (rc != MPI_SUCCESS)
         all[0] = 0;
     if (!all[0])
         goto mpi;
     if (!all[1]) {
         /* A context of its own, bootstrapped over a private copy. */
         made = calloc(1, sizeof(*made));
-        ok[0] = made != NULL && amc_copy(comm, &oob) == 0;
-        if (PMPI_Allreduce(ok, all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS || !all[0]) {
+        ok[0] = made != NULL && amc_copy(comm, &oob) == 0 && cm_private(oob);
+        AMC_UNLOCKED(rc = PMPI_Allreduce(ok, all, 1, MPI_INT, MPI_MIN, comm));
+        if (rc != MPI_SUCCESS || !all[0]) {
             if (oob != MPI_COMM_NULL)
-                PMPI_Comm_free(&oob);
+                AMC_UNLOCKED(PMPI_Comm_free(&oob));
             free(made);
             goto mpi;
         }
@@ -477,7 +558,8 @@ static amc_comm_t *cm_record(cm_module_t *m)
      * which thus never has a collective in flight to refuse a split. */
     mine = arcoll_team_split(arcoll_team_world(x->ctx), 0, me, &nt) == ARCOLL_OK && nt != NULL &&
            arcoll_team_rank(nt) == me && arcoll_team_size(nt) == n;
-    if (PMPI_Allreduce(&mine, &verdict, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+    AMC_UNLOCKED(rc = PMPI_Allreduce(&mine, &verdict, 1, MPI_INT, MPI_MIN, comm));
+    if (rc != MPI_SUCCESS)
         verdict = 0;
     if (!verdict) {
         amc_log(AMC_LOG_INFO, "arcoll_team_split failed: a communicator (%d ranks) uses MPI", n);
@@ -500,14 +582,14 @@ static amc_comm_t *cm_record(cm_module_t *m)
     if (made == NULL)
         amc_stats.comms_split++;
     m->rec = c;
-    cm_busy--;
+    m->making = 0;
     return c;
 mpi:
     if (agree != MPI_COMM_NULL)
-        PMPI_Comm_free(&agree);
+        AMC_UNLOCKED(PMPI_Comm_free(&agree));
     free(c);
     amc_stats.comms_mpi++;
-    cm_busy--;
+    m->making = 0;
     return NULL;
 }
 
@@ -520,7 +602,7 @@ static arcoll_team_t cm_route(cm_module_t *m, int kind, const char *why, amc_com
     amc_comm_t *c = m->rec;
 
     *rec = NULL;
-    if (cm_busy)
+    if (m->making || m->priv)
         return NULL;
     if (c == NULL && !m->decided && kind < AMC_NB)
         c = cm_record(m);
@@ -568,7 +650,7 @@ static int cm_run(amc_job_t *j, ompi_request_t **req)
     r->super.req_mpi_object.comm = j->comm;
     r->job = *j;
     r->areq = NULL;
-    r->done = r->freed = 0;
+    r->claimed = r->done = r->freed = 0;
     r->prev = NULL; /* OBJ_NEW does not clear */
     /* The datatype must outlive the call: the program may free its handle. */
     if (r->job.ubuf != NULL && PMPI_Type_dup(j->utype, &r->job.utype) == MPI_SUCCESS)
@@ -583,8 +665,10 @@ static int cm_run(amc_job_t *j, ompi_request_t **req)
     /* A failure in a completion is agreed at the communicator's next call:
      * opal_progress is no place to wait for the others' word. */
     r->job.in_call = 0;
-    if (rc != ARCOLL_OK || r->areq == NULL)
+    if (rc != ARCOLL_OK || r->areq == NULL) {
+        r->claimed = 1;
         cm_req_done(r, rc); /* done already (a no-op, or failed) */
+    }
     return MPI_SUCCESS;
 }
 
@@ -593,21 +677,30 @@ static int cm_run(amc_job_t *j, ompi_request_t **req)
     do {                                              \
         int code_;                                    \
         team = amc_gate(kind, c, comm, team, &code_); \
-        if (team == NULL && code_ != MPI_SUCCESS)     \
+        if (team == NULL && code_ != MPI_SUCCESS) {   \
+            amc_unlock();                             \
             return code_;                             \
+        }                                             \
     } while (0)
+
+/* The entry points hold the lock (amc_lock) from here to their return, but
+ * not in the previous module's calls (they may block) nor in the plan's or
+ * run's waits (they drop it). */
 
 static int cm_uniform(cm_module_t *m, int kind, const void *sbuf, int scount, MPI_Datatype stype,
                       void *rbuf, int rcount, MPI_Datatype rtype, ompi_request_t **req)
 {
     amc_comm_t *c;
-    arcoll_team_t team = cm_route(m, kind, NULL, &c);
+    arcoll_team_t team;
     amc_job_t j;
     int rc;
 
+    amc_lock();
+    team = cm_route(m, kind, NULL, &c);
     team = amc_route_size(kind, c, team, rcount, rtype);
     CM_GATE(kind, c, m->comm, team);
     if (team == NULL) {
+        amc_unlock();
         switch (kind) {
         case K_ALLTOALL:
             return m->prev_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, m->comm,
@@ -625,9 +718,9 @@ static int cm_uniform(cm_module_t *m, int kind, const void *sbuf, int scount, MP
     }
     amc_job_init(&j, kind, m->comm, team, c);
     rc = amc_plan_uniform(&j, sbuf, scount, stype, rbuf, rcount, rtype);
-    if (rc != MPI_SUCCESS)
-        return amc_plan_failed(&j, rc);
-    return cm_run(&j, req);
+    rc = rc != MPI_SUCCESS ? amc_plan_failed(&j, rc) : cm_run(&j, req);
+    amc_unlock();
+    return rc;
 }
 
 static int cm_v(cm_module_t *m, int kind, const void *sbuf, const int *scounts, const int *sdispls,
@@ -635,14 +728,17 @@ static int cm_v(cm_module_t *m, int kind, const void *sbuf, const int *scounts, 
                 MPI_Datatype rtype, ompi_request_t **req)
 {
     amc_comm_t *c;
-    arcoll_team_t team = cm_route(m, kind, NULL, &c);
+    arcoll_team_t team;
     int a2a = kind % AMC_NB == K_ALLTOALLV, rc;
     amc_job_t j;
 
+    amc_lock();
+    team = cm_route(m, kind, NULL, &c);
     if (!a2a)
         team = amc_route_mean(kind, c, team, rcounts, rtype);
     CM_GATE(kind, c, m->comm, team);
     if (team == NULL) {
+        amc_unlock();
         switch (kind) {
         case K_ALLTOALLV:
             return m->prev_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype,
@@ -661,9 +757,9 @@ static int cm_v(cm_module_t *m, int kind, const void *sbuf, const int *scounts, 
     amc_job_init(&j, kind, m->comm, team, c);
     rc = a2a ? amc_plan_alltoallv(&j, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype)
              : amc_plan_allgatherv(&j, sbuf, scount, stype, rbuf, rcounts, rdispls, rtype);
-    if (rc != MPI_SUCCESS)
-        return amc_plan_failed(&j, rc);
-    return cm_run(&j, req);
+    rc = rc != MPI_SUCCESS ? amc_plan_failed(&j, rc) : cm_run(&j, req);
+    amc_unlock();
+    return rc;
 }
 
 static int cm_reduce(cm_module_t *m, int kind, const void *sbuf, void *rbuf, int count,
@@ -671,14 +767,19 @@ static int cm_reduce(cm_module_t *m, int kind, const void *sbuf, void *rbuf, int
 {
     arcoll_dtype_t dt = ARCOLL_INT32;
     arcoll_op_t aop = ARCOLL_SUM;
-    const char *why = amc_reduce_why(type, op, &dt, &aop);
+    const char *why;
     amc_comm_t *c;
-    arcoll_team_t team = cm_route(m, kind, why, &c);
+    arcoll_team_t team;
     amc_job_t j;
+    int rc;
 
+    amc_lock();
+    why = amc_reduce_why(type, op, &dt, &aop);
+    team = cm_route(m, kind, why, &c);
     team = amc_route_count(kind, c, team, count, type);
     CM_GATE(kind, c, m->comm, team);
     if (team == NULL) {
+        amc_unlock();
         switch (kind) {
         case K_RSB:
             return m->prev_reduce_scatter_block(sbuf, rbuf, count, type, op, m->comm,
@@ -695,8 +796,11 @@ static int cm_reduce(cm_module_t *m, int kind, const void *sbuf, void *rbuf, int
         }
     }
     amc_job_init(&j, kind, m->comm, team, c);
-    if (count < 0)
-        return amc_plan_failed(&j, MPI_ERR_COUNT);
+    if (count < 0) {
+        rc = amc_plan_failed(&j, MPI_ERR_COUNT);
+        amc_unlock();
+        return rc;
+    }
     /* Open MPI's own calls (communicator activation) alias the buffers for
      * in place. */
     j.sbuf = sbuf == MPI_IN_PLACE || sbuf == rbuf ? ARCOLL_IN_PLACE : sbuf;
@@ -704,7 +808,9 @@ static int cm_reduce(cm_module_t *m, int kind, const void *sbuf, void *rbuf, int
     j.count = (size_t)count;
     j.dtype = dt;
     j.op = aop;
-    return cm_run(&j, req);
+    rc = cm_run(&j, req);
+    amc_unlock();
+    return rc;
 }
 
 #define CM_M ((cm_module_t *)module)
@@ -815,13 +921,28 @@ static int cm_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_da
     return cm_reduce(CM_M, AMC_NB + K_ALLREDUCE, sbuf, rbuf, count, type, op, req);
 }
 
+/* A private copy (amc_copy) just made, before any call on it: its module,
+ * if it got one, hands every call to the previous module, uncounted, on
+ * every rank alike. 1. */
+static int cm_private(MPI_Comm comm)
+{
+    mca_coll_base_comm_coll_t *t = comm->c_coll;
+
+#define CM_PRIV(name, k)                                                \
+    if (t->coll_##name == cm_##name && t->coll_##name##_module != NULL) \
+        ((cm_module_t *)t->coll_##name##_module)->priv = 1;
+    CM_COLLS(CM_PRIV)
+#undef CM_PRIV
+    return 1;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static void cm_module_construct(cm_module_t *m)
 {
     m->comm = MPI_COMM_NULL;
     m->rec = NULL;
-    m->decided = 0;
+    m->decided = m->making = m->priv = 0;
 #define CM_CLEAR(name, k)  \
     m->prev_##name = NULL; \
     m->prev_##name##_module = NULL;
@@ -836,12 +957,12 @@ static void cm_module_destruct(cm_module_t *m)
     amc_comm_t *c = m->rec;
 
     if (c != NULL) {
-        cm_busy++;
+        amc_lock();
         if (c->sc != NULL)
             cm_req_drain(m->comm);
         amc_comm_destroy(c, 1);
         m->rec = NULL;
-        cm_busy--;
+        amc_unlock();
     }
 #define CM_DROP(name, k)                 \
     if (m->prev_##name##_module != NULL) \
@@ -870,23 +991,17 @@ static int cm_module_enable(mca_coll_base_module_t *module, struct ompi_communic
     return OMPI_SUCCESS;
 }
 
-/* Decided alike on every rank: the communicator's kind and size, the
- * process's thread level (see the top), and whether the component itself is
- * making it (its private copies). */
+/* Decided alike on every rank: the communicator's kind and size only. Not
+ * by who is making it: Open MPI may run this query in whichever thread
+ * progresses the creation, on each rank another (the component's private
+ * copies are marked after, by cm_private). */
 static mca_coll_base_module_t *cm_comm_query(struct ompi_communicator_t *comm, int *priority)
 {
     cm_module_t *m;
 
     *priority = cm_priority;
-    if (cm_priority < 0 || cm_busy || OMPI_COMM_IS_INTER(comm) || ompi_comm_size(comm) < 2)
+    if (cm_priority < 0 || OMPI_COMM_IS_INTER(comm) || ompi_comm_size(comm) < 2)
         return NULL;
-    if (ompi_mpi_thread_multiple) {
-        static int said;
-        if (said++ == 0)
-            amc_log(AMC_LOG_INFO, "MPI_THREAD_MULTIPLE: arcoll is not thread safe, "
-                                  "every collective stays in Open MPI");
-        return NULL;
-    }
     m = OBJ_NEW(cm_module_t);
     if (m == NULL)
         return NULL;
