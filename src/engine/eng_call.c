@@ -483,7 +483,10 @@ static void eng_pick_proto(coll_req_t *r)
         r->proto = &coll_proto_zcopy;
         r->nfrags = eng_max_frags(r);
     } else if (eng_is_flat(r)) {
-        r->proto = eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
+        /* A 0-byte call (docs/protocol.md §8) sends its size in a copy-path
+         * header whatever the path rules say: there is nothing to register. */
+        r->proto =
+            r->bytes > 0 && eng_zcopy_pick(r, r->bytes) ? &coll_proto_zcopy : &coll_proto_bounce;
         r->nfrags = coll_nfrags(r, r->bytes);
     } else {
         r->proto = &coll_proto_none;

@@ -161,8 +161,13 @@ static int zcopy_start(coll_req_t *r)
         r->zc_bounce = 1;
         return coll_advertise(r, NULL, 0);
     }
-    if (rc != ARCOLL_OK)
+    if (rc != ARCOLL_OK) {
+        log_err("%s (epoch %llu): registering the %zu-byte receive buffer at %p with %s "
+                "failed: %s",
+                coll_type_name(r->type), (unsigned long long)r->epoch, r->bytes * t->size,
+                (void *)r->rbuf, ctx->chan->ops->name, arcoll_strerror(rc));
         return rc;
+    }
     r->rreg_valid = 1;
     ctx->counters.zcopy_reg_calls++;
     /* The send buffer: registered if possible, else the channel stages it. */

@@ -208,6 +208,10 @@ if [ -e "$B/lib/openmpi/mca_coll_arcoll.so" ] && [ -x "$T/ompi_coll_test" ]; the
     av verbs_component_np3 3 ok env OMPI_MCA_mca_base_component_path="$OCP" ARCOLL_LOG=info \
         ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll" \
         "$T/ompi_coll_test" arcoll 100
+    # MPI_THREAD_MULTIPLE over verbs: 2 and 4 threads at once, a dup each, every call on arcoll.
+    av verbs_component_mt_np2 2 ok env OMPI_MCA_mca_base_component_path="$OCP" \
+        ARCOLL_TUNE="alltoall:0-inf:@arcoll#allgather:0-inf:@arcoll#allreduce:0-inf:@arcoll#allgatherv:0-inf:@arcoll#reduce_scatter:0-inf:@arcoll" \
+        "$T/ompi_coll_test" multiple 10
     # ... over verbs: the summary line counts the RC QPs its contexts had connected.
     if [[ -z ${VM_ONLY:-} || verbs_component_np3 =~ $VM_ONLY ]]; then
         if grep -q -E 'coll/arcoll\[0\] info: .*; [1-9][0-9]* RC QPs' "$VMOUT/verbs_component_np3.log"; then
