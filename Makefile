@@ -331,14 +331,27 @@ $(BUILD)/tests/ompi_ftest_h: tests/mpi/ompi_ftest_h.f90
 		$(MPIFC) -O1 -g -Wall -Werror $< -o $@; \
 	else echo "  SKIP    $@: no $(MPIFC) or its Fortran compiler (Debian package gfortran)"; fi
 
+# arcoll-ompi: the component route's one switch, a per-rank wrapper that sets the component
+# path and preloads the node heap (tools/arcoll-ompi.in); the build's copy points at the build.
+OMPI_WRAP := $(if $(OMPI_COMPONENT),$(BUILD)/bin/arcoll-ompi)
+all: $(OMPI_WRAP)
+$(BUILD)/bin/arcoll-ompi: tools/arcoll-ompi.in
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)sed -e 's|@LIBDIR@|$(abspath $(BUILD))/lib|' \
+		-e 's|@OMPI_COMPONENTS@|$(OMPI_LIBDIR)/openmpi3|' $< >$@ && chmod 755 $@
+
 install: install-ompi-component
 install-ompi-component: all
-	$(if $(OMPI_COMPONENT),install -d $(DESTDIR)$(PREFIX)/lib/openmpi)
+	$(if $(OMPI_COMPONENT),install -d $(DESTDIR)$(PREFIX)/lib/openmpi $(DESTDIR)$(PREFIX)/bin)
 	$(if $(OMPI_COMPONENT),install -m 755 $(OMPI_COMPONENT) $(DESTDIR)$(PREFIX)/lib/openmpi/)
+	$(if $(OMPI_COMPONENT),sed -e 's|@LIBDIR@|$(PREFIX)/lib|' \
+		-e 's|@OMPI_COMPONENTS@|$(OMPI_LIBDIR)/openmpi3|' tools/arcoll-ompi.in \
+		>$(DESTDIR)$(PREFIX)/bin/arcoll-ompi && chmod 755 $(DESTDIR)$(PREFIX)/bin/arcoll-ompi)
 
 uninstall: uninstall-ompi-component
 uninstall-ompi-component:
-	rm -f $(DESTDIR)$(PREFIX)/lib/openmpi/mca_coll_arcoll.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/openmpi/mca_coll_arcoll.so $(DESTDIR)$(PREFIX)/bin/arcoll-ompi
 
 # A toy MPI channel embedding arcoll through the public API (docs/embedding.md).
 EXAMPLES := $(BUILD)/examples/oob_channel

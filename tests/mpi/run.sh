@@ -485,6 +485,13 @@ arcoll.*allreduce [1-9][0-9]* on arcoll.*iallreduce [1-9][0-9]* on arcoll" "$LOG
         t ompi-coll-3-heap-shco counted:3:"coll/arcoll\[[0-9]+\] info: .*sh_co: [1-9][0-9]* calls, 0 \
 fallbacks to pap" $MPIRUN -np 3 env $OENV LD_PRELOAD="$(cd "$B/lib" && pwd)/libarcoll_heap.so" \
             ARCOLL_ALLTOALL_ALG=sh_co ARCOLL_LOG=info "$OT" arcoll 10
+        # The component route's one switch: bin/arcoll-ompi wraps each rank (the component's
+        # directory first, the node heap preloaded) and nothing else is set; the default table's
+        # auto then picks sh_co for an unmodified benchmark's 64 KiB blocks on every rank (its
+        # own checks validate every call).
+        t ompi-coll-3-one-switch counted:3:"coll/arcoll\[[0-9]+\] info: .*sh_co: [1-9][0-9]* calls, 0 \
+fallbacks" env -u ARCOLL_TUNE $MPIRUN -np 3 "$B/bin/arcoll-ompi" env ARCOLL_LOG=info \
+            "$B/bin/arcoll-mpi-lat" -R -t alltoall,allgather -m 65536:65536 -i 20
         # MPI_THREAD_MULTIPLE: served under the component's lock, a context per communicator;
         # then 2 and 4 threads at once, a dup each, every served collective at three sizes
         # (zero-copy too), results checked, every call counted on arcoll.
