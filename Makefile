@@ -533,19 +533,25 @@ fuzz:
 		echo "fuzz: skipped: $(FUZZ_CC) cannot link -fsanitize=fuzzer (Debian package libclang-rt-14-dev)"; \
 	else $(MAKE) --no-print-directory fuzz-run; fi
 
+# The harnesses run side by side (one process each, the host's cores shared), each for
+# FUZZ_SECONDS of wall time; every log is read after all have ended.
 fuzz-run: $(FUZZ_BIN)
-	$(Q)for f in $(FUZZ_NAMES); do \
+	$(Q)pids=; for f in $(FUZZ_NAMES); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$f; \
-		log=$(BUILD)/fuzz/fuzz_$$f.log; \
 		echo "  FUZZ    $$f ($(FUZZ_SECONDS) s)"; \
-		if ! $(BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_LEN_$$f) \
+		$(BUILD)/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_LEN_$$f) \
 			-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 			-artifact_prefix=$(BUILD)/fuzz/fuzz_$$f- $(BUILD)/fuzz/corpus-$$f \
-			tests/fuzz/corpus/$$f >$$log 2>&1; then \
-			tail -n 40 $$log; echo "fuzz: $$f failed (log: $$log)"; exit 1; \
-		fi; \
-		echo "fuzz: $$f: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs, ok"; \
-	done
+			tests/fuzz/corpus/$$f >$(BUILD)/fuzz/fuzz_$$f.log 2>&1 & \
+		pids="$$pids $$f:$$!"; \
+	done; \
+	bad=0; for p in $$pids; do \
+		f=$${p%%:*}; log=$(BUILD)/fuzz/fuzz_$$f.log; \
+		if wait $${p#*:} && grep -q '^stat::number_of_executed_units' $$log; then \
+			echo "fuzz: $$f: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs, ok"; \
+		else tail -n 40 $$log; echo "fuzz: $$f failed (log: $$log)"; bad=1; fi; \
+	done; \
+	exit $$bad
 
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)

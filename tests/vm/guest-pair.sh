@@ -122,13 +122,13 @@ ap() {
 FAULT_MS=3000
 apf() {
     local name=$1 phase=$2 sig=$3 expect=$4 lim=${5:-$((FAULT_MS / 1000 + 5))}
-    local log rc t0 t1 r want line secs bad='' got=''
+    local log rc t0 t1 r want line secs bad='' got='' ppn=${AP_PPN:-2}
     COLL_PHASE_LINGER=1 AP_TIMEOUT_MS=$FAULT_MS ap_launch "$name" phasefault "$phase" "$sig" ||
         return 0
     IFS=, read -ra want <<<"$expect"
     [ $rc -eq 0 ] || bad="launcher exit $rc"
-    for r in $((NODE * 2)) $((NODE * 2 + 1)); do
-        [ $r = 3 ] && continue
+    for ((r = NODE * ppn; r < (NODE + 1) * ppn; r++)); do
+        [ $r = $((2 * ppn - 1)) ] && continue # the victim, the last rank
         line=$(grep -m1 "^\[rank $r\] [A-Z-]* phasefault $phase: " "$log")
         secs=$(sed -n 's/.* after \([0-9.]*\) s$/\1/p' <<<"$line")
         got="$got rank $r ${line#*"phasefault $phase: "}"
@@ -242,6 +242,15 @@ for phase in create destroy alltoall finalize; do
     apf pair_fault_${phase}_kill $phase kill PEER,PEER,PEER 2
     apf pair_fault_${phase}_stop $phase stop TIMEOUT,TIMEOUT,TIMEOUT
 done
+# A rank alone on its node (2 nodes x 1 rank): no node-mate sees its pid go, so no GONE
+# notice; node1's rank, waiting for it, probes it with a 0-byte RDMA WRITE every 200 ms
+# (docs/verbs.md, "Liveness probes"), and the dead peer's host drops the write: the retries
+# end in a retry-exceeded completion, PEER in about 0.6 s (before: ARCOLL_TIMEOUT_MS, 3 s).
+# In the data path, and outside it (team create) where the QP is already connected (eager
+# wiring; with lazy wiring a peer that dies before its first HELLO answer leaves no QP to
+# probe: the timeout).
+AP_PPN=1 apf pair_fault_alltoall_kill_lone alltoall kill PEER 2
+ARCOLL_VERBS_CONNECT=eager AP_PPN=1 apf pair_fault_create_kill_lone_eager create kill PEER 2
 # ==== One MPI job across the two guests: stock mpirun, the Open MPI component ============
 # node1's mpirun starts node2's ranks through vm-rsh; Open MPI's own traffic goes over TCP on
 # eth0, arcoll's over verbs. An unmodified C program (ompi_coll_test: every served collective,

@@ -144,6 +144,26 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
     return ARCOLL_OK;
 }
 
+/* A liveness probe to a peer of another host that a call has waited for: one
+ * 0-byte RDMA WRITE, signaled (C9-88: a 0-byte write needs no address or key,
+ * so it touches nothing at a live peer). A dead process's QP is gone with it,
+ * its host's transport drops the write, and after the retries (timeout 14,
+ * retry_cnt 7: about 0.5 s) the completion says IBV_WC_RETRY_EXC_ERR, which
+ * verbs_poll turns into ARCOLL_ERR_PEER. A stopped process's kernel still
+ * acknowledges: only the timeout finds it. Skipped when the queue or the CQ
+ * has no room: the data writes in flight then probe as well. */
+void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+
+    if (p->state != VERBS_CONN_READY || p->failed || now < p->probe_ns + VERBS_PROBE_NS)
+        return;
+    if (p->seq - p->done >= VERBS_SQ_DEPTH - 1 || vc->cq_room <= 0)
+        return;
+    p->probe_ns = now;
+    (void)verbs_post(vc, peer, IBV_WR_RDMA_WRITE, NULL, 0, 0, 0, 0, 0, 1, 0); /* logs a failure */
+}
+
 /* Copy into the staging ring and write from there (signaled, so that the
  * space comes back). */
 static int verbs_post_staged(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const void *src,

@@ -40,7 +40,8 @@ enum { VERBS_KIND_MR = 0x10 };
 #define VERBS_GONE_VERSION    1
 #define VERBS_WATCH_NS        (100ULL * 1000000) /* node-mates' pids: every 100 ms of waiting */
 #define VERBS_GONE_SEND_NS    (20ULL * 1000000)  /* wait for a free UD send slot, at most */
-#define VERBS_HELLO_RESEND_NS (30ULL * 1000000)  /* retransmit while not ready */
+#define VERBS_PROBE_NS        (200ULL * 1000000) /* a peer of another host: a probe at most so often */
+#define VERBS_HELLO_RESEND_NS (30ULL * 1000000) /* retransmit while not ready */
 #define VERBS_EAGER_ROUND_NS  (200ULL * 1000000)
 
 /* Connection state toward one peer; each step implies the earlier ones. */
@@ -82,6 +83,7 @@ typedef struct verbs_peer {
     uint32_t hellos_sent, hellos_rcvd;
     uint64_t hello_ns;   /* last HELLO sent */
     uint64_t connect_ns; /* first HELLO of this attempt (drops a stale queue) */
+    uint64_t probe_ns;   /* last liveness probe (verbs_probe) */
     verbs_op_t *q;       /* queued puts, FIFO */
     uint32_t qlen, qcap;
 } verbs_peer_t;
@@ -195,6 +197,7 @@ int verbs_connect_all(verbs_chan_t *vc);
 void verbs_destroy(chan_t *c);
 int verbs_odp_rc(verbs_chan_t *vc);
 int verbs_peer_check(chan_t *c, int peer);
+void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now);
 void verbs_peer_describe(chan_t *c, int peer, char *buf, size_t len);
 
 #endif

@@ -97,8 +97,11 @@ static int verbs_qp_connect(verbs_chan_t *vc, int peer, uint32_t rqpn)
     }
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;  /* 4.096 us * 2^14 = 67 ms per try */
-    a.retry_cnt = 7; /* a dead peer is reported after about half a second */
+    a.timeout = 14; /* 4.096 us * 2^14 = 67 ms per try */
+    /* 6, not 7: Soft-RoCE takes 7 as "retry for ever" (as the spec does for
+     * rnr_retry only), and a write to a dead peer then never completes. With
+     * 6, 7 tries: a dead peer is reported after about half a second. */
+    a.retry_cnt = 6;
     a.rnr_retry = 7;
     a.sq_psn = verbs_psn(qp->qp_num);
     a.max_rd_atomic = 1;
@@ -448,6 +451,11 @@ int verbs_peer_check(chan_t *c, int peer)
     verbs_watch(vc);
     if (vc->pids[peer] > 0 && !vc->peers[peer].gone_by && boot_pid_gone(vc->pids[peer]))
         verbs_gone_tell(vc, peer);
+    /* Of another host: a node-mate of it may tell (GONE); where none can (the
+     * rank alone on its host, or its node-mates busy elsewhere), the transport
+     * does, if we write to it (verbs_probe). */
+    if (vc->pids[peer] <= 0 && !vc->peers[peer].gone_by)
+        verbs_probe(vc, peer, core_time_ns());
     by = vc->peers[peer].gone_by - 1;
     if (by == c->boot->rank) {
         log_err("verbs: rank %d (pid %d, on this host) has exited", peer, vc->pids[peer]);
