@@ -264,6 +264,7 @@ int core_config_set(core_config_t *cfg, const char *name, const char *value)
         log_err("arcoll_config_set: NULL argument");
         return ARCOLL_ERR_INVALID;
     }
+    cfg->gen++;
     v = cfg_var_find(name);
     if (v == NULL) {
         log_err("unknown configuration variable %s (see docs/configuration.md)", name);

@@ -56,6 +56,10 @@ typedef struct core_config {
     /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/engine/prof.h) */
     char profile[CORE_CONFIG_PATH];
     core_tune_t tune; /* ARCOLL_TUNE rules, then the default table (src/config/tune.h) */
+    /* Bumped by every core_config_set: a choice derived from the settings and
+     * kept between calls (the teams' memos, engine/team.h) is stale when its
+     * generation differs. Per process, never agreed or hashed. */
+    unsigned gen;
 } core_config_t;
 
 /* Defaults, then every ARCOLL_* variable of the environment; a bad one is

@@ -34,12 +34,15 @@ static int coll_alg_id(const coll_alg_t *alg)
 
 /* The tuning table's pick for the team's shape (both sizes and shapes agree
  * on every rank). */
-static int coll_tune_pick(const struct arcoll_team *t, int coll, size_t bytes)
+static int coll_tune_ask(const struct arcoll_team *t, int coll, size_t bytes,
+                         const core_tune_shape_t *shape)
 {
-    core_tune_shape_t shape;
+    return core_tune_pick(&t->ctx->cfg.tune, coll, bytes, shape);
+}
 
-    hier_team_shape(t, &shape);
-    return core_tune_pick(&t->ctx->cfg.tune, coll, bytes, &shape);
+static int coll_tune_pick(struct arcoll_team *t, int coll, size_t bytes)
+{
+    return eng_memo(t, &t->alg_memo, coll, bytes, coll_tune_ask);
 }
 
 /* auto for the collectives the tuning table does not cover. Measured on one
@@ -50,7 +53,7 @@ static int coll_tune_pick(const struct arcoll_team *t, int coll, size_t bytes)
  * the nearest ranks) is the choice; that rule is the seed's, not measured
  * here (no network), and the scale simulator will set it. Every input is the
  * same on every rank (team shape, count, the agreed rcounts). */
-static int coll_auto_pick(const struct arcoll_team *t, const coll_args_t *a)
+static int coll_auto_pick(struct arcoll_team *t, const coll_args_t *a)
 {
     uint32_t nodes = t->hier != NULL ? t->hier->nnodes : t->size;
     size_t block = 0;

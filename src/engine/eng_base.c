@@ -16,6 +16,15 @@ uint64_t eng_time_ns(const struct arcoll_context *ctx)
                                                                   : core_time_ns();
 }
 
+uint64_t eng_start_time_ns(const struct arcoll_context *ctx)
+{
+    chan_t *c = ctx->chan;
+
+    if (c->ops->model != NULL && c->ops->model->now_ns != NULL)
+        return c->ops->model->now_ns(c);
+    return ctx->prof != NULL ? core_time_ns() : core_time_coarse_ns();
+}
+
 const char *coll_type_name(coll_type_t type)
 {
 #define ENG_COLL_SHOWN(type, name, shown, bit) [type] = shown,

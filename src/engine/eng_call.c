@@ -87,11 +87,38 @@ int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len)
     return path == CORE_PATH_ZCOPY && ctx->chan->zcopy;
 }
 
+int eng_memo(struct arcoll_team *t, struct eng_memo *m, int type, size_t len,
+             int (*ask)(const struct arcoll_team *t, int type, size_t len,
+                        const core_tune_shape_t *shape))
+{
+    core_tune_shape_t shape;
+
+    memset(&shape, 0, sizeof(shape)); /* compared whole, padding included */
+    hier_team_shape(t, &shape);
+    if (!m->valid || m->gen != t->ctx->cfg.gen || m->type != type || m->len != len ||
+        memcmp(&m->shape, &shape, sizeof(shape)) != 0) {
+        m->val = ask(t, type, len, &shape);
+        m->gen = t->ctx->cfg.gen;
+        m->type = type;
+        m->len = len;
+        m->shape = shape;
+        m->valid = 1;
+    }
+    return m->val;
+}
+
+static int eng_path_ask(const struct arcoll_team *t, int type, size_t len,
+                        const core_tune_shape_t *shape)
+{
+    (void)shape; /* eng_path_zcopy finds it where the table is asked */
+    return eng_path_zcopy(t, type, len);
+}
+
 int eng_zcopy_pick(coll_req_t *r, size_t len)
 {
     /* alltoallv asks per pair, mostly of one length: the tuning table once. */
     if (len != r->zp_len || len == 0) {
-        r->zp_val = eng_path_zcopy(r->team, (int)r->type, len);
+        r->zp_val = eng_memo(r->team, &r->team->path_memo, (int)r->type, len, eng_path_ask);
         r->zp_len = len;
     }
     return r->zp_val;
@@ -560,7 +587,7 @@ static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll
     r->bank = wire_bank(t->seq, t->layout.banks);
     r->tx_left = r->rx_left = t->size - 1;
     r->step = 1;
-    r->start_ns = eng_time_ns(ctx);
+    r->start_ns = eng_start_time_ns(ctx);
     r->deadline_ns = r->start_ns + (uint64_t)ctx->cfg.timeout_ms * 1000000ULL;
     r->next_check_ns = r->start_ns + COLL_CHECK_NS;
     r->active = 1;

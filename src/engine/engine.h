@@ -95,6 +95,10 @@ static inline int coll_peer_rank(const coll_req_t *r, uint32_t peer)
 /* The context's clock: its channel's if it keeps one (the simulator's virtual
  * time), else core_time_ns(). Timeouts and liveness checks read this. */
 uint64_t eng_time_ns(const struct arcoll_context *ctx);
+/* A call's start: the same clock, read at its tick (core_time_coarse_ns: up to
+ * a few ms early, a few ns to read instead of some 20) unless the profiler
+ * records arrivals. It sets deadlines and the 100 ms checks only. */
+uint64_t eng_start_time_ns(const struct arcoll_context *ctx);
 /* About to copy (CHAN_COST_COPY) or reduce (CHAN_COST_REDUCE) bytes outside
  * the channel: the simulator charges it in virtual time; real channels leave
  * the op NULL and this is one test. Call it before the work (chan.h). */
@@ -166,6 +170,12 @@ int eng_zcopy_pick(coll_req_t *r, size_t len);
 /* The same for a team, a collective (coll_type_t) and a message length, outside
  * a call (arcoll_info). */
 int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);
+/* A team's memo of one tuning-table answer (engine/team.h): ask(t, type,
+ * len, the team's shape) once, then its answer while type, len, the shape and
+ * the settings generation stay the same. */
+int eng_memo(struct arcoll_team *t, struct eng_memo *m, int type, size_t len,
+             int (*ask)(const struct arcoll_team *t, int type, size_t len,
+                        const core_tune_shape_t *shape));
 /* Read a peer's advertisement for this epoch; 1 if present. A flag alone
  * (coll_ready_to) reads as size WIRE_SIZE_NONE and no key. */
 int coll_ctrl_read(coll_req_t *r, uint32_t peer, wire_ctrl_t *out);

@@ -49,6 +49,16 @@ struct arcoll_team {
     int after_partial;
     hier_t *hier;     /* node grouping, NULL if no node holds two members */
     int hier_noticed; /* the one-line fallback notice was given */
+    /* The last tuning-table answers (a table scan each), reused while the
+     * collective, size, team shape (a model may change it) and settings
+     * generation are the same: the path (eng_path_memo) and auto's algorithm
+     * (dispatch/coll.c). */
+    struct eng_memo {
+        unsigned gen;
+        int type, val, valid;
+        size_t len;
+        core_tune_shape_t shape;
+    } path_memo, alg_memo;
 };
 
 struct arcoll_context {

@@ -9,6 +9,9 @@
 /* CLOCK_MONOTONIC in ns. The engine's own clock is eng_time_ns (a channel
  * may keep virtual time); this one is the host's. */
 uint64_t core_time_ns(void);
+/* The same clock at its tick (a few ms; CLOCK_MONOTONIC_COARSE, a few ns to read), never ahead
+ * of core_time_ns: for deadlines, not for measuring. */
+uint64_t core_time_coarse_ns(void);
 
 #ifdef ARCOLL_FAULTS
 /* ARCOLL_FAULT (tests; coll_test_fault and the fault builds only): each

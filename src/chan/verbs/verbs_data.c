@@ -152,7 +152,7 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
  * verbs_poll turns into ARCOLL_ERR_PEER. A stopped process's kernel still
  * acknowledges: only the timeout finds it. Skipped when the queue or the CQ
  * has no room: the data writes in flight then probe as well. */
-void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
+static void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
 {
     verbs_peer_t *p = &vc->peers[peer];
 
@@ -162,6 +162,19 @@ void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
         return;
     p->probe_ns = now;
     (void)verbs_post(vc, peer, IBV_WR_RDMA_WRITE, NULL, 0, 0, 0, 0, 0, 1, 0); /* logs a failure */
+}
+
+int verbs_peer_check(chan_t *c, int peer)
+{
+    verbs_chan_t *vc = (verbs_chan_t *)c;
+    int rc = verbs_peer_seen(vc, peer);
+
+    /* Of another host: a node-mate of it may tell (GONE); where none can (the
+     * rank alone on its host, or its node-mates busy elsewhere), the transport
+     * does, once we write to it. */
+    if (rc == ARCOLL_OK && vc->pids[peer] <= 0)
+        verbs_probe(vc, peer, core_time_ns());
+    return rc;
 }
 
 /* Copy into the staging ring and write from there (signaled, so that the

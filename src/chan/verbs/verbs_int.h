@@ -196,8 +196,11 @@ int verbs_addr_exchange(verbs_chan_t *vc);
 int verbs_connect_all(verbs_chan_t *vc);
 void verbs_destroy(chan_t *c);
 int verbs_odp_rc(verbs_chan_t *vc);
+/* What this rank knows of a peer's death: its pid gone (on this host), a
+ * GONE notice, a failed completion. ARCOLL_ERR_PEER (logged) or ARCOLL_OK. */
+int verbs_peer_seen(verbs_chan_t *vc, int peer);
+/* The channel's peer_check: verbs_peer_seen, then a liveness probe. */
 int verbs_peer_check(chan_t *c, int peer);
-void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now);
 void verbs_peer_describe(chan_t *c, int peer, char *buf, size_t len);
 
 #endif

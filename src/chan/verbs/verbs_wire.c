@@ -441,9 +441,9 @@ static void verbs_watch(verbs_chan_t *vc)
             verbs_gone_tell(vc, r);
 }
 
-int verbs_peer_check(chan_t *c, int peer)
+int verbs_peer_seen(verbs_chan_t *vc, int peer)
 {
-    verbs_chan_t *vc = (verbs_chan_t *)c;
+    chan_t *c = &vc->super;
     int by;
 
     /* On our host we can look at the process itself: the transport may keep
@@ -451,11 +451,6 @@ int verbs_peer_check(chan_t *c, int peer)
     verbs_watch(vc);
     if (vc->pids[peer] > 0 && !vc->peers[peer].gone_by && boot_pid_gone(vc->pids[peer]))
         verbs_gone_tell(vc, peer);
-    /* Of another host: a node-mate of it may tell (GONE); where none can (the
-     * rank alone on its host, or its node-mates busy elsewhere), the transport
-     * does, if we write to it (verbs_probe). */
-    if (vc->pids[peer] <= 0 && !vc->peers[peer].gone_by)
-        verbs_probe(vc, peer, core_time_ns());
     by = vc->peers[peer].gone_by - 1;
     if (by == c->boot->rank) {
         log_err("verbs: rank %d (pid %d, on this host) has exited", peer, vc->pids[peer]);
