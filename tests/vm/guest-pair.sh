@@ -114,14 +114,15 @@ ap() {
 # 2 nodes x 2 ranks, ARCOLL_TIMEOUT_MS=3000: global rank 3 (on node2) kills or stops itself
 # just before PHASE (coll_test phasefault), so for node1's ranks 0 and 1 the fault is across
 # the link, for rank 2 on its own node. EXPECT lists the error of ranks 0,1,2 (e.g.
-# TIMEOUT,TIMEOUT,PEER) and LIMIT the seconds allowed (default ARCOLL_TIMEOUT_MS + 5 s).
+# TIMEOUT,TIMEOUT,PEER) and LIMIT the seconds allowed (default ARCOLL_TIMEOUT_MS + 5 s); SEEN,
+# if given, an extended regexp that node1's log must hold: which mechanism saw the death.
 # Verdict per guest: the launcher saw rank 3 die by SIGKILL (a stopped one is killed at 6 s)
 # and every other rank exit 0, and each of this guest's survivors reported exactly its error
 # within LIMIT. The survivors stay until 4 s
 # (COLL_PHASE_LINGER) so that none of them sees another one exit instead of the victim.
 FAULT_MS=3000
 apf() {
-    local name=$1 phase=$2 sig=$3 expect=$4 lim=${5:-$((FAULT_MS / 1000 + 5))}
+    local name=$1 phase=$2 sig=$3 expect=$4 lim=${5:-$((FAULT_MS / 1000 + 5))} seen=${6:-}
     local log rc t0 t1 r want line secs bad='' got='' ppn=${AP_PPN:-2}
     COLL_PHASE_LINGER=1 AP_TIMEOUT_MS=$FAULT_MS ap_launch "$name" phasefault "$phase" "$sig" ||
         return 0
@@ -137,6 +138,9 @@ apf() {
             bad="${bad:+$bad; }rank $r: want ${want[$r]} within $lim s"
         fi
     done
+    if [ -n "$seen" ] && [ $NODE = 0 ] && ! grep -q -E "$seen" "$log"; then
+        bad="${bad:+$bad; }no line '$seen'"
+    fi
     if [ -z "$bad" ]; then
         verdict PASS "$name" "${got# } [${t0}s..${t1}s]"
     else
@@ -232,14 +236,14 @@ grep -h '\] heapmr ' "$VMOUT/pair_heapmr.log" 2>/dev/null
 # (docs/reliability.md). Init through tcp_launch's callbacks: BOOTSTRAP everywhere, at once for a
 # killed rank (its connection to the rendezvous closes), after --round-timeout for a stopped
 # one. After init a killed rank is seen by its pid on its own node (PEER, ~0.1 s) and across
-# the link by the GONE notice its node-mate sends (PEER, ~0.2 s: both within 2 s, where the
-# transport alone said nothing before ARCOLL_TIMEOUT_MS); a stopped one at the timeout
-# everywhere.
+# the link by the GONE notice its node-mate sends (PEER, ~0.2 s: both within 2 s; a node1
+# rank must log the notice, since the liveness probe below would also see the death in time,
+# 0.5-0.6 s); a stopped one at the timeout everywhere.
 for sig in kill stop; do
     apf pair_fault_init_$sig init $sig BOOTSTRAP,BOOTSTRAP,BOOTSTRAP
 done
 for phase in create destroy alltoall finalize; do
-    apf pair_fault_${phase}_kill $phase kill PEER,PEER,PEER 2
+    apf pair_fault_${phase}_kill $phase kill PEER,PEER,PEER 2 'has exited \(seen on its host by rank 2\)'
     apf pair_fault_${phase}_stop $phase stop TIMEOUT,TIMEOUT,TIMEOUT
 done
 # A rank alone on its node (2 nodes x 1 rank): no node-mate sees its pid go, so no GONE
@@ -249,8 +253,9 @@ done
 # In the data path, and outside it (team create) where the QP is already connected (eager
 # wiring; with lazy wiring a peer that dies before its first HELLO answer leaves no QP to
 # probe: the timeout).
-AP_PPN=1 apf pair_fault_alltoall_kill_lone alltoall kill PEER 2
-ARCOLL_VERBS_CONNECT=eager AP_PPN=1 apf pair_fault_create_kill_lone_eager create kill PEER 2
+PROBED='RDMA WRITE to rank 1 .*failed: transport retry counter exceeded'
+AP_PPN=1 apf pair_fault_alltoall_kill_lone alltoall kill PEER 2 "$PROBED"
+ARCOLL_VERBS_CONNECT=eager AP_PPN=1 apf pair_fault_create_kill_lone_eager create kill PEER 2 "$PROBED"
 # ==== One MPI job across the two guests: stock mpirun, the Open MPI component ============
 # node1's mpirun starts node2's ranks through vm-rsh; Open MPI's own traffic goes over TCP on
 # eth0, arcoll's over verbs. An unmodified C program (ompi_coll_test: every served collective,
