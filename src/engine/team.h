@@ -51,8 +51,8 @@ struct arcoll_team {
     int hier_noticed; /* the one-line fallback notice was given */
     /* The last tuning-table answers (a table scan each), reused while the
      * collective, size, team shape (a model may change it) and settings
-     * generation are the same: the path (eng_path_memo) and auto's algorithm
-     * (dispatch/coll.c). */
+     * generation are the same (eng_memo): the path (eng_zcopy_pick) and
+     * auto's algorithm (dispatch/coll.c). */
     struct eng_memo {
         unsigned gen;
         int type, val, valid;

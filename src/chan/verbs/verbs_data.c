@@ -148,7 +148,7 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
  * 0-byte RDMA WRITE, signaled (C9-88: a 0-byte write needs no address or key,
  * so it touches nothing at a live peer). A dead process's QP is gone with it,
  * its host's transport drops the write, and after the retries (timeout 14,
- * retry_cnt 7: about 0.5 s) the completion says IBV_WC_RETRY_EXC_ERR, which
+ * retry_cnt 6: 7 tries, about 0.5 s) the completion says IBV_WC_RETRY_EXC_ERR, which
  * verbs_poll turns into ARCOLL_ERR_PEER. A stopped process's kernel still
  * acknowledges: only the timeout finds it. Skipped when the queue or the CQ
  * has no room: the data writes in flight then probe as well. */
