@@ -333,21 +333,21 @@ $(BUILD)/tests/ompi_ftest_h: tests/mpi/ompi_ftest_h.f90
 
 # arcoll-ompi: the component route's one switch, a per-rank wrapper that sets the component
 # path and preloads the node heap (tools/arcoll-ompi.in); the build's copy points at the build.
+# $(call ompi_wrap,LIBDIR,OUT): the wrapper for libraries installed in LIBDIR.
+ompi_wrap = sed -e 's|@LIBDIR@|$(1)|' -e 's|@OMPI_COMPONENTS@|$(OMPI_LIBDIR)/openmpi3|' \
+	tools/arcoll-ompi.in >$(2) && chmod 755 $(2)
 OMPI_WRAP := $(if $(OMPI_COMPONENT),$(BUILD)/bin/arcoll-ompi)
 all: $(OMPI_WRAP)
 $(BUILD)/bin/arcoll-ompi: tools/arcoll-ompi.in
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  GEN     $@")
-	$(Q)sed -e 's|@LIBDIR@|$(abspath $(BUILD))/lib|' \
-		-e 's|@OMPI_COMPONENTS@|$(OMPI_LIBDIR)/openmpi3|' $< >$@ && chmod 755 $@
+	$(Q)$(call ompi_wrap,$(abspath $(BUILD))/lib,$@)
 
 install: install-ompi-component
 install-ompi-component: all
 	$(if $(OMPI_COMPONENT),install -d $(DESTDIR)$(PREFIX)/lib/openmpi $(DESTDIR)$(PREFIX)/bin)
 	$(if $(OMPI_COMPONENT),install -m 755 $(OMPI_COMPONENT) $(DESTDIR)$(PREFIX)/lib/openmpi/)
-	$(if $(OMPI_COMPONENT),sed -e 's|@LIBDIR@|$(PREFIX)/lib|' \
-		-e 's|@OMPI_COMPONENTS@|$(OMPI_LIBDIR)/openmpi3|' tools/arcoll-ompi.in \
-		>$(DESTDIR)$(PREFIX)/bin/arcoll-ompi && chmod 755 $(DESTDIR)$(PREFIX)/bin/arcoll-ompi)
+	$(if $(OMPI_COMPONENT),$(call ompi_wrap,$(PREFIX)/lib,$(DESTDIR)$(PREFIX)/bin/arcoll-ompi))
 
 uninstall: uninstall-ompi-component
 uninstall-ompi-component:
