@@ -24,6 +24,8 @@
 # the node heap's libarcoll_heap.so, is preloaded then). With the component loaded PMPI_* reach
 # it too, so its runs' ratio columns are 1: compare it through REAL_REF, or REAL_VS=LABEL (its
 # median call over LABEL's of the same round: the component against the shim, side by side).
+# A LABEL=WRAPPER that is not a .so (build/bin/arcoll-ompi, the component's one switch) runs
+# every rank through it, with nothing else set.
 # REAL_TABLE_ONLY=1 makes the tables from the runs already in OUTDIR.
 set -euo pipefail
 OUT=${1:?usage: bench/realistic.sh OUTDIR NP LABEL=SHIMLIB ...}
@@ -47,16 +49,19 @@ for ((r = 1; r <= RUNS && ${REAL_TABLE_ONLY:-0} == 0; r++)); do
         label=${spec%%=*}
         lib=$(realpath "${spec#*=}")
         env=("${XENV[@]}")
+        wrap=()
         [ "$label" = "$REF" ] && env+=("${RENV[@]}")
         if [ -d "$lib" ]; then # the Open MPI component
             env+=("OMPI_MCA_mca_base_component_path=$lib:$OMPI_OWN"
                 "LD_PRELOAD=${REAL_COMPONENT_PRELOAD:-}")
+        elif [ "${lib%.so}" = "$lib" ]; then # a rank wrapper (bin/arcoll-ompi)
+            wrap=("$lib")
         else
             env+=("LD_PRELOAD=$lib")
         fi
-        echo "run $r/$RUNS $label: np=$NP ${ARGS[*]} ${env[*]}" >&2
+        echo "run $r/$RUNS $label: np=$NP ${ARGS[*]} ${env[*]} ${wrap[*]}" >&2
         env "${env[@]}" mpirun --oversubscribe --bind-to none "${MCA[@]}" -np "$NP" \
-            "$LAT" -R "${ARGS[@]}" >"$OUT/$label.$r.txt" 2>&1 ||
+            "${wrap[@]}" "$LAT" -R "${ARGS[@]}" >"$OUT/$label.$r.txt" 2>&1 ||
             echo "  (exit $?: see $OUT/$label.$r.txt)" >&2
     done
 done

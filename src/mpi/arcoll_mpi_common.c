@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "arcoll_mpi_common.h"
+#include "preload/heap_preload.h"
 
 const char *const amc_names[AMC_NKINDS] = {"MPI_Alltoall",
                                            "MPI_Allgather",
@@ -1167,4 +1168,37 @@ void amc_stats_get(arcoll_mpi_stats_t *out)
     }
     *out = amc_stats;
     amc_unlock();
+}
+
+/* What the node heap's preload malloc decided: one line from world rank 0
+ * (docs/heap.md, "The one switch"); a bad setting warns on every rank. */
+void amc_heap_report(int (*state)(size_t *min))
+{
+    static const char *const why[] = {
+        [PRE_WHY_OFF] = "off (ARCOLL_HEAP=off)",
+        [PRE_WHY_NOT_RANK] = "off (no local rank from the launcher)",
+        [PRE_WHY_FOREIGN] = "off (the program brings its own malloc)",
+        [PRE_WHY_SHADOWED] = "unused (another malloc comes first: a sanitizer or an earlier "
+                             "preload)",
+    };
+    size_t min = 0;
+    int w;
+
+    if (state == NULL) {
+        if (amc_wrank == 0)
+            amc_log(AMC_LOG_INFO, "node heap: not in this program (no preload: sh_co and "
+                                  "zero-copy by address serve only arcoll_heap_* buffers)");
+        return;
+    }
+    w = state(&min);
+    if (w == PRE_WHY_BAD)
+        amc_log(AMC_LOG_WARN,
+                "ARCOLL_HEAP=%s, ARCOLL_HEAP_MIN=%s: expected on, off or auto, and a "
+                "size below 256m; the defaults are used",
+                getenv("ARCOLL_HEAP") ? getenv("ARCOLL_HEAP") : "(unset)",
+                getenv("ARCOLL_HEAP_MIN") ? getenv("ARCOLL_HEAP_MIN") : "(unset)");
+    else if (amc_wrank == 0 && w == PRE_WHY_ON)
+        amc_log(AMC_LOG_INFO, "node heap: serves this program's blocks of %zu bytes or more", min);
+    else if (amc_wrank == 0 && w >= 0 && w < (int)(sizeof(why) / sizeof(why[0])) && why[w])
+        amc_log(AMC_LOG_INFO, "node heap: %s", why[w]);
 }

@@ -187,6 +187,9 @@ void amc_retake(unsigned depth);
     } while (0)
 
 void amc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line on what the node heap's preload malloc decided; state is its
+ * preload_heap_state (NULL: no preload in the process). */
+void amc_heap_report(int (*state)(size_t *min));
 int amc_level_parse(void);
 /* The live list of records. */
 void amc_comm_link(amc_comm_t *c);

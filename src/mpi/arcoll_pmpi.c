@@ -118,32 +118,6 @@ static int shim_comm_delete(MPI_Comm comm, int keyval, void *val, void *extra)
     return MPI_SUCCESS;
 }
 
-/* What the node heap's malloc, carried by this library, decided: one line
- * from rank 0 (docs/heap.md, "The one switch"). */
-static void shim_heap_report(void)
-{
-    static const char *const why[] = {
-        [PRE_WHY_OFF] = "off (ARCOLL_HEAP=off)",
-        [PRE_WHY_NOT_RANK] = "off (no local rank from the launcher)",
-        [PRE_WHY_FOREIGN] = "off (the program brings its own malloc)",
-        [PRE_WHY_SHADOWED] = "unused (another malloc comes first: a sanitizer or an earlier "
-                             "preload)",
-    };
-    size_t min = 0;
-    int w = preload_heap_state(&min);
-
-    if (w == PRE_WHY_BAD)
-        amc_log(AMC_LOG_WARN,
-                "ARCOLL_HEAP=%s, ARCOLL_HEAP_MIN=%s: expected on, off or auto, and a "
-                "size below 256m; the defaults (auto, 1k) are used",
-                getenv("ARCOLL_HEAP") ? getenv("ARCOLL_HEAP") : "(unset)",
-                getenv("ARCOLL_HEAP_MIN") ? getenv("ARCOLL_HEAP_MIN") : "(unset)");
-    else if (amc_wrank == 0 && w == PRE_WHY_ON)
-        amc_log(AMC_LOG_INFO, "node heap: serves this program's blocks of %zu bytes or more", min);
-    else if (amc_wrank == 0)
-        amc_log(AMC_LOG_INFO, "node heap: %s", why[w]);
-}
-
 /*
  * Once per process: log level, fault hook, thread level, keyval. At MPI_Init
  * (world 1) the processes agree over MPI_COMM_WORLD whether the shim serves:
@@ -159,7 +133,7 @@ static void shim_setup(int world)
     amc_level = amc_level_parse();
     amc_progress_hook = shim_mpi_progress;
     PMPI_Comm_rank(MPI_COMM_WORLD, &amc_wrank);
-    shim_heap_report();
+    amc_heap_report(preload_heap_state); /* the copy this library carries */
     amc_split_env = split == NULL || (strcmp(split, "off") != 0 && strcmp(split, "0") != 0);
     if (fault != NULL && amc_wrank == 1)
         amc_fault = strcmp(fault, "split_fail") == 0     ? AMC_FAULT_SPLIT_FAIL

@@ -492,6 +492,16 @@ fallbacks to pap" $MPIRUN -np 3 env $OENV LD_PRELOAD="$(cd "$B/lib" && pwd)/liba
         t ompi-coll-3-one-switch counted:3:"coll/arcoll\[[0-9]+\] info: .*sh_co: [1-9][0-9]* calls, 0 \
 fallbacks" env -u ARCOLL_TUNE $MPIRUN -np 3 "$B/bin/arcoll-ompi" env ARCOLL_LOG=info \
             "$B/bin/arcoll-mpi-lat" -R -t alltoall,allgather -m 65536:65536 -i 20
+        # ... with the shim's heap policy (blocks under 1 KiB stay with glibc, whose per-thread
+        # caches are cheaper for the per-call arrays of the v-collectives and reductions).
+        t ompi-coll-3-one-switch-heap ok:"blocks of 1024 bytes or more" grep -m1 -F \
+            "coll/arcoll[0] info: node heap: serves" "$LOG/ompi-coll-3-one-switch.log"
+        # Small ialltoall/iallgather: arcoll's, not Open MPI's libnbc (the serve rules are for
+        # blocking calls there; 2 ranks: the rules hold for ranks <= cores); the blocking allgather
+        # first makes the communicator's record.
+        t ompi-coll-2-nb-small counted:2:"coll/arcoll\[[0-9]+\] info: .*ialltoall [1-9][0-9]* on \
+arcoll, 0 on MPI; iallgather [1-9][0-9]* on arcoll, 0 on MPI" $MPIRUN -np 2 env $OENV \
+            ARCOLL_LOG=info "$B/bin/arcoll-mpi-lat" -R -t allgather,ialltoall,iallgather -m 8:64 -i 20
         # MPI_THREAD_MULTIPLE: served under the component's lock, a context per communicator;
         # then 2 and 4 threads at once, a dup each, every served collective at three sizes
         # (zero-copy too), results checked, every call counted on arcoll.

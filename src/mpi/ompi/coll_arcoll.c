@@ -48,6 +48,7 @@
  */
 #include "ompi_config.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,9 @@ static int cm_start(void)
         return cm_keyval != MPI_KEYVAL_INVALID;
     cm_started = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &amc_wrank);
+    /* The node heap's malloc comes with the process (arcoll-ompi preloads
+     * libarcoll_heap.so), not with this component: found by name. */
+    amc_heap_report((int (*)(size_t *))dlsym(RTLD_DEFAULT, "preload_heap_state"));
     /* The lock must have been in force from the first call (cm_init_query). */
     PMPI_Query_thread(&level);
     if (level == MPI_THREAD_MULTIPLE && !amc_mt) {
@@ -697,7 +701,13 @@ static int cm_uniform(cm_module_t *m, int kind, const void *sbuf, int scount, MP
 
     amc_lock();
     team = cm_route(m, kind, NULL, &c);
-    team = amc_route_size(kind, c, team, rcount, rtype);
+    /* The serve rules were measured against Open MPI's blocking calls. Its
+     * ialltoall/iallgather (libnbc), reached through this component, were
+     * as slow as arcoll's or slower at every size (docs/performance.md), so
+     * those go to arcoll whatever their size (the shim, whose PMPI route is
+     * cheaper, keeps the rules). Blocking or not is the same on every rank. */
+    if (kind < AMC_NB)
+        team = amc_route_size(kind, c, team, rcount, rtype);
     CM_GATE(kind, c, m->comm, team);
     if (team == NULL) {
         amc_unlock();
