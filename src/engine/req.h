@@ -97,6 +97,7 @@ typedef struct coll_peer {
     uint8_t rx_zc;    /* alltoallv: this peer's block comes zero-copy (we advertised a key) */
     uint8_t told;     /* we sent it our refusal of this call (docs/protocol.md §8) */
     uint8_t tx_eager; /* alltoallv: our block to it goes on the copy path at once (zcopy.c) */
+    uint8_t adv_owed; /* v-forms: our advertisement to it is held back (zcopy.c) */
     uint32_t tx_frag; /* next fragment to send */
     uint32_t rx_frag; /* next fragment expected */
     uint64_t rx_want; /* v-forms: the peer's word for us from its header (coll_v_word) */

@@ -120,15 +120,44 @@ static int zcopy_v_start(coll_req_t *r)
             adv.boff = (uint64_t)(coll_dst(r, peer) - base);
             r->peers[peer].rx_zc = 1;
         }
-        rc = coll_advertise_to(r, peer, &adv);
-        if (rc != ARCOLL_OK)
-            return rc;
         /* Not after the split's partial exchanges: there the bank may still be
          * read (protocol.md §5, which this advertisement-first write keeps safe). */
         r->peers[peer].tx_eager =
             !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, coll_tx_len(r, peer));
+        /* A copy pair both ways: our block to it, sent at once, carries the
+         * same word in its header (want), so the advertisement is held back,
+         * a line each way fewer (zcopy_adv_late writes it if the peer's
+         * block is slow to come: a peer that waits for it). */
+        if (r->peers[peer].tx_eager && !r->peers[peer].rx_zc) {
+            r->peers[peer].adv_owed = 1;
+            continue;
+        }
+        rc = coll_advertise_to(r, peer, &adv);
+        if (rc != ARCOLL_OK)
+            return rc;
     }
     return ARCOLL_OK;
+}
+
+/* Passes of a call after which a held-back advertisement is written: well
+ * past a block's usual one-way latency (a few dozen passes at 2 ranks), so
+ * the common case writes none. */
+#define ZCOPY_ADV_LATE_POLLS 256
+
+/* A held-back advertisement (zcopy_v_start), written once the peer's block
+ * is late: the peer may be waiting for it, having put its block on the
+ * zero-copy path by a length of its own (a mismatch, which it then reports)
+ * or by path rules that differ from ours. */
+static int zcopy_adv_late(coll_req_t *r, uint32_t peer)
+{
+    wire_ctrl_t adv;
+
+    if (!r->peers[peer].adv_owed || r->polls < ZCOPY_ADV_LATE_POLLS)
+        return 0;
+    r->peers[peer].adv_owed = 0;
+    memset(&adv, 0, sizeof(adv));
+    adv.size = coll_v_word(r, peer);
+    return coll_advertise_to(r, peer, &adv);
 }
 
 /* Register the receive buffer and advertise it. If registration fails (out of
@@ -176,11 +205,15 @@ static int zcopy_start(coll_req_t *r)
     return coll_advertise(r, &r->rreg.mem->rkey, (uint64_t)(r->rbuf - (char *)r->rreg.mem->addr));
 }
 
+/* The peer's arrival: its advertisement, or (the v-forms' copy pairs, whose
+ * advertisement may be held back) its block in our bounce slot. */
 static int zcopy_arrived(coll_req_t *r, uint32_t peer)
 {
     struct arcoll_team *t = r->team;
 
-    return wire_load(&t->region, wire_ctrl_off(&t->layout, peer, r->bank)) == r->epoch;
+    if (wire_load(&t->region, wire_ctrl_off(&t->layout, peer, r->bank)) == r->epoch)
+        return 1;
+    return coll_is_v(r) && !r->peers[peer].rx_zc && coll_proto_bounce.arrived(r, peer);
 }
 
 /* alltoallv: a block that the sender's own length puts on the copy path goes
@@ -303,8 +336,10 @@ static int zcopy_rx(coll_req_t *r, uint32_t peer)
     struct arcoll_team *t = r->team;
     uint64_t w;
 
-    if (!coll_rx_keyed(r, peer))
-        return coll_proto_bounce.rx(r, peer); /* it also sees a sender's refusal */
+    if (!coll_rx_keyed(r, peer)) {
+        int rc = coll_proto_bounce.rx(r, peer); /* it also sees a sender's refusal */
+        return rc == 0 ? zcopy_adv_late(r, peer) : rc;
+    }
     w = wire_load(&t->region, wire_done_off(&t->layout, peer, r->bank));
     if (!wire_done_epoch_match(w, r->epoch)) {
         /* A sender whose size put it on the copy path writes our bounce slot
