@@ -121,18 +121,15 @@ static const core_setting_t cfg_rows_tail[] = {
 
 /* The whole table: the core's rows, and between their two parts each
  * channel's, in CHAN_LIST order, at its struct in core_config_t.chan. */
-#define CFG_ROWS(rows)                         \
-    {                                          \
-        rows, sizeof(rows) / sizeof((rows)[0]) \
-    }
-static const core_settings_t cfg_head = CFG_ROWS(cfg_rows_head);
-static const core_settings_t cfg_tail = CFG_ROWS(cfg_rows_tail);
+#define CFG_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+static const core_settings_t cfg_head = {cfg_rows_head, CFG_COUNT(cfg_rows_head)};
+static const core_settings_t cfg_tail = {cfg_rows_tail, CFG_COUNT(cfg_rows_tail)};
 #define CFG_CHAN_GROUP(id, name) {&name##_settings, CFG_OFF(chan[CORE_CHANNEL_##id])},
 static const struct cfg_group {
     const core_settings_t *set;
     size_t base; /* of the struct its rows fill */
 } cfg_groups[] = {{&cfg_head, 0}, CHAN_LIST(CFG_CHAN_GROUP){&cfg_tail, 0}};
-#define CFG_NGROUPS (sizeof(cfg_groups) / sizeof(cfg_groups[0]))
+#define CFG_NGROUPS CFG_COUNT(cfg_groups)
 
 /* A row of the table and its field's place in core_config_t. */
 typedef struct cfg_var {
@@ -141,12 +138,7 @@ typedef struct cfg_var {
     size_t group, row; /* the next row of the walk */
 } cfg_var_t;
 
-#define CFG_WALK      \
-    {                 \
-        NULL, 0, 0, 0 \
-    }
-
-/* The rows in order: for (cfg_var_t v = CFG_WALK; cfg_var_next(&v);). */
+/* The rows in order: for (cfg_var_t v = {0}; cfg_var_next(&v);). */
 static int cfg_var_next(cfg_var_t *v)
 {
     for (; v->group < CFG_NGROUPS; v->group++, v->row = 0) {
@@ -162,7 +154,7 @@ static int cfg_var_next(cfg_var_t *v)
 
 static int cfg_var_find(const char *name, cfg_var_t *v)
 {
-    *v = (cfg_var_t)CFG_WALK;
+    *v = (cfg_var_t){0};
     while (cfg_var_next(v))
         if (strcmp(v->s->name, name) == 0)
             return 1;
@@ -324,12 +316,12 @@ int core_config_init(core_config_t *cfg)
     int rc = ARCOLL_OK;
 
     memset(cfg, 0, sizeof(*cfg));
-    for (cfg_var_t v = CFG_WALK; cfg_var_next(&v);)
+    for (cfg_var_t v = {0}; cfg_var_next(&v);)
         if (cfg_var_set(cfg, &v, v.s->dflt) != ARCOLL_OK)
             return ARCOLL_ERR_CONFIG; /* a bad default is a bug: caught by the unit tests */
     /* Past a bad value the others are still read: the caller still joins the
      * bootstrap (its deadline is ARCOLL_TIMEOUT_MS) to tell its peers. */
-    for (cfg_var_t v = CFG_WALK; cfg_var_next(&v);) {
+    for (cfg_var_t v = {0}; cfg_var_next(&v);) {
         const char *env = getenv(v.s->name);
         if (env != NULL && core_config_set(cfg, v.s->name, env) != ARCOLL_OK)
             rc = ARCOLL_ERR_CONFIG;
@@ -405,7 +397,7 @@ uint64_t core_config_digest(const core_config_t *cfg)
 {
     uint64_t h = 1469598103934665603ULL;
 
-    for (cfg_var_t v = CFG_WALK; cfg_var_next(&v);)
+    for (cfg_var_t v = {0}; cfg_var_next(&v);)
         if (v.s->agreed)
             h = cfg_var_hash(cfg, &v, h);
     return h;
@@ -415,7 +407,7 @@ size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **na
 {
     size_t n = 0;
 
-    for (cfg_var_t v = CFG_WALK; n < max && cfg_var_next(&v);) {
+    for (cfg_var_t v = {0}; n < max && cfg_var_next(&v);) {
         if (!v.s->agreed)
             continue;
         if (h != NULL)
@@ -432,7 +424,7 @@ void core_config_print(const core_config_t *cfg, void *file)
     FILE *f = file;
     char buf[CORE_CONFIG_PATH], allowed[128];
 
-    for (cfg_var_t var = CFG_WALK; cfg_var_next(&var);) {
+    for (cfg_var_t var = {0}; cfg_var_next(&var);) {
         const core_setting_t *v = var.s;
         if (v->type == CORE_SETTING_ENUM)
             cfg_values_join(v, allowed, sizeof(allowed));
