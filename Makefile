@@ -29,7 +29,10 @@ LDLIBS_ALL = $(PKG_LIBS) -lrt -lpthread -lm $(EXTRA_LDFLAGS)
 # checks that each calls only the layers below it).
 # The scale simulator's channel and driver (src/chan/sim) are a library of their own,
 # libarcoll_sim.a, linked whole by arcoll-sim and the tests that run it (docs/scale.md).
-SIM_SRC := $(wildcard src/chan/sim/*.c)
+# Every channel's settings (src/chan/*/*_opts.c) are libarcoll's, so that every program
+# knows the whole ARCOLL_* table.
+CHAN_OPTS_SRC := $(wildcard src/chan/*/*_opts.c)
+SIM_SRC := $(filter-out $(CHAN_OPTS_SRC),$(wildcard src/chan/sim/*.c))
 LIB_SRC := $(filter-out src/mem/heap_none.c $(SIM_SRC),$(wildcard src/util/*.c bootstrap/*.c \
 	src/chan/*/*.c src/mem/*.c src/config/*.c src/engine/*.c src/alg/*/*.c src/dispatch/*.c \
 	src/api/*.c))
@@ -513,7 +516,7 @@ FUZZ_NAMES := config tune profile
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
 FUZZ_LIB_SRC := src/config/config.c src/config/algs.c src/util/size.c src/config/tune.c src/util/log.c src/util/textio.c \
-	src/api/pap_stats.c
+	src/api/pap_stats.c $(CHAN_OPTS_SRC)
 FUZZ_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .SECONDARY: $(FUZZ_OBJ)

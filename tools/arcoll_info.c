@@ -11,6 +11,7 @@
 #include "arcoll.h"
 #include "chan/smp/smp_seg.h"
 #include "chan/verbs/verbs.h"
+#include "chan/verbs/verbs_opts.h"
 #include "dispatch/coll.h"
 #include "engine/engine.h"
 
@@ -166,6 +167,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (ctx->boot->rank == 0) {
+        const verbs_opts_t *verbs = core_config_chan(&ctx->cfg, CORE_CHANNEL_VERBS);
         char desc[512] = "";
         printf("arcoll %s\n\n", ARCOLL_VERSION_STRING);
         verbs_info_print(stdout);
@@ -202,7 +204,7 @@ int main(int argc, char **argv)
                    lo.qps, hi.qps, lo.registered_bytes, hi.registered_bytes);
         }
         printf("\n");
-        if (ctx->cfg.channel == CORE_CHANNEL_VERBS && ctx->cfg.verbs_connect == CORE_CONNECT_LAZY)
+        if (ctx->cfg.channel == CORE_CHANNEL_VERBS && verbs->connect == VERBS_CONNECT_LAZY)
             printf("  (no RC QP yet: with ARCOLL_VERBS_CONNECT=lazy a QP to a peer is connected "
                    "when an algorithm first writes to it)\n");
         info_shape(ctx);

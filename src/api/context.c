@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "api/profile.h"
+#include "chan/smp/smp_opts.h"
 #include "chan/smp/smp_seg.h"
 #include "mem/heap.h"
 #include "util/log.h"
@@ -29,31 +30,32 @@ int arcoll_init(const arcoll_oob_t *oob, arcoll_context_t *out)
  * NULL elsewhere. */
 #pragma weak sim_chan_create
 
+/* A setting by name, for a model channel (chan_args.setting). */
+static const char *core_chan_setting(const void *cfg, const char *name, char *buf, size_t len)
+{
+    return core_config_get(cfg, name, buf, len);
+}
+
 /* The context's channel, by the settings' ARCOLL_CHANNEL, from the one list of
- * chan/chan.h; the channel sees only its own settings (chan_opts_t). */
+ * chan/chan.h; the channel is given only its own settings (chan_args_t). */
 static int core_chan_create(struct arcoll_context *ctx)
 {
-    typedef int (*chan_create_fn)(boot_t *, const chan_opts_t *, chan_t **);
+    typedef int (*chan_create_fn)(boot_t *, const chan_args_t *, chan_t **);
 #define CORE_CHAN_CREATE(id, name) [CORE_CHANNEL_##id] = name##_chan_create,
     static const chan_create_fn creates[CORE_CHANNEL_COUNT] = {CHAN_LIST(CORE_CHAN_CREATE)};
 #undef CORE_CHAN_CREATE
     const core_config_t *cfg = &ctx->cfg;
-    chan_opts_t o = {.timeout_ms = cfg->timeout_ms,
-                     .smp_cma = cfg->smp_cma,
-                     .smp_seg = cfg->smp_seg,
-                     .gid_index = cfg->gid_index,
-                     .notify = cfg->notify,
-                     .wireup = cfg->wireup,
-                     .verbs_connect = cfg->verbs_connect};
+    chan_args_t a = {.timeout_ms = cfg->timeout_ms,
+                     .opts = cfg->chan[cfg->channel].bytes,
+                     .setting = core_chan_setting,
+                     .cfg = cfg};
 
-    _Static_assert(sizeof(o.device) == sizeof(cfg->device), "the device name fits");
     if (creates[cfg->channel] == NULL) { /* the simulator's library is not linked */
         log_err("ARCOLL_CHANNEL=sim runs only inside arcoll-sim (the simulator's library "
                 "libarcoll_sim.a is not linked into this program)");
         return ARCOLL_ERR_CONFIG;
     }
-    memcpy(o.device, cfg->device, sizeof(o.device));
-    return creates[cfg->channel](ctx->boot, &o, &ctx->chan);
+    return creates[cfg->channel](ctx->boot, &a, &ctx->chan);
 }
 
 /* Digests differ: one more allgather, of every agreed setting's hash, so
@@ -147,6 +149,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     struct arcoll_context *ctx;
     int *world = NULL, profile = 0;
     int rc, cfg_rc, named;
+    smp_opts_t *smp;
 
     if (out == NULL) {
         log_err("arcoll_init: context pointer is NULL");
@@ -191,10 +194,11 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     /* One way of sharing memory for the whole context, so that creators and
      * attachers agree (chan/smp/smp_seg.h); falling back to names, first clear the
      * names of crashed processes (docs/reliability.md). */
-    rc = smp_seg_agree(ctx->boot, ctx->cfg.smp_seg, &named);
+    smp = core_config_chan(&ctx->cfg, CORE_CHANNEL_SMP);
+    rc = smp_seg_agree(ctx->boot, smp->seg, &named);
     if (rc != ARCOLL_OK)
         goto err_boot;
-    ctx->cfg.smp_seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD;
+    smp->seg = ctx->cfg.smp_seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD;
     if (named && ctx->boot->local_rank == 0)
         smp_seg_sweep(NULL);
     /* The node heap's slots, if any rank uses it (docs/heap.md). */

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "bootstrap/boot.h"
+#include "util/setting.h"
 
 /* A key a peer needs to write into our memory: plain data, fixed size, so it
  * can travel through the bootstrap or inside a control slot. */
@@ -162,42 +163,50 @@ struct chan {
 };
 
 /* The channels, one line each: its CORE_CHANNEL_* id, its name (ARCOLL_CHANNEL,
- * logs) and its constructor <name>_chan_create in src/chan/<name>/, collective
- * over the bootstrap. Adding a channel: its directory and one line here (the
- * settings' names, the context's creation and the build follow). sim_chan_create
- * fails with ARCOLL_ERR_CONFIG unless the simulator's driver runs this rank
- * (chan/sim/sim.h). */
+ * logs), and in src/chan/<name>/ its constructor <name>_chan_create, collective
+ * over the bootstrap, and its settings <name>_settings (<name>_opts.c: its rows
+ * of the ARCOLL_* table and the struct they fill, which the constructor is
+ * given). Adding a channel: its directory and one line here (the settings'
+ * names, their parsing and listing, the context's creation and the build
+ * follow). sim_chan_create fails with ARCOLL_ERR_CONFIG unless the simulator's
+ * driver runs this rank (chan/sim/sim.h). */
 #define CHAN_LIST(X) X(SMP, smp) X(VERBS, verbs) X(SIM, sim)
 
 #define CHAN_ENUM(id, name) CORE_CHANNEL_##id,
 enum { CHAN_LIST(CHAN_ENUM) CORE_CHANNEL_COUNT };
 #undef CHAN_ENUM
 
-/* What the settings (config/config.h) say to the channels: the API fills this
- * from them, so that a channel knows no setting it does not read. */
-enum { CORE_CMA_AUTO, CORE_CMA_OFF };
-/* auto is resolved at init to memfd or named (chan/smp/smp_seg.h) */
-enum { CORE_SEG_AUTO, CORE_SEG_MEMFD, CORE_SEG_NAMED };
-enum { CORE_NOTIFY_FLAG, CORE_NOTIFY_IMM };
-enum { CORE_WIREUP_OOB, CORE_WIREUP_RDMACM };
-enum { CORE_CONNECT_LAZY, CORE_CONNECT_EAGER };
-#define CHAN_DEVICE_STR 64
+/* Room for one channel's settings struct in the settings (config/config.h):
+ * <name>_opts.c defines <name>_settings with CHAN_SETTINGS, which checks
+ * that its struct fits. */
+#define CHAN_OPTS_MAX 256
+typedef union chan_opts_buf {
+    max_align_t align;
+    unsigned char bytes[CHAN_OPTS_MAX];
+} chan_opts_buf_t;
 
-typedef struct chan_opts {
-    long timeout_ms;              /* ARCOLL_TIMEOUT_MS: bound of every wait at wire-up */
-    int smp_cma;                  /* CORE_CMA_*: process_vm_writev for large puts */
-    int smp_seg;                  /* CORE_SEG_*, resolved: how peers find shared segments */
-    char device[CHAN_DEVICE_STR]; /* verbs: "" = automatic, else name[:port] */
-    long gid_index;               /* verbs: -1 = automatic */
-    int notify;                   /* verbs: CORE_NOTIFY_*: flag polling or write-with-immediate */
-    int wireup;                   /* verbs: CORE_WIREUP_*: how the local address/GID is found */
-    int verbs_connect;            /* CORE_CONNECT_*: RC QPs on first use (lazy) or all at init */
-} chan_opts_t;
+#define CHAN_SETTINGS(name, rows, type)                                              \
+    _Static_assert(sizeof(type) <= CHAN_OPTS_MAX, #type " fits in chan_opts_buf_t"); \
+    const core_settings_t name##_settings = {rows, sizeof(rows) / sizeof((rows)[0])}
 
-#define CHAN_CREATE_DECL(id, name) \
-    int name##_chan_create(boot_t *boot, const chan_opts_t *opts, chan_t **c);
-CHAN_LIST(CHAN_CREATE_DECL)
-#undef CHAN_CREATE_DECL
+/* What a channel's constructor is given. */
+typedef struct chan_args {
+    long timeout_ms; /* ARCOLL_TIMEOUT_MS: bound of every wait at wire-up */
+    /* Its own settings: the struct that its rows fill (<name>_opts.h). */
+    const void *opts;
+    /* Any setting by its ARCOLL_* name, rendered as arcoll_config_get does
+     * (NULL if unknown), for a model of another channel: sim follows
+     * ARCOLL_VERBS_CONNECT, which it cannot see in verbs' struct (no channel
+     * includes another's headers). A real channel reads only opts. */
+    const char *(*setting)(const void *cfg, const char *name, char *buf, size_t len);
+    const void *cfg;
+} chan_args_t;
+
+#define CHAN_DECL(id, name)                                                    \
+    int name##_chan_create(boot_t *boot, const chan_args_t *args, chan_t **c); \
+    extern const core_settings_t name##_settings;
+CHAN_LIST(CHAN_DECL)
+#undef CHAN_DECL
 
 static inline uint64_t *chan_mem_u64(const chan_mem_t *m, uint64_t off)
 {

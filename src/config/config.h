@@ -1,5 +1,7 @@
 /* ARCOLL_* configuration: one table, parsed and validated once; an unknown
- * value is an error naming the variable and the allowed values. */
+ * value is an error naming the variable and the allowed values. The table's
+ * rows are the core's (config.c) and each channel's (chan/<name>/<name>_opts.c,
+ * through CHAN_LIST), all treated alike. */
 #ifndef ARCOLL_CONFIG_CONFIG_H
 #define ARCOLL_CONFIG_CONFIG_H
 
@@ -14,7 +16,6 @@
 enum { CORE_HEAP_MR_AUTO, CORE_HEAP_MR_PIN, CORE_HEAP_MR_OFF };
 enum { CORE_SCHED_ORDER_ARRIVAL, CORE_SCHED_ORDER_FIXED };
 
-#define CORE_CONFIG_STR       64
 #define CORE_CONFIG_AUTO_SIZE SIZE_MAX /* a size variable set to "auto" */
 #define CORE_CONFIG_PATH      256
 /* Longest value of an enum, size or integer variable (docs/configuration.md,
@@ -42,20 +43,23 @@ typedef struct core_config {
     long timeout_ms;
     int log_level;
     long spin_count; /* busy polls before yielding the core; -1: auto */
-    int smp_cma;
-    int smp_seg;                  /* CORE_SEG_*: how shared segments are found by peers */
-    char device[CHAN_DEVICE_STR]; /* verbs: "" = automatic, else name[:port] */
-    long gid_index;               /* verbs: -1 = automatic */
-    int notify;                   /* verbs: flag polling or write-with-immediate */
-    int wireup;                   /* verbs: how the local address/GID is found */
-    int verbs_connect;            /* verbs: RC QPs on first use (lazy) or all at init */
-    int regcache;                 /* cache implicit registrations (user reports frees) */
-    size_t regcache_max;          /* bytes the cache may keep registered */
-    int verbs_heap_mr;            /* CORE_HEAP_MR_*: heap buffers share one MR (mem/heapmr.h) */
-    size_t verbs_heap_mr_min;     /* its first prefix */
+    /* How this context's shared segments are found (CORE_SEG_MEMFD or _NAMED):
+     * the smp channel's ARCOLL_SMP_SEG as resolved at init (smp_seg_agree), for
+     * every shared segment on any channel (the engine's node segments too).
+     * Set by the context, not a row: never listed or hashed. */
+    int smp_seg;
+    int regcache;        /* cache implicit registrations (user reports frees) */
+    size_t regcache_max; /* bytes the cache may keep registered */
+    /* CORE_HEAP_MR_*: heap buffers share one MR (mem/heapmr.h). The engine's
+     * (zmem.c) over the channel's chan.heap_mr, not verbs' own settings. */
+    int verbs_heap_mr;
+    size_t verbs_heap_mr_min; /* its first prefix */
     /* ARCOLL_PROFILE: file prefix of the PAP profile; "" = off (src/engine/prof.h) */
     char profile[CORE_CONFIG_PATH];
     core_tune_t tune; /* ARCOLL_TUNE rules, then the default table (src/config/tune.h) */
+    /* Each channel's settings, the struct its rows fill (chan/<name>/<name>_opts.h),
+     * by CORE_CHANNEL_*: core_config_chan. */
+    chan_opts_buf_t chan[CORE_CHANNEL_COUNT];
     /* Bumped by every core_config_set: a choice derived from the settings and
      * kept between calls (the teams' memos, engine/team.h) is stale when its
      * generation differs. Per process, never agreed or hashed. */
@@ -76,6 +80,11 @@ uint64_t core_config_digest(const core_config_t *cfg);
  * NULL); returns how many. Tells which setting made two digests differ. */
 #define CORE_CONFIG_NAGREED 32
 size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **names, size_t max);
+/* A channel's settings (CORE_CHANNEL_*): the struct of chan/<name>/<name>_opts.h. */
+static inline void *core_config_chan(core_config_t *cfg, int channel)
+{
+    return cfg->chan[channel].bytes;
+}
 /* Print the table of variables (name, value, allowed, description). */
 void core_config_print(const core_config_t *cfg, void *file);
 

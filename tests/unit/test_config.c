@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "arcoll.h"
+#include "chan/smp/smp_opts.h"
+#include "chan/verbs/verbs_opts.h"
 #include "config/config.h"
 #include "util/log.h"
 
@@ -62,6 +64,12 @@ static void init_clean(core_config_t *cfg)
     assert_int_equal(core_config_init(cfg), ARCOLL_OK);
 }
 
+/* The smp channel's settings, which its rows fill (chan/smp/smp_opts.c). */
+static const smp_opts_t *smp_of(const core_config_t *cfg)
+{
+    return (const smp_opts_t *)(const void *)cfg->chan[CORE_CHANNEL_SMP].bytes;
+}
+
 /* Field by field: struct assignment need not copy padding. */
 static void assert_cfg_equal(const core_config_t *a, const core_config_t *b)
 {
@@ -74,7 +82,7 @@ static void assert_cfg_equal(const core_config_t *a, const core_config_t *b)
     assert_int_equal(a->timeout_ms, b->timeout_ms);
     assert_int_equal(a->log_level, b->log_level);
     assert_int_equal(a->spin_count, b->spin_count);
-    assert_int_equal(a->smp_cma, b->smp_cma);
+    assert_int_equal(smp_of(a)->cma, smp_of(b)->cma);
 }
 
 static const char *get(const core_config_t *cfg, const char *name)
@@ -118,7 +126,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.log_level, CORE_LOG_WARN);
     assert_int_equal(cfg.spin_count, -1); /* auto */
     assert_string_equal(get(&cfg, "ARCOLL_SPIN_COUNT"), "auto");
-    assert_int_equal(cfg.smp_cma, CORE_CMA_AUTO);
+    assert_int_equal(smp_of(&cfg)->cma, SMP_CMA_AUTO);
 
     assert_string_equal(get(&cfg, "ARCOLL_CHANNEL"), "smp");
     assert_string_equal(get(&cfg, "ARCOLL_ALLTOALL_ALG"), "auto");
@@ -150,7 +158,9 @@ static const enum_case_t enum_cases[] = {
      {"direct", "pap", "shm_direct", "pap_shm"}},
     {"ARCOLL_PATH", offsetof(core_config_t, path), {"copy", "zcopy", "auto"}},
     {"ARCOLL_LOG", offsetof(core_config_t, log_level), {"none", "error", "warn", "info", "debug"}},
-    {"ARCOLL_SMP_CMA", offsetof(core_config_t, smp_cma), {"auto", "off"}},
+    {"ARCOLL_SMP_CMA",
+     offsetof(core_config_t, chan[CORE_CHANNEL_SMP]) + offsetof(smp_opts_t, cma),
+     {"auto", "off"}},
 };
 
 static int field_int(const core_config_t *cfg, size_t off)
@@ -202,7 +212,7 @@ static void test_enum_values(void **state)
     assert_int_equal(core_config_set(&cfg, "ARCOLL_PATH", "ZCOPY"), ARCOLL_OK);
     assert_int_equal(cfg.path, CORE_PATH_ZCOPY);
     assert_int_equal(core_config_set(&cfg, "ARCOLL_SMP_CMA", "OFF"), ARCOLL_OK);
-    assert_int_equal(cfg.smp_cma, CORE_CMA_OFF);
+    assert_int_equal(smp_of(&cfg)->cma, SMP_CMA_OFF);
     assert_int_equal(core_config_set(&cfg, "ARCOLL_LOG", "Debug"), ARCOLL_OK);
     assert_int_equal(cfg.log_level, CORE_LOG_DEBUG);
     /* Setting ARCOLL_LOG takes effect on the logger at once. */
@@ -342,7 +352,7 @@ static void test_value_limits(void **state)
         size_t max;
     } vars[] = {
         {"ARCOLL_LOG", CORE_CONFIG_VALUE_MAX},        {"ARCOLL_BOUNCE_SIZE", CORE_CONFIG_VALUE_MAX},
-        {"ARCOLL_TIMEOUT_MS", CORE_CONFIG_VALUE_MAX}, {"ARCOLL_DEVICE", CORE_CONFIG_STR - 1},
+        {"ARCOLL_TIMEOUT_MS", CORE_CONFIG_VALUE_MAX}, {"ARCOLL_DEVICE", VERBS_DEVICE_STR - 1},
         {"ARCOLL_PROFILE", CORE_CONFIG_PATH - 1},     {"ARCOLL_TUNE", CORE_TUNE_TEXT_MAX},
     };
     size_t huge = 1 << 20;
@@ -604,7 +614,7 @@ static void test_env_read(void **state)
     assert_int_equal(cfg.timeout_ms, 1500);
     assert_int_equal(cfg.log_level, CORE_LOG_NONE);
     assert_int_equal(cfg.spin_count, 7);
-    assert_int_equal(cfg.smp_cma, CORE_CMA_OFF);
+    assert_int_equal(smp_of(&cfg)->cma, SMP_CMA_OFF);
 
     /* A second init starts again from the defaults. */
     env_clean();
@@ -679,6 +689,104 @@ static void test_print(void **state)
     assert_non_null(strstr(text, "2048"));
     assert_non_null(strstr(text, "direct|pap"));
     free(text);
+}
+
+/* ---- the channels' rows ------------------------------------------------ */
+
+static const verbs_opts_t *verbs_of(const core_config_t *cfg)
+{
+    return (const verbs_opts_t *)(const void *)cfg->chan[CORE_CHANNEL_VERBS].bytes;
+}
+
+/* Each channel's rows (chan/<name>/<name>_opts.c) are in the one table: set
+ * into that channel's struct only, listed in the order of old, agreed as
+ * their rows say. */
+static void test_chan_rows(void **state)
+{
+    static const char *const order[] = {
+        "ARCOLL_SPIN_COUNT", "ARCOLL_SMP_CMA",      "ARCOLL_SMP_SEG", "ARCOLL_DEVICE",
+        "ARCOLL_GID_INDEX",  "ARCOLL_NOTIFY",       "ARCOLL_WIREUP",  "ARCOLL_VERBS_CONNECT",
+        "ARCOLL_REGCACHE",   "ARCOLL_REGCACHE_MAX", "ARCOLL_PROFILE",
+    };
+    static const char *const agreed[] = {"ARCOLL_SMP_CMA", "ARCOLL_SMP_SEG", "ARCOLL_NOTIFY",
+                                         "ARCOLL_VERBS_CONNECT"};
+    static const char *const local[] = {"ARCOLL_DEVICE", "ARCOLL_GID_INDEX", "ARCOLL_WIREUP"};
+    const char *names[CORE_CONFIG_NAGREED];
+    core_config_t base, cfg;
+    smp_opts_t smp;
+    char *text = NULL, *at;
+    size_t len = 0, n;
+    FILE *f;
+
+    (void)state;
+    init_clean(&base);
+    assert_int_equal(verbs_of(&base)->connect, VERBS_CONNECT_LAZY);
+    assert_int_equal(verbs_of(&base)->gid_index, -1);
+    assert_string_equal(verbs_of(&base)->device, "");
+    assert_int_equal(smp_of(&base)->seg, CORE_SEG_AUTO);
+    cfg = base;
+    smp = *smp_of(&cfg);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_NOTIFY", "imm"), ARCOLL_OK);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_VERBS_CONNECT", "Eager"), ARCOLL_OK);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_WIREUP", "rdmacm"), ARCOLL_OK);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_GID_INDEX", "3"), ARCOLL_OK);
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_DEVICE", "mlx5_0:1"), ARCOLL_OK);
+    assert_int_equal(verbs_of(&cfg)->notify, VERBS_NOTIFY_IMM);
+    assert_int_equal(verbs_of(&cfg)->connect, VERBS_CONNECT_EAGER);
+    assert_int_equal(verbs_of(&cfg)->wireup, VERBS_WIREUP_RDMACM);
+    assert_int_equal(verbs_of(&cfg)->gid_index, 3);
+    assert_string_equal(verbs_of(&cfg)->device, "mlx5_0:1");
+    assert_memory_equal(smp_of(&cfg), &smp, sizeof(smp)); /* another channel's: untouched */
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_SMP_SEG", "named"), ARCOLL_OK);
+    assert_int_equal(smp_of(&cfg)->seg, CORE_SEG_NAMED);
+    assert_int_equal(verbs_of(&cfg)->notify, VERBS_NOTIFY_IMM);
+
+    /* Listed once each, between the core's rows as before. */
+    f = open_memstream(&text, &len);
+    assert_non_null(f);
+    core_config_print(&base, f);
+    assert_int_equal(fclose(f), 0);
+    at = text;
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "\n%s ", order[i]);
+        at = strstr(at, line);
+        if (at == NULL)
+            fail_msg("%s is not listed after %s", order[i], i ? order[i - 1] : "the start");
+        assert_null(strstr(at + 1, line));
+    }
+    free(text);
+
+    /* Agreed or local, as the rows say. */
+    n = core_config_hashes(&base, NULL, names, CORE_CONFIG_NAGREED);
+    assert_true(n < CORE_CONFIG_NAGREED);
+    for (size_t i = 0; i < sizeof(agreed) / sizeof(agreed[0]); i++) {
+        size_t k = 0;
+        while (k < n && strcmp(names[k], agreed[i]) != 0)
+            k++;
+        if (k == n)
+            fail_msg("%s is not agreed", agreed[i]);
+    }
+    for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+        for (size_t k = 0; k < n; k++)
+            assert_string_not_equal(names[k], local[i]);
+    cfg = base;
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_DEVICE", "mlx5_0"), ARCOLL_OK);
+    assert_int_equal(core_config_digest(&cfg), core_config_digest(&base));
+    assert_int_equal(core_config_set(&cfg, "ARCOLL_NOTIFY", "imm"), ARCOLL_OK);
+    assert_int_not_equal(core_config_digest(&cfg), core_config_digest(&base));
+
+    /* Every channel's rows are known by name, defaults included. */
+#define CHAN_ROWS_CHECK(id, ch)                                                                \
+    for (size_t i = 0; i < ch##_settings.n; i++) {                                             \
+        char buf[64];                                                                          \
+        assert_non_null(core_config_get(&base, ch##_settings.rows[i].name, buf, sizeof(buf))); \
+        assert_int_equal(                                                                      \
+            core_config_set(&cfg, ch##_settings.rows[i].name, ch##_settings.rows[i].dflt),     \
+            ARCOLL_OK);                                                                        \
+    }
+    CHAN_LIST(CHAN_ROWS_CHECK)
+#undef CHAN_ROWS_CHECK
 }
 
 /* ---- core_config_parse_size -------------------------------------------- */
@@ -764,6 +872,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_invalid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_unknown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chan_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_size, setup, teardown),
     };
 

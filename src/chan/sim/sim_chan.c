@@ -193,8 +193,10 @@ static const struct chan_ops sim_ops = {
     .model = &sim_model_ops,
 };
 
-int sim_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
+int sim_chan_create(boot_t *boot, const chan_args_t *args, chan_t **out)
 {
+    char connect[16];
+    const char *conn;
     sim_chan_t *s;
     int rc;
 
@@ -230,7 +232,10 @@ int sim_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
         sim_destroy(&s->super);
         return rc;
     }
-    if (cfg->verbs_connect == CORE_CONNECT_EAGER)
+    /* The eager connections of verbs' setting (chan.h: a model reads another
+     * channel's settings by name). */
+    conn = args->setting(args->cfg, "ARCOLL_VERBS_CONNECT", connect, sizeof(connect));
+    if (conn != NULL && strcmp(conn, "eager") == 0)
         sim_connect_all(boot->rank);
     *out = &s->super;
     return ARCOLL_OK;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "chan/chan.h"
+#include "chan/smp/smp_opts.h"
 #include "chan/smp/smp_seg.h"
 #include "util/log.h"
 
@@ -268,8 +269,9 @@ out:
     return rc;
 }
 
-int smp_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
+int smp_chan_create(boot_t *boot, const chan_args_t *args, chan_t **out)
 {
+    const smp_opts_t *o = args->opts;
     smp_chan_t *s;
     pid_t me = getpid();
     int rc, ok;
@@ -293,7 +295,7 @@ int smp_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
      * bounce path stays faster up to about 2 MiB per peer. */
     s->super.zcopy_threshold = 4u << 20;
     s->super.bounce = CHAN_BOUNCE_HOST;
-    s->named = cfg->smp_seg == CORE_SEG_NAMED;
+    s->named = o->seg == CORE_SEG_NAMED;
     s->pids = calloc((size_t)boot->size, sizeof(*s->pids));
     if (s->pids == NULL) {
         log_err("smp: out of memory");
@@ -303,7 +305,7 @@ int smp_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
     rc = boot->allgather(boot, &me, s->pids, sizeof(me));
     if (rc != ARCOLL_OK)
         goto err_pids;
-    if (cfg->smp_cma == CORE_CMA_OFF) {
+    if (o->cma == SMP_CMA_OFF) {
         if (boot->rank == 0)
             log_info("smp: ARCOLL_SMP_CMA=off: zero-copy is off, the copy path is used");
     } else {

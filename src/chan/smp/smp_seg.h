@@ -21,6 +21,10 @@
  * others; without it, the key is the owner's memfd number. */
 #define SMP_SEG_KEY_NAMED ((uint64_t)1 << 63)
 
+/* ARCOLL_SMP_SEG (chan/smp/smp_opts.c): auto is resolved at init to memfd
+ * or named, for every shared segment of the context (smp_seg_agree). */
+enum { CORE_SEG_AUTO, CORE_SEG_MEMFD, CORE_SEG_NAMED };
+
 typedef struct smp_seg {
     void *addr;
     size_t len;
@@ -51,7 +55,7 @@ void smp_seg_seal(smp_seg_t *s);
 /* Unmap (and seal first if still findable). */
 void smp_seg_free(smp_seg_t *s);
 /* Collective over b: can every rank map a memfd of a rank on its node through
- * /proc? want: CORE_SEG_* (chan/chan.h). *named = 0 (memfd) if so and want
+ * /proc? want: CORE_SEG_* (above). *named = 0 (memfd) if so and want
  * is not named; 1 if want is named or (auto) if any rank cannot;
  * ARCOLL_ERR_CHANNEL if want is memfd and some rank cannot. */
 int smp_seg_agree(boot_t *b, int want, int *named);

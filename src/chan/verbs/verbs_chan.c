@@ -22,6 +22,7 @@
  * of all earlier WRs of the QP) makes the receiver copy it to the real flag.
  */
 #include "chan/verbs/verbs_int.h"
+#include "chan/verbs/verbs_opts.h"
 
 static const struct chan_ops verbs_ops = {
     .name = "verbs",
@@ -132,11 +133,12 @@ void verbs_chan_describe(struct chan *c, char *buf, size_t len)
 /* Setup ladder: device -> PD -> CQ(s) -> staging MR -> UD QP -> address
  * exchange (-> every RC QP when eager). On failure verbs_destroy walks it
  * down from wherever it got to. */
-int verbs_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
+int verbs_chan_create(boot_t *boot, const chan_args_t *args, chan_t **out)
 {
+    const verbs_opts_t *o = args->opts;
     verbs_chan_t *vc;
     struct ibv_device_attr da;
-    long gid_want = cfg->gid_index;
+    long gid_want = o->gid_index;
     int cqe, rc;
 
     *out = NULL;
@@ -150,24 +152,24 @@ int verbs_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
     /* Past a few packets the staging copy costs more than a registration. */
     vc->super.zcopy_threshold = 16u << 10;
     vc->super.bounce = CHAN_BOUNCE_NET;
-    vc->imm = cfg->notify == CORE_NOTIFY_IMM;
-    vc->eager = cfg->verbs_connect == CORE_CONNECT_EAGER;
-    vc->timeout_ms = cfg->timeout_ms;
+    vc->imm = o->notify == VERBS_NOTIFY_IMM;
+    vc->eager = o->connect == VERBS_CONNECT_EAGER;
+    vc->timeout_ms = args->timeout_ms;
     vc->max_inline = UINT32_MAX;
-    if (cfg->wireup == CORE_WIREUP_RDMACM) {
+    if (o->wireup == VERBS_WIREUP_RDMACM) {
         /* librdmacm names device, port and GID from this host's IP address. */
         char dev[80];
         union ibv_gid want;
         uint8_t port;
-        rc = verbs_rdmacm_resolve(cfg->device, dev, sizeof(dev) - 4, &port, &want);
+        rc = verbs_rdmacm_resolve(o->device, dev, sizeof(dev) - 4, &port, &want);
         if (rc != ARCOLL_OK)
             goto err;
         snprintf(dev + strlen(dev), 5, ":%u", port);
         rc = verbs_dev_open(dev, &vc->ctx, &vc->port, &vc->pa);
         if (rc != ARCOLL_OK)
             goto err;
-        gid_want = cfg->gid_index >= 0 ? cfg->gid_index
-                                       : verbs_gid_find(vc->ctx, vc->port, &vc->pa, &want);
+        gid_want =
+            o->gid_index >= 0 ? o->gid_index : verbs_gid_find(vc->ctx, vc->port, &vc->pa, &want);
         if (gid_want < 0) {
             log_err("verbs: ARCOLL_WIREUP=rdmacm: the GID of the address is not in %s's table",
                     dev);
@@ -175,7 +177,7 @@ int verbs_chan_create(boot_t *boot, const chan_opts_t *cfg, chan_t **out)
             goto err;
         }
     } else {
-        rc = verbs_dev_open(cfg->device, &vc->ctx, &vc->port, &vc->pa);
+        rc = verbs_dev_open(o->device, &vc->ctx, &vc->port, &vc->pa);
         if (rc != ARCOLL_OK)
             goto err;
     }
