@@ -65,8 +65,8 @@ static void info_algs(struct arcoll_team *t, coll_type_t type, int alg)
     }
     cut[n++] = t->ctx->cfg.shm_max + 1;
     cut[n++] = t->ctx->chan->zcopy_threshold;
-    if (t->hier != NULL)
-        cut[n++] = t->hier->max_bytes + 1;
+    if (t->hseg != NULL)
+        cut[n++] = t->hseg->max_bytes + 1;
     qsort(cut, n, sizeof(cut[0]), info_cmp);
     hier_team_shape(t, &shape);
     for (size_t i = 0; i <= n; i++) {

@@ -329,7 +329,7 @@ int arcoll_context_memory(arcoll_context_t ctx, size_t *bytes)
             sum += t->hier->xteam->region.len;
         /* A node segment is shared: count this rank's part of it. */
         if (t->hier != NULL)
-            sum += t->hier->seg.len / t->hier->lsize;
+            sum += t->hseg->seg.len / t->hier->lsize;
     }
     *bytes = sum;
     return ARCOLL_OK;
@@ -357,7 +357,7 @@ int arcoll_context_resources(arcoll_context_t ctx, arcoll_resources_t *out)
     /* Node segments are shared memory on every channel: this rank's part. */
     for (const struct arcoll_team *t = ctx->teams; t != NULL; t = t->next)
         if (t->hier != NULL)
-            out->shared_bytes += t->hier->seg.len / t->hier->lsize;
+            out->shared_bytes += t->hseg->seg.len / t->hier->lsize;
     return ARCOLL_OK;
 }
 

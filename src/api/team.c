@@ -50,6 +50,7 @@ void core_team_free(struct arcoll_team *t)
         t->hier->xteam = NULL;
     }
     hier_free(t);
+    eng_state_free_all(t);
     for (uint32_t j = 0; t->peer_region != NULL && j < t->size; j++)
         if (j != t->rank && t->peer_region[j].rkey.kind != 0)
             c->ops->rmem_release(c, &t->peer_region[j]);
@@ -169,7 +170,7 @@ static void core_team_rec_fill(const struct arcoll_team *t, const int *ranks, in
     mine->hash = core_ranks_hash(ranks, n);
     mine->rkey = t->region.rkey;
     mine->pid = (int64_t)getpid();
-    mine->seg_key = t->hier != NULL ? t->hier->seg.key : 0;
+    mine->seg_key = t->hseg != NULL ? t->hseg->seg.key : 0;
     mine->socket = t->ctx->topo.socket;
     mine->heap = heap_node_region();
     mine->bounce = t->layout.bounce;
@@ -225,8 +226,7 @@ static int core_team_join(struct arcoll_team *t, const core_team_rec_t *mine,
         sockets[j] = rec->socket;
         heap &= rec->heap != 0 && rec->heap == mine->heap;
     }
-    rc = hier_attach(t, pids, keys, sockets);
-    t->hier->heap = heap;
+    rc = hier_attach(t, pids, keys, sockets, heap);
 out:
     free(sockets);
     free(keys);
@@ -273,7 +273,7 @@ static int core_team_make(struct arcoll_context *ctx, const int *ranks, int n, i
     if (t != NULL && c->ops->mem_seal != NULL)
         c->ops->mem_seal(c, &t->region);
     if (t != NULL)
-        hier_seal(t);
+        hier_seg_seal(t->hseg);
     if (rc == ARCOLL_OK)
         rc = brc;
     if (rc != ARCOLL_OK)
@@ -410,7 +410,7 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
     if (t != NULL && c->ops->mem_seal != NULL)
         c->ops->mem_seal(c, &t->region);
     if (t != NULL)
-        hier_seal(t);
+        hier_seg_seal(t->hseg);
     if (rc == ARCOLL_OK && brc != ARCOLL_OK)
         rc = brc;
     if (rc == ARCOLL_OK && anybad) {

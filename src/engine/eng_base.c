@@ -1,12 +1,15 @@
 /* The engine's ground floor: a call's name, the engine's clock, reading a
  * peer's control slot and a flat peer's arrival without changing anything,
- * and the protocol of calls that move their own data (coll_proto_none).
+ * the protocol of calls that move their own data (coll_proto_none), and the
+ * families' per-team state (eng_state_get).
  * Every other engine file calls down to these; they call nothing of the
  * engine's above them (the state machine in eng_call.c, its checks in
  * engine_check.c, the schedule executor in sched_run.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
+#include "util/log.h"
 
 uint64_t eng_time_ns(const struct arcoll_context *ctx)
 {
@@ -99,3 +102,44 @@ const coll_proto_t coll_proto_none = {
     .rx = none_hook,
     .finish = none_finish,
 };
+
+/* One family's state on a team: a short list (one entry per family that ran
+ * on the team), walked at a call's start only. */
+struct eng_state {
+    const eng_state_kind_t *kind;
+    void *state;
+    struct eng_state *next;
+};
+
+void *eng_state_get(struct arcoll_team *t, const eng_state_kind_t *kind)
+{
+    struct eng_state *e;
+
+    for (e = t->states; e != NULL; e = e->next)
+        if (e->kind == kind)
+            return e->state;
+    e = malloc(sizeof(*e));
+    if (e == NULL) {
+        log_err("arcoll: out of memory for an algorithm's per-team state");
+        return NULL;
+    }
+    e->state = kind->make(t);
+    if (e->state == NULL) {
+        free(e);
+        return NULL;
+    }
+    e->kind = kind;
+    e->next = t->states;
+    t->states = e;
+    return e->state;
+}
+
+void eng_state_free_all(struct arcoll_team *t)
+{
+    while (t->states != NULL) {
+        struct eng_state *e = t->states;
+        t->states = e->next;
+        e->kind->free(e->state);
+        free(e);
+    }
+}

@@ -188,7 +188,7 @@ static inline void coll_done(coll_req_t *r)
     t->nactive--;
     core_nactive--;
     if (r->alg->serial)
-        t->hier->busy = 0;
+        t->hseg->busy = 0;
     if (r->ureq != NULL) {
         r->ureq->status = r->status;
         r->ureq->r = NULL;
@@ -320,7 +320,7 @@ static void coll_relax(struct arcoll_context *ctx, long *polls, long limit)
  * serial family the node segment free. */
 static int eng_slot_free(const struct arcoll_team *t, const coll_alg_t *alg)
 {
-    return !t->reqs[(t->seq + 1) % t->window].active && !(alg->serial && t->hier->busy);
+    return !t->reqs[(t->seq + 1) % t->window].active && !(alg->serial && t->hseg->busy);
 }
 
 /* A blocking call (or a step of another call): progress until it may start,
@@ -594,7 +594,7 @@ static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll
     t->nactive++;
     core_nactive++;
     if (alg->serial)
-        t->hier->busy = 1;
+        t->hseg->busy = 1;
     r->status = ARCOLL_INPROGRESS;
     /* Arrival is start_ns: the call is accepted and nothing is sent yet. */
     if (__builtin_expect(ctx->prof != NULL, 0) && !(flags & COLL_F_NOPROF))
@@ -617,7 +617,7 @@ static int eng_start_now(struct arcoll_team *t, const coll_args_t *a, const coll
 int eng_switch_flat(coll_req_t *r, const coll_alg_t *alg)
 {
     if (r->alg->serial)
-        r->team->hier->busy = 0; /* done with the node segment: the next such call may start */
+        r->team->hseg->busy = 0; /* done with the node segment: the next such call may start */
     r->alg = alg;
     r->is_direct = alg->is_direct;
     eng_pick_proto(r);

@@ -121,6 +121,19 @@ int eng_start(struct arcoll_team *t, const coll_args_t *a, const coll_alg_t *alg
  * flat protocol of that epoch). Frees the node segment of a serial one. Then
  * the engine drives it; an error return means: fail the call with it. */
 int eng_switch_flat(coll_req_t *r, const coll_alg_t *alg);
+/* A family's per-team state (the node families' scratch, sh_co's Morton
+ * share): made by make at the family's first call on the team, freed by
+ * free with the team. The kind's address is its key, so a new family brings
+ * its own kind and touches nothing here. Called at a call's start; the call
+ * keeps the pointer for its polling loops. */
+typedef struct eng_state_kind {
+    void *(*make)(struct arcoll_team *t); /* NULL: out of memory (it said so) */
+    void (*free)(void *state);
+} eng_state_kind_t;
+/* The team's state of this kind, made now if it has none; NULL if make fails. */
+void *eng_state_get(struct arcoll_team *t, const eng_state_kind_t *kind);
+/* Free every family's state of the team (core_team_free). */
+void eng_state_free_all(struct arcoll_team *t);
 /* One pass over the call: never blocks. */
 int coll_progress(coll_req_t *r);
 /* Progress until the call completes (and the team's other calls meanwhile). */

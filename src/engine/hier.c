@@ -1,4 +1,4 @@
-/* Node grouping and node segments of a team (hier.h). */
+/* Node grouping of a team (hier.h); its node segment is hier_seg.c's. */
 #include "engine/hier.h"
 
 #include <stdlib.h>
@@ -7,31 +7,8 @@
 #include "engine/team.h"
 #include "util/log.h"
 
-/* An area larger than this is not worth it: the node segment holds three. */
-#define HIER_AREA_MAX ((uint64_t)16 << 20)
-
-static void hier_layout_init(hier_t *h)
-{
-    hier_layout_t *l = &h->lay;
-
-    l->area = (uint64_t)h->nnodes * h->lmax * h->lmax * h->max_bytes;
-    l->off_arrive = WIRE_LINE;
-    l->off_done = l->off_arrive + (uint64_t)h->lmax * WIRE_LINE;
-    l->off_all = l->off_done + (uint64_t)h->nnodes * WIRE_LINE;
-    l->off_send = l->off_all + WIRE_LINE;
-    l->off_recv = l->off_send + 2 * l->area;
-    /* Whole lines: max_bytes may be odd, the words below are atomics. */
-    l->off_addr = (l->off_recv + l->area + WIRE_LINE - 1) / WIRE_LINE * WIRE_LINE;
-    l->total = l->off_addr + (uint64_t)h->lmax * WIRE_LINE;
-}
-
 static void hier_release(hier_t *h)
 {
-    if (h->alg_state_free != NULL)
-        h->alg_state_free(h->alg_state);
-    free(h->pack);
-    free(h->pub);
-    free(h->got);
     free(h->lsocket);
     free(h->local_pid);
     free(h->node_first);
@@ -40,7 +17,7 @@ static void hier_release(hier_t *h)
     free(h);
 }
 
-/* Group the team's ranks by node: fills everything but the segment. */
+/* Group the team's ranks by node: fills all but the pids, sockets and heap. */
 static int hier_group(const struct arcoll_team *t, hier_t *h)
 {
     const boot_t *b = t->ctx->boot;
@@ -72,12 +49,9 @@ static int hier_group(const struct arcoll_team *t, hier_t *h)
     }
     h->lsize = h->node_size[h->node];
     h->node_rank = malloc(sizeof(*h->node_rank) * (size_t)h->nnodes * h->lmax);
-    h->got = malloc((size_t)h->nnodes * h->lmax);
-    h->pub = malloc(h->nnodes);
     h->local_pid = calloc(h->lsize, sizeof(*h->local_pid));
     h->lsocket = calloc(h->lsize, sizeof(*h->lsocket));
-    if (h->node_rank == NULL || h->got == NULL || h->pub == NULL || h->local_pid == NULL ||
-        h->lsocket == NULL)
+    if (h->node_rank == NULL || h->local_pid == NULL || h->lsocket == NULL)
         goto out;
     for (size_t i = 0; i < (size_t)h->nnodes * h->lmax; i++)
         h->node_rank[i] = HIER_NONE;
@@ -104,10 +78,11 @@ int hier_plan(struct arcoll_team *t)
 {
     struct arcoll_context *ctx = t->ctx;
     hier_t *h;
-    uint64_t cap;
+    size_t max_bytes;
     int rc;
 
     t->hier = NULL;
+    t->hseg = NULL;
     h = calloc(1, sizeof(*h));
     if (h == NULL) {
         log_err("arcoll_team_create: out of memory");
@@ -120,27 +95,17 @@ int hier_plan(struct arcoll_team *t)
         hier_release(h); /* one rank per node: nothing to share */
         return ARCOLL_OK;
     }
-    /* The same on every rank: it decides, per call, which algorithm runs. */
-    cap = HIER_AREA_MAX / ((uint64_t)h->nnodes * h->lmax * h->lmax);
-    h->max_bytes = ctx->cfg.shm_max < cap ? ctx->cfg.shm_max : (size_t)cap;
-    if (h->max_bytes == 0) {
+    max_bytes = hier_seg_max_bytes(h->nnodes, h->lmax, ctx->cfg.shm_max);
+    if (max_bytes == 0) {
         hier_release(h);
         return ARCOLL_OK;
     }
-    hier_layout_init(h);
-    if (hier_is_master(h)) {
-        rc = smp_seg_create(&h->seg, h->lay.total, ctx->cfg.smp_seg == CORE_SEG_NAMED);
-        if (rc != ARCOLL_OK)
-            goto err_hier;
-        *(uint64_t *)h->seg.addr = WIRE_MAGIC;
-        /* Phase 2 reads and writes the areas: register them once, not per call. */
-        if (h->nnodes > 1 && ctx->chan->zcopy &&
-            zmem_pin(ctx, h->seg.addr, h->seg.len, &h->pin) != ARCOLL_OK)
-            log_debug("node segment not registered; phase 2 registers per call");
-    }
+    rc = hier_seg_create(ctx, h->nnodes, h->lmax, max_bytes, hier_is_master(h), &t->hseg);
+    if (rc != ARCOLL_OK)
+        goto err_hier;
     log_debug("team of %u ranks: %u nodes, up to %u ranks per node, node segment %llu "
               "bytes (up to %zu bytes per rank)",
-              t->size, h->nnodes, h->lmax, (unsigned long long)h->lay.total, h->max_bytes);
+              t->size, h->nnodes, h->lmax, (unsigned long long)t->hseg->lay.total, max_bytes);
     t->hier = h;
     return ARCOLL_OK;
 
@@ -175,7 +140,8 @@ static void hier_sockets(hier_t *h, const int32_t *socket, long size)
     }
 }
 
-int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key, const int32_t *socket)
+int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key, const int32_t *socket,
+                int heap)
 {
     hier_t *h = t->hier;
     uint32_t master;
@@ -185,16 +151,11 @@ int hier_attach(struct arcoll_team *t, const long *pid, const uint64_t *key, con
     for (uint32_t s = 0; s < h->lsize; s++)
         h->local_pid[s] = pid[h->node_rank[(size_t)h->node * h->lmax + s]];
     hier_sockets(h, socket, t->ctx->cfg.socket_size);
+    h->heap = heap;
     if (hier_is_master(h))
         return ARCOLL_OK;
     master = h->node_rank[(size_t)h->node * h->lmax];
-    return smp_seg_attach(&h->seg, pid[master], key[master], h->lay.total);
-}
-
-void hier_seal(struct arcoll_team *t)
-{
-    if (t->hier != NULL)
-        smp_seg_seal(&t->hier->seg);
+    return hier_seg_attach(t->hseg, pid[master], key[master]);
 }
 
 void hier_xteam_ranks(const struct arcoll_team *t, int *list, int *n)
@@ -226,15 +187,11 @@ int hier_rank_gone(const hier_t *h, uint32_t q)
 
 void hier_free(struct arcoll_team *t)
 {
-    hier_t *h = t->hier;
-
-    if (h == NULL)
-        return;
     /* h->xteam is a team: core_team_free freed it first. */
-    if (h->pin != NULL)
-        zmem_unpin(t->ctx, h->pin);
-    smp_seg_free(&h->seg);
-    hier_release(h);
+    hier_seg_free(t->ctx, t->hseg);
+    t->hseg = NULL;
+    if (t->hier != NULL)
+        hier_release(t->hier);
     t->hier = NULL;
 }
 

@@ -11,6 +11,7 @@
 #include "chan/chan.h"
 #include "config/config.h"
 #include "engine/hier.h"
+#include "engine/hier_seg.h"
 #include "engine/req.h"
 #include "engine/wire.h"
 #include "engine/zmem.h"
@@ -47,8 +48,12 @@ struct arcoll_team {
     /* The last call was a partial exchange (docs/protocol.md §5): the next
      * schedule waits for its receivers' advertisements. */
     int after_partial;
-    hier_t *hier;     /* node grouping, NULL if no node holds two members */
-    int hier_noticed; /* the one-line fallback notice was given */
+    /* Node grouping (read-only once the team is made) and node segment: both
+     * NULL if no node holds two members (or ARCOLL_SHM_MAX is 0), else both set. */
+    hier_t *hier;
+    hier_seg_t *hseg;
+    int hier_noticed;         /* the one-line fallback notice was given */
+    struct eng_state *states; /* the families' per-team state (eng_state_get) */
     /* The last tuning-table answers (a table scan each), reused while the
      * collective, size, team shape (a model may change it) and settings
      * generation are the same (eng_memo): the path (eng_zcopy_pick) and

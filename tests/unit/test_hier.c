@@ -1,6 +1,6 @@
 /* Unit tests of the node grouping behind the shared-memory aware algorithms:
  * pretend nodes from ARCOLL_NODE_SIZE (bootstrap/boot_common.c) and a team's
- * node map and segment layout (src/engine/hier.c), on a hand-built context
+ * node map (src/engine/hier.c) and segment layout (src/engine/hier_seg.c), on a hand-built context
  * whose bootstrap puts every rank on one host. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -135,7 +135,8 @@ static void test_group_interleaved(void **state)
             assert_int_equal(h->node_rank[e * 2 + 1], e + 3);
         }
         assert_int_equal(hier_is_master(h), me < 3);
-        assert_int_equal(h->seg.addr != NULL, 1 == hier_is_master(h)); /* masters create it */
+        assert_int_equal(f.team.hseg->seg.addr != NULL,
+                         1 == hier_is_master(h)); /* masters create it */
         {
             int list[6], n;
             /* Equal nodes: every rank has a cross team, its local index on each node. */
@@ -180,16 +181,18 @@ static void test_group_unequal(void **state)
         assert_int_equal(n, 0);
     }
     /* Layout: lines in order, areas of nnodes*lmax*lmax*max_bytes, nothing overlaps. */
-    assert_int_equal(h->max_bytes, 100);
-    assert_int_equal(h->lay.area, 4 * 3 * 3 * 100);
-    assert_true(h->lay.off_arrive >= 64);
-    assert_int_equal(h->lay.off_done, h->lay.off_arrive + 3 * 64);
-    assert_int_equal(h->lay.off_all, h->lay.off_done + 4 * 64);
-    assert_int_equal(h->lay.off_send, h->lay.off_all + 64);
-    assert_int_equal(h->lay.off_recv, h->lay.off_send + 2 * h->lay.area);
-    assert_int_equal(h->lay.off_addr, (h->lay.off_recv + h->lay.area + 63) / 64 * 64);
-    assert_true(h->lay.off_addr >= h->lay.off_recv + h->lay.area);
-    assert_int_equal(h->lay.total, h->lay.off_addr + 3 * 64);
+    const hier_seg_t *g = f.team.hseg;
+    assert_non_null(g);
+    assert_int_equal(g->max_bytes, 100);
+    assert_int_equal(g->lay.area, 4 * 3 * 3 * 100);
+    assert_true(g->lay.off_arrive >= 64);
+    assert_int_equal(g->lay.off_done, g->lay.off_arrive + 3 * 64);
+    assert_int_equal(g->lay.off_all, g->lay.off_done + 4 * 64);
+    assert_int_equal(g->lay.off_send, g->lay.off_all + 64);
+    assert_int_equal(g->lay.off_recv, g->lay.off_send + 2 * g->lay.area);
+    assert_int_equal(g->lay.off_addr, (g->lay.off_recv + g->lay.area + 63) / 64 * 64);
+    assert_true(g->lay.off_addr >= g->lay.off_recv + g->lay.area);
+    assert_int_equal(g->lay.total, g->lay.off_addr + 3 * 64);
     team_fini(&f);
 }
 
@@ -228,18 +231,20 @@ static void test_group_limits(void **state)
     team_init(&f, "1", 4, ranks, 4, 0, 1024);
     assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
     assert_null(f.team.hier);
+    assert_null(f.team.hseg);
     team_fini(&f);
 
     team_init(&f, "2", 4, ranks, 4, 1, 0); /* ARCOLL_SHM_MAX=0 */
     assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
     assert_null(f.team.hier);
+    assert_null(f.team.hseg);
     team_fini(&f);
 
     team_init(&f, NULL, 4, ranks, 4, 1, (size_t)1 << 30);
     assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
     assert_non_null(f.team.hier);
     /* one node of 4: an area is 1*4*4*max_bytes <= 16 MiB */
-    assert_int_equal(f.team.hier->max_bytes, (16u << 20) / 16);
+    assert_int_equal(f.team.hseg->max_bytes, (16u << 20) / 16);
     team_fini(&f);
 }
 
@@ -257,7 +262,7 @@ static void check_sockets(const int32_t *socket, long size, uint32_t nsockets, c
     f.ctx.cfg.socket_size = size;
     assert_int_equal(hier_plan(&f.team), ARCOLL_OK);
     assert_non_null(f.team.hier);
-    assert_int_equal(hier_attach(&f.team, pid, key, socket), ARCOLL_OK);
+    assert_int_equal(hier_attach(&f.team, pid, key, socket, 0), ARCOLL_OK);
     assert_int_equal(f.team.hier->nsockets, nsockets);
     for (int q = 0; q < 6; q++)
         assert_int_equal(f.team.hier->lsocket[q], want[q]);
@@ -279,13 +284,57 @@ static void test_sockets(void **state)
     check_sockets(two, 100, 1, one);
 }
 
+/* The families' per-team state: made once per kind at its first use, one
+ * per kind, each freed once with the team. */
+static int state_made, state_freed;
+
+static void *state_make(struct arcoll_team *t)
+{
+    (void)t;
+    state_made++;
+    return malloc(8);
+}
+
+static void state_free(void *p)
+{
+    state_freed++;
+    free(p);
+}
+
+static void *state_make_none(struct arcoll_team *t)
+{
+    (void)t;
+    return NULL;
+}
+
+static void test_family_state(void **state)
+{
+    static const eng_state_kind_t a = {.make = state_make, .free = state_free};
+    static const eng_state_kind_t b = {.make = state_make, .free = state_free};
+    static const eng_state_kind_t none = {.make = state_make_none, .free = state_free};
+    struct arcoll_team t;
+    void *pa;
+
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    pa = eng_state_get(&t, &a);
+    assert_non_null(pa);
+    assert_ptr_equal(eng_state_get(&t, &a), pa);
+    assert_ptr_not_equal(eng_state_get(&t, &b), pa);
+    assert_null(eng_state_get(&t, &none)); /* out of memory: nothing kept */
+    assert_int_equal(state_made, 2);
+    eng_state_free_all(&t);
+    assert_int_equal(state_freed, 2);
+    assert_null(t.states);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretend_nodes),     cmocka_unit_test(test_pretend_nodes_invalid),
         cmocka_unit_test(test_group_interleaved), cmocka_unit_test(test_group_unequal),
         cmocka_unit_test(test_group_limits),      cmocka_unit_test(test_group_node_major),
-        cmocka_unit_test(test_sockets),
+        cmocka_unit_test(test_sockets),           cmocka_unit_test(test_family_state),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

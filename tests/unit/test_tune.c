@@ -866,6 +866,7 @@ typedef struct fixture {
     chan_t chan; /* a real transport (models: none) unless a test says otherwise */
     struct arcoll_team team;
     hier_t hier;
+    hier_seg_t hseg; /* never mapped: the algorithms' fitness reads max_bytes */
     uint32_t node_size[4];
 } fixture_t;
 
@@ -891,8 +892,9 @@ static fixture_t *team_make(uint32_t size, uint32_t nodes, const uint32_t *node_
         f->hier.equal = 1;
         for (uint32_t e = 0; e < nodes; e++)
             f->hier.equal &= node_size[e] == f->hier.lmax;
-        f->hier.max_bytes = 64 << 10;
+        f->hseg.max_bytes = 64 << 10;
         f->team.hier = &f->hier;
+        f->team.hseg = &f->hseg;
     }
     return f;
 }

@@ -1,6 +1,6 @@
 /*
  * Non-leader alltoall (Kumar et al. §5): every rank drives the network, each with
- * only (nodes - 1) remote peers, on the node segments of engine/hier.h;
+ * only (nodes - 1) remote peers, on the node segments of engine/hier_seg.h;
  * docs/protocol.md "Non-leader alltoall".
  *
  * sa / sa_direct (send-side aggregation):
@@ -29,12 +29,22 @@
 enum { NL_PH_LOCAL = 0, NL_PH_NET, NL_PH_OUT, NL_PH_DONE };
 enum { NL_V_SA = 0, NL_V_SA_DIRECT, NL_V_RD };
 
+/* Per-team state of the family (eng_state_get); got and pub are reset at
+ * each start (calls on the node segment are serial). */
+typedef struct nl_team {
+    char *pack; /* rd on a team that is not node-major: private staging */
+    size_t pack_len;
+    uint8_t pub;   /* rd: our done word is published in this call */
+    uint8_t got[]; /* rd, [lsize]: local rank x's slice copied out in this call */
+} nl_team_t;
+
 /* Per-call state of the family (inside the request). */
 typedef struct nl_call {
     uint32_t phase;    /* NL_PH_* */
     uint32_t left;     /* rd: local ranks whose slice is still to copy out */
-    uint64_t seq;      /* the node segment's call number (hier.h) */
+    uint64_t seq;      /* the node segment's call number (hier_seg.h) */
     coll_req_t *inner; /* step 2 on the cross team */
+    nl_team_t *st;     /* the team's, kept for the polling loops */
 } nl_call_t;
 
 #define NC(r) COLL_PRIV(r, nl_call_t)
@@ -46,26 +56,45 @@ const char *shm_unfit(const struct arcoll_team *t, const coll_args_t *a);
 
 #define NL_CHECK_NS 100000000ULL
 
+static void *nl_team_make(struct arcoll_team *t)
+{
+    nl_team_t *st = calloc(1, sizeof(*st) + t->hier->lsize);
+
+    if (st == NULL)
+        log_err("sa, sa_direct, rd: out of memory for their per-team state");
+    return st;
+}
+
+static void nl_team_free(void *p)
+{
+    nl_team_t *st = p;
+
+    free(st->pack);
+    free(st);
+}
+
+static const eng_state_kind_t nl_team_kind = {.make = nl_team_make, .free = nl_team_free};
+
 /* Rank x's slice (nnodes * lmax blocks) of a bank or of the receive area. */
 static char *nl_slice(const coll_req_t *r, uint64_t area_off, uint32_t x)
 {
     const hier_t *h = r->team->hier;
 
-    return hier_at(h, area_off + (uint64_t)x * h->nnodes * h->lmax * r->bytes);
+    return hier_seg_at(r->team->hseg, area_off + (uint64_t)x * h->nnodes * h->lmax * r->bytes);
 }
 
 static uint64_t nl_bank_off(const coll_req_t *r)
 {
-    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
 
-    return h->lay.off_send + (uint64_t)(NC(r)->seq & 1) * h->lay.area;
+    return g->lay.off_send + (uint64_t)(NC(r)->seq & 1) * g->lay.area;
 }
 
 /* rd: local rank x's done word for this epoch's bank (its slice is complete,
  * or its step 1 failed with the status in the word). */
 static _Atomic uint64_t *nl_done_word(const coll_req_t *r, uint32_t x)
 {
-    return hier_arrive_line(r->team->hier, x) + 3 + (NC(r)->seq & 1);
+    return hier_seg_arrive_line(r->team->hseg, x) + 3 + (NC(r)->seq & 1);
 }
 
 static const char *nl_phase_name(const coll_req_t *r)
@@ -91,14 +120,14 @@ static void nl_sa_arrive(coll_req_t *r)
             memcpy(slice + ((size_t)d * h->lmax + h->lrank) * m,
                    r->sbuf + (size_t)h->node_rank[d * h->lmax + x] * m, m);
     }
-    hier_arrive_set(h, NC(r)->seq, r->epoch, (uint64_t)m);
+    hier_seg_arrive_set(r->team->hseg, h->lrank, NC(r)->seq, r->epoch, (uint64_t)m);
 }
 
 /* Start our cross team's alltoall of lmax-block messages (bytes - 1 if a
  * local rank disagrees on the size, so that every node hears of it). */
 static int nl_inner_start(coll_req_t *r, const void *sbuf, void *rbuf, int mismatch)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     size_t bytes = r->bytes * h->lmax - (mismatch ? 1 : 0);
     const coll_alg_t *alg = r->alg->variant == NL_V_SA_DIRECT ? &coll_alg_direct : &coll_alg_pap;
     coll_args_t a = {
@@ -117,12 +146,13 @@ static int nl_inner_start(coll_req_t *r, const void *sbuf, void *rbuf, int misma
 /* Check the local ranks' sizes; 1 if all arrived. */
 static int nl_local_sizes(coll_req_t *r, int *mismatch)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
 
     *mismatch = 0;
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, NC(r)->seq, r->epoch, &size))
+        if (!hier_seg_arrived(g, s, NC(r)->seq, r->epoch, &size))
             return 0;
         if (size != r->bytes) {
             if (!*mismatch && !r->deferred)
@@ -137,13 +167,14 @@ static int nl_local_sizes(coll_req_t *r, int *mismatch)
 /* sa, all local ranks in: step 2 on the cross team. */
 static int nl_sa_local(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     int mismatch, rc;
 
     if (!nl_local_sizes(r, &mismatch))
         return ARCOLL_OK;
     rc = nl_inner_start(r, nl_slice(r, nl_bank_off(r), h->lrank),
-                        h->node_major ? (void *)r->rbuf : nl_slice(r, h->lay.off_recv, h->lrank),
+                        h->node_major ? (void *)r->rbuf
+                                      : nl_slice(r, r->team->hseg->lay.off_recv, h->lrank),
                         mismatch);
     if (rc == ARCOLL_OK && mismatch)
         r->deferred = ARCOLL_ERR_MISMATCH;
@@ -154,7 +185,7 @@ static int nl_sa_local(coll_req_t *r)
 static void nl_sa_copy_out(coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
-    const char *slice = nl_slice(r, h->lay.off_recv, h->lrank);
+    const char *slice = nl_slice(r, r->team->hseg->lay.off_recv, h->lrank);
     size_t m = r->bytes;
 
     eng_cost(r->team->ctx, CHAN_COST_COPY, (size_t)h->nnodes * h->lmax * m);
@@ -168,24 +199,25 @@ static void nl_sa_copy_out(coll_req_t *r)
  * ranks are one run), else packed into our receive slice first. */
 static int nl_rd_begin(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     const char *src = r->sbuf;
     size_t m = r->bytes;
 
-    hier_arrive_set(h, NC(r)->seq, r->epoch, (uint64_t)m);
+    hier_seg_arrive_set(r->team->hseg, h->lrank, NC(r)->seq, r->epoch, (uint64_t)m);
     if (!h->node_major) {
         /* Private, not the receive area: a local rank may still be copying a
          * node-master call's data out of that (docs/protocol.md). */
         size_t need = (size_t)h->nnodes * h->lmax * m;
-        char *pack = h->pack;
-        if (h->pack_len < need) {
-            pack = realloc(h->pack, need);
+        nl_team_t *st = NC(r)->st;
+        char *pack = st->pack;
+        if (st->pack_len < need) {
+            pack = realloc(st->pack, need);
             if (pack == NULL) {
                 log_err("alltoall (rd): out of memory for a %zu-byte staging buffer", need);
                 return ARCOLL_ERR_NOMEM;
             }
-            h->pack = pack;
-            h->pack_len = need;
+            st->pack = pack;
+            st->pack_len = need;
         }
         eng_cost(r->team->ctx, CHAN_COST_COPY, need);
         for (uint32_t d = 0; d < h->nnodes; d++)
@@ -200,20 +232,21 @@ static int nl_rd_begin(coll_req_t *r)
 /* rd step 2: copy our blocks out of every local rank's slice that is done. */
 static void nl_rd_copy_out(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
+    uint8_t *got = NC(r)->st->got;
     uint64_t bank = nl_bank_off(r);
     size_t m = r->bytes;
 
     for (uint32_t x = 0; x < h->lsize; x++) {
-        uint8_t *got = &h->got[x];
         uint64_t size, w;
         const char *slice;
-        if (*got || !hier_arrived(h, x, NC(r)->seq, r->epoch, &size))
+        if (got[x] || !hier_seg_arrived(g, x, NC(r)->seq, r->epoch, &size))
             continue;
         w = atomic_load_explicit(nl_done_word(r, x), memory_order_acquire);
         if (!wire_done_epoch_match(w, NC(r)->seq))
             continue;
-        *got = 1;
+        got[x] = 1;
         NC(r)->left--;
         if (wire_done_status(w) != 0) {
             if (!r->deferred) {
@@ -242,13 +275,13 @@ static void nl_rd_copy_out(coll_req_t *r)
 
 static void nl_rd_publish(coll_req_t *r, int rc)
 {
-    hier_t *h = r->team->hier;
+    nl_team_t *st = NC(r)->st;
 
-    if (h->pub[0])
+    if (st->pub)
         return;
-    h->pub[0] = 1;
-    atomic_store_explicit(nl_done_word(r, h->lrank), wire_done_word(NC(r)->seq, (unsigned)-rc),
-                          memory_order_release);
+    st->pub = 1;
+    atomic_store_explicit(nl_done_word(r, r->team->hier->lrank),
+                          wire_done_word(NC(r)->seq, (unsigned)-rc), memory_order_release);
 }
 
 /* The call fails: tell this node's ranks (rd), end the cross team's call if it
@@ -270,7 +303,7 @@ static int nl_fail(coll_req_t *r, int rc)
 
 static int nl_slow_path(coll_req_t *r, uint64_t now)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
 
     r->next_check_ns = now + NL_CHECK_NS;
     int s = hier_local_gone(h);
@@ -292,15 +325,19 @@ static int nl_slow_path(coll_req_t *r, uint64_t now)
 /* Returns ARCOLL_OK, or the error with the call already failed. */
 static int nl_start(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
+    nl_team_t *st = eng_state_get(r->team, &nl_team_kind);
     int rc = ARCOLL_OK;
 
-    NC(r)->seq = ++h->seq;
+    if (st == NULL)
+        return ARCOLL_ERR_NOMEM; /* before the segment's call number: nothing to tell */
+    NC(r)->st = st;
+    NC(r)->seq = ++r->team->hseg->seq;
     NC(r)->inner = NULL;
     NC(r)->phase = NL_PH_LOCAL;
     NC(r)->left = h->lsize;
-    memset(h->got, 0, (size_t)h->nnodes * h->lmax);
-    memset(h->pub, 0, h->nnodes);
+    memset(st->got, 0, h->lsize);
+    st->pub = 0;
     if (r->alg->variant == NL_V_RD)
         rc = nl_rd_begin(r);
     else
@@ -310,7 +347,7 @@ static int nl_start(coll_req_t *r)
 
 static int nl_progress(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     int rc = ARCOLL_OK;
 
     if (NC(r)->phase == NL_PH_LOCAL)

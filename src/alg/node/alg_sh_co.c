@@ -5,7 +5,7 @@
  * cut among the ranks in Morton order (alg/sched/morton.h). docs/protocol.md §15.
  *
  * Each rank publishes its buffers in its addr line of the node segment
- * (engine/hier.h) and copies the blocks of its share whose sender and receiver
+ * (engine/hier_seg.h) and copies the blocks of its share whose sender and receiver
  * have both arrived (PAP-aware: early ranks work among themselves), then
  * stores its done word; it returns once every rank's done word is there, so
  * no block into its receive buffer is still to come and no one reads its
@@ -44,7 +44,7 @@ extern const coll_alg_t coll_alg_pap;
 enum { AW_ARRIVE = 0, AW_DONE, AW_SBUF, AW_RBUF, AW_BYTES, AW_TYPE, AW_REGION, AW_CALL };
 _Static_assert((AW_CALL + 1) * sizeof(uint64_t) <= WIRE_LINE, "an addr line is one line");
 
-/* Per team: the rank's Morton share and per-call flags (hier_t.alg_state). */
+/* Per team (eng_state_get): the rank's Morton share and per-call flags. */
 typedef struct shco_team {
     uint32_t p;
     morton_block_t *share; /* [p] */
@@ -74,6 +74,7 @@ typedef struct shco_call {
     int ineligible;  /* 1 + the first rank whose buffers are not in our region */
     int skipped;     /* a peer runs this call flat: another size (0 bytes, a path) */
     uint64_t region; /* our buffers' common region id, 0 if none */
+    shco_team_t *st; /* the team's, kept for the polling loops */
 } shco_call_t;
 
 #define SC(r) COLL_PRIV(r, shco_call_t)
@@ -92,14 +93,11 @@ static void shco_team_free(void *p)
     free(st);
 }
 
-static shco_team_t *shco_team_get(struct arcoll_team *t)
+static void *shco_team_make(struct arcoll_team *t)
 {
-    hier_t *h = t->hier;
-    shco_team_t *st = h->alg_state;
+    const hier_t *h = t->hier;
+    shco_team_t *st = calloc(1, sizeof(*st));
 
-    if (st != NULL)
-        return st;
-    st = calloc(1, sizeof(*st));
     if (st == NULL)
         goto fail;
     st->p = t->size;
@@ -119,8 +117,6 @@ static shco_team_t *shco_team_get(struct arcoll_team *t)
         morton_share(t->size, t->rank, st->share);
     else if (t->rank == 0)
         log_info("sh_co: %u sockets on the node: SH-NUMA-CO order (Li et al. §2.4)", h->nsockets);
-    h->alg_state = st;
-    h->alg_state_free = shco_team_free;
     return st;
 fail:
     log_err("sh_co: out of memory for the Morton share of %u ranks", t->size);
@@ -128,12 +124,14 @@ fail:
     return NULL;
 }
 
+static const eng_state_kind_t shco_team_kind = {.make = shco_team_make, .free = shco_team_free};
+
 /* Team rank q's addr line (one node: local index = team rank). */
 static _Atomic uint64_t *shco_line(const coll_req_t *r, uint32_t q)
 {
-    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
 
-    return hier_word(h, h->lay.off_addr + (uint64_t)q * WIRE_LINE);
+    return hier_seg_word(g, g->lay.off_addr + (uint64_t)q * WIRE_LINE);
 }
 
 static size_t shco_slen(const coll_req_t *r)
@@ -144,7 +142,7 @@ static size_t shco_slen(const coll_req_t *r)
 static int shco_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
-    shco_team_t *st = shco_team_get(t);
+    shco_team_t *st = eng_state_get(t, &shco_team_kind);
     _Atomic uint64_t *w = shco_line(r, t->rank);
     uint64_t sid, rid;
 
@@ -157,7 +155,8 @@ static int shco_start(coll_req_t *r)
         return eng_switch_flat(r, &coll_alg_pap);
     }
     memset(SC(r), 0, sizeof(*SC(r)));
-    SC(r)->seq = ++t->hier->seq;
+    SC(r)->st = st;
+    SC(r)->seq = ++t->hseg->seq;
     SC(r)->left = t->size;
     memset(st->seen, 0, t->size);
     memset(st->copied, 0, t->size);
@@ -264,7 +263,7 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
 static void shco_revoke(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
-    hier_t *h = t->hier;
+    const hier_t *h = t->hier;
     uint64_t until = eng_time_ns(t->ctx) + (uint64_t)t->ctx->cfg.timeout_ms * 1000000ULL;
 
     atomic_store_explicit(shco_line(r, t->rank) + AW_ARRIVE, 0, memory_order_relaxed);
@@ -289,7 +288,7 @@ static void shco_revoke(coll_req_t *r)
 
 static int shco_slow_path(coll_req_t *r, uint64_t now)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     int s;
 
     r->next_check_ns = now + 100000000ULL;
@@ -343,7 +342,7 @@ static void shco_publish(coll_req_t *r, unsigned status)
 
 static int shco_progress(coll_req_t *r)
 {
-    shco_team_t *st = r->team->hier->alg_state;
+    shco_team_t *st = SC(r)->st;
     uint32_t n = r->team->size;
     int rc;
 

@@ -1,6 +1,7 @@
 /*
  * Shared-memory aware Shm_Direct and PAP_Shm_Direct (Qian and Afsahi §4.4-4.5),
- * on the node segments of engine/hier.h; docs/protocol.md "Node segments".
+ * on the node segments of engine/hier_seg.h (grouping: engine/hier.h);
+ * docs/protocol.md "Node segments".
  *
  * Phase 1: every rank copies its outgoing blocks into its node's send area
  *   (one copy) and sets its arrive word. Phase 2: the master, once all its
@@ -12,6 +13,7 @@
  * Blocks from the rank's own node need no master: they are copied out of the
  * send area as soon as their writer's arrive word is set.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
@@ -20,12 +22,20 @@
 enum { SHM_PH_LOCAL = 0, SHM_PH_NET, SHM_PH_DONE };
 enum { SHM_V_DIRECT = 0, SHM_V_PAP };
 
+/* Per-team state of the family (eng_state_get): what the current call has
+ * done so far, reset at each start (calls on the node segment are serial). */
+typedef struct shm_team {
+    uint8_t *pub;  /* master, [nnodes]: done word published in this call */
+    uint8_t got[]; /* [nnodes * lmax]: copied out in this call */
+} shm_team_t;
+
 /* Per-call state of the family (inside the request). */
 typedef struct shm_call {
     uint32_t phase;    /* master: SHM_PH_* */
     uint32_t left;     /* blocks still to copy out */
-    uint64_t seq;      /* the node segment's call number (hier.h) */
+    uint64_t seq;      /* the node segment's call number (hier_seg.h) */
     coll_req_t *inner; /* master: phase 2 among the masters */
+    shm_team_t *st;    /* the team's, kept for the polling loops */
 } shm_call_t;
 
 #define SC(r) COLL_PRIV(r, shm_call_t)
@@ -38,11 +48,27 @@ static const char *shm_coll_name(const coll_req_t *r)
     return coll_type_name(r->type);
 }
 
+static void *shm_team_make(struct arcoll_team *t)
+{
+    const hier_t *h = t->hier;
+    size_t ngot = (size_t)h->nnodes * h->lmax;
+    shm_team_t *st = malloc(sizeof(*st) + ngot + h->nnodes);
+
+    if (st == NULL) {
+        log_err("pap_shm, shm_direct, leader: out of memory for their per-team state");
+        return NULL;
+    }
+    st->pub = st->got + ngot;
+    return st;
+}
+
+static const eng_state_kind_t shm_team_kind = {.make = shm_team_make, .free = free};
+
 static char *shm_send(const coll_req_t *r)
 {
-    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
 
-    return hier_at(h, h->lay.off_send + (uint64_t)(SC(r)->seq & 1) * h->lay.area);
+    return hier_seg_at(g, g->lay.off_send + (uint64_t)(SC(r)->seq & 1) * g->lay.area);
 }
 
 /* Where block (node, s -> l) sits in an area: alltoall [node][s][l],
@@ -76,16 +102,20 @@ static void shm_arrive(coll_req_t *r)
                 memcpy(dst + (size_t)l * m, r->sbuf + (size_t)h->node_rank[d * h->lmax + l] * m, m);
         }
     }
-    hier_arrive_set(h, SC(r)->seq, r->epoch, (uint64_t)m);
+    hier_seg_arrive_set(r->team->hseg, h->lrank, SC(r)->seq, r->epoch, (uint64_t)m);
 }
 
 static int shm_start(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
+    shm_team_t *st = eng_state_get(r->team, &shm_team_kind);
 
-    SC(r)->seq = ++h->seq;
-    memset(h->got, 0, (size_t)h->nnodes * h->lmax);
-    memset(h->pub, 0, h->nnodes);
+    if (st == NULL)
+        return ARCOLL_ERR_NOMEM;
+    SC(r)->st = st;
+    SC(r)->seq = ++r->team->hseg->seq;
+    memset(st->got, 0, (size_t)h->nnodes * h->lmax);
+    memset(st->pub, 0, h->nnodes);
     SC(r)->left = r->team->size;
     SC(r)->phase = hier_is_master(h) ? SHM_PH_LOCAL : SHM_PH_DONE;
     SC(r)->inner = NULL;
@@ -142,13 +172,15 @@ static void shm_told(coll_req_t *r, uint32_t e, unsigned status)
 /* Phase 3 (and our own node's blocks): copy out whatever is ready. */
 static void shm_copy_out(coll_req_t *r)
 {
-    hier_t *h = r->team->hier;
-    const char *send = shm_send(r), *recv = hier_at(h, h->lay.off_recv);
+    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
+    shm_team_t *st = SC(r)->st;
+    const char *send = shm_send(r), *recv = hier_seg_at(g, g->lay.off_recv);
 
     for (uint32_t s = 0; s < h->lsize; s++) {
-        uint8_t *got = &h->got[h->node * h->lmax + s];
+        uint8_t *got = &st->got[h->node * h->lmax + s];
         uint64_t size;
-        if (*got || !hier_arrived(h, s, SC(r)->seq, r->epoch, &size))
+        if (*got || !hier_seg_arrived(g, s, SC(r)->seq, r->epoch, &size))
             continue;
         if (size != r->bytes) {
             shm_local_mismatch(r, s, size);
@@ -161,16 +193,16 @@ static void shm_copy_out(coll_req_t *r)
     if (h->nnodes < 2 || SC(r)->left == 0)
         return;
     if (r->alg->variant == SHM_V_DIRECT) {
-        uint64_t w = atomic_load_explicit(hier_word(h, h->lay.off_all), memory_order_acquire);
+        uint64_t w = atomic_load_explicit(hier_seg_word(g, g->lay.off_all), memory_order_acquire);
         if (!wire_done_epoch_match(w, SC(r)->seq))
             return;
     }
     for (uint32_t e = 0; e < h->nnodes; e++) {
-        uint8_t *got = &h->got[e * h->lmax];
+        uint8_t *got = &st->got[e * h->lmax];
         uint64_t w;
         if (e == h->node || *got)
             continue;
-        w = atomic_load_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+        w = atomic_load_explicit(hier_seg_word(g, g->lay.off_done + (uint64_t)e * WIRE_LINE),
                                  memory_order_acquire);
         if (!wire_done_epoch_match(w, SC(r)->seq))
             continue;
@@ -187,24 +219,26 @@ static void shm_copy_out(coll_req_t *r)
 /* Master: node e's data is in the receive area (status 0), or never will be. */
 static void shm_publish(coll_req_t *r, uint32_t e, int rc)
 {
-    hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
+    uint8_t *pub = SC(r)->st->pub;
 
-    if (h->pub[e])
+    if (pub[e])
         return;
-    h->pub[e] = 1;
-    atomic_store_explicit(hier_word(h, h->lay.off_done + (uint64_t)e * WIRE_LINE),
+    pub[e] = 1;
+    atomic_store_explicit(hier_seg_word(g, g->lay.off_done + (uint64_t)e * WIRE_LINE),
                           wire_done_word(SC(r)->seq, (unsigned)-rc), memory_order_release);
 }
 
 static void shm_publish_rest(coll_req_t *r, int rc)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
+    const hier_seg_t *g = r->team->hseg;
 
     for (uint32_t e = 0; e < h->nnodes; e++)
         if (e != h->node)
             shm_publish(r, e, rc);
-    atomic_store_explicit(hier_word(h, h->lay.off_all), wire_done_word(SC(r)->seq, (unsigned)-rc),
-                          memory_order_release);
+    atomic_store_explicit(hier_seg_word(g, g->lay.off_all),
+                          wire_done_word(SC(r)->seq, (unsigned)-rc), memory_order_release);
 }
 
 /* Master: the masters' collective failed on a size. Its sizes are whole
@@ -236,13 +270,14 @@ static void shm_inner_mismatch(coll_req_t *r, const coll_req_t *in)
 static int shm_master_local(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
-    hier_t *h = t->hier;
+    const hier_t *h = t->hier;
+    const hier_seg_t *g = t->hseg;
     size_t bytes;
     int mismatch = 0, rc;
 
     for (uint32_t s = 0; s < h->lsize; s++) {
         uint64_t size;
-        if (!hier_arrived(h, s, SC(r)->seq, r->epoch, &size))
+        if (!hier_seg_arrived(g, s, SC(r)->seq, r->epoch, &size))
             return ARCOLL_OK;
         if (size != r->bytes && !mismatch)
             shm_local_mismatch(r, s, size);
@@ -258,7 +293,7 @@ static int shm_master_local(coll_req_t *r)
     {
         coll_args_t in = {.type = r->type,
                           .sbuf = shm_send(r),
-                          .rbuf = hier_at(h, h->lay.off_recv),
+                          .rbuf = hier_seg_at(g, g->lay.off_recv),
                           .bytes = bytes,
                           .call = r->epoch};
         rc = eng_start(h->xteam, &in,
@@ -277,7 +312,8 @@ static int shm_master_local(coll_req_t *r)
 static int shm_master_net(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
-    hier_t *h = t->hier;
+    const hier_t *h = t->hier;
+    const uint8_t *pub = SC(r)->st->pub;
     coll_req_t *in = SC(r)->inner;
     int rc = coll_progress(in);
 
@@ -289,7 +325,7 @@ static int shm_master_net(coll_req_t *r)
         /* A peer's block counts as in once its receive is done without a
          * size error (a mismatch marks it done too, and sets deferred). */
         for (uint32_t e = 0; e < h->nnodes; e++)
-            if (e != h->node && !h->pub[e] && SC(r)->inner->peers[e].rx_done)
+            if (e != h->node && !pub[e] && SC(r)->inner->peers[e].rx_done)
                 shm_publish(r, e, in->deferred ? in->deferred : ARCOLL_OK);
     }
     if (rc == ARCOLL_OK) {
@@ -301,7 +337,7 @@ static int shm_master_net(coll_req_t *r)
 
 static int shm_slow_path(coll_req_t *r, uint64_t now)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
 
     r->next_check_ns = now + 100000000ULL;
     int s = hier_local_gone(h);
@@ -329,7 +365,7 @@ static int shm_slow_path(coll_req_t *r, uint64_t now)
  * failed too), then fail ours. */
 static int shm_fail(coll_req_t *r, int rc)
 {
-    hier_t *h = r->team->hier;
+    const hier_t *h = r->team->hier;
     int trc = rc == ARCOLL_ERR_MISMATCH ? coll_refuse_all(r) : ARCOLL_OK;
 
     if (trc != ARCOLL_OK)
@@ -377,7 +413,7 @@ const char *shm_unfit(const struct arcoll_team *t, const coll_args_t *a)
 
     if (h == NULL)
         return "no node holds two of its ranks";
-    if (a->bytes > h->max_bytes || a->bytes > t->ctx->cfg.shm_max)
+    if (a->bytes > t->hseg->max_bytes || a->bytes > t->ctx->cfg.shm_max)
         return "messages above ARCOLL_SHM_MAX for this job shape";
     return NULL;
 }
