@@ -198,7 +198,7 @@ int arcoll_init_config(const arcoll_oob_t *oob, const char *const *config, arcol
     rc = smp_seg_agree(ctx->boot, smp->seg, &named);
     if (rc != ARCOLL_OK)
         goto err_boot;
-    smp->seg = ctx->cfg.smp_seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD;
+    smp->seg = named ? CORE_SEG_NAMED : CORE_SEG_MEMFD; /* for every shared segment */
     if (named && ctx->boot->local_rank == 0)
         smp_seg_sweep(NULL);
     /* The node heap's slots, if any rank uses it (docs/heap.md). */

@@ -42,12 +42,7 @@ typedef struct core_config {
     long sloav_phases;      /* sloav/sloavx: 2 (size, then data) or 1 (data, length in header) */
     long timeout_ms;
     int log_level;
-    long spin_count; /* busy polls before yielding the core; -1: auto */
-    /* How this context's shared segments are found (CORE_SEG_MEMFD or _NAMED):
-     * the smp channel's ARCOLL_SMP_SEG as resolved at init (smp_seg_agree), for
-     * every shared segment on any channel (the engine's node segments too).
-     * Set by the context, not a row: never listed or hashed. */
-    int smp_seg;
+    long spin_count;     /* busy polls before yielding the core; -1: auto */
     int regcache;        /* cache implicit registrations (user reports frees) */
     size_t regcache_max; /* bytes the cache may keep registered */
     /* CORE_HEAP_MR_*: heap buffers share one MR (mem/heapmr.h). The engine's
@@ -81,9 +76,9 @@ uint64_t core_config_digest(const core_config_t *cfg);
 #define CORE_CONFIG_NAGREED 32
 size_t core_config_hashes(const core_config_t *cfg, uint64_t *h, const char **names, size_t max);
 /* A channel's settings (CORE_CHANNEL_*): the struct of chan/<name>/<name>_opts.h. */
-static inline void *core_config_chan(core_config_t *cfg, int channel)
+static inline void *core_config_chan(const core_config_t *cfg, int channel)
 {
-    return cfg->chan[channel].bytes;
+    return (void *)cfg->chan[channel].bytes;
 }
 /* Print the table of variables (name, value, allowed, description). */
 void core_config_print(const core_config_t *cfg, void *file);

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "chan/smp/smp_opts.h"
 #include "engine/team.h"
 #include "util/log.h"
 
@@ -44,7 +45,10 @@ int hier_seg_create(struct arcoll_context *ctx, uint32_t nnodes, uint32_t lmax, 
     g->max_bytes = max_bytes;
     hier_seg_layout(&g->lay, nnodes, lmax, max_bytes);
     if (master) {
-        rc = smp_seg_create(&g->seg, g->lay.total, ctx->cfg.smp_seg == CORE_SEG_NAMED);
+        /* The smp channel's ARCOLL_SMP_SEG, resolved at init, holds for every
+         * shared segment of the context, on any channel. */
+        const smp_opts_t *so = core_config_chan(&ctx->cfg, CORE_CHANNEL_SMP);
+        rc = smp_seg_create(&g->seg, g->lay.total, so->seg == CORE_SEG_NAMED);
         if (rc != ARCOLL_OK)
             goto err_seg;
         *(uint64_t *)g->seg.addr = WIRE_MAGIC;
