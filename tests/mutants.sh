@@ -37,6 +37,12 @@ MUTANTS=(
     "revoke|src/engine/zcopy.c|s/(static void zcopy_revoke\(coll_req_t \*r\)\n\{\n)/\$1    return;\n/|tests/integ/run.sh build latewrite-3-alltoall"
     # A failed zero-copy call whose buffer went by address in the node heap no longer revokes
     # it: a late sender memcpys into the buffer of a call that has returned.
+    # A receiver stops waiting for a writer caught inside its copy at ARCOLL_TIMEOUT_MS: the
+    # copy lands in the buffer of a call that has returned.
+    "stall-wait|src/engine/zcopy.c|s/                until = 0;\n/                break;\n/|tests/integ/run.sh build stallwrite-3-heap-alltoallv"
+    # A failed call no longer revokes the heap MR on verbs: a writer that had read the
+    # advertisement before the revocation reached it writes into a returned buffer.
+    "heapmr-revoke|src/engine/zmem.c|s/    if \(ref->hmr != NULL\) \{\n/    if (0) {\n/|env VMBED_ONLY=verbs_stallwrite tests/vm/run.sh build single"
     "heap-revoke|src/engine/zcopy.c|s/    if \(!r->rreg_valid && r->rheap\.kind != WIRE_KIND_HEAP\)/    if (!r->rreg_valid)/|tests/integ/run.sh build latewrite-3-heap-alltoallv"
     # An alltoallv sender takes the block coming back as agreement without reading its want
     # word: a disagreement in its direction only goes unseen at the sender.

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "mem/heap.h"
@@ -243,6 +244,31 @@ static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
                            &t->peer_region[peer], wire_done_off(&t->layout, t->rank, r->bank));
 }
 
+#ifdef ARCOLL_FAULTS
+/* ARCOLL_FAULT=zc_stall (util/util.h): the last context rank stalls once, in
+ * the first write of its third zero-copy call, for 2 x ARCOLL_TIMEOUT_MS,
+ * after its last look at the advertisement (coll_test stallwrite). */
+static void zcopy_fault_stall(const coll_req_t *r)
+{
+    static const coll_req_t *last;
+    static uint64_t last_epoch;
+    static int calls;
+    const struct arcoll_context *ctx = r->team->ctx;
+
+    if (!wire_fault_zc_stall || ctx->boot->rank != ctx->boot->size - 1)
+        return;
+    if (r != last || r->epoch != last_epoch) {
+        last = r;
+        last_epoch = r->epoch;
+        if (++calls != 3)
+            return;
+        log_err("ARCOLL_FAULT=zc_stall: stalling %ld ms before a zero-copy write",
+                2 * ctx->cfg.timeout_ms);
+        usleep((useconds_t)(2 * ctx->cfg.timeout_ms * 1000));
+    }
+}
+#endif
+
 /* A disagreeing word as a mismatch reports it: allgatherv's is a signature. */
 static int zcopy_disagree(coll_req_t *r, uint32_t peer, uint64_t w)
 {
@@ -304,6 +330,9 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
             return rc == ARCOLL_OK ? 0 : rc;
         }
     }
+#ifdef ARCOLL_FAULTS
+    zcopy_fault_stall(r);
+#endif
     /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
     off = adv.boff + (coll_is_v(r) ? 0 : (uint64_t)t->rank * len);
     if (adv.rkey.kind == WIRE_KIND_HEAP) {
@@ -383,12 +412,13 @@ static int zcopy_rx_open(const coll_req_t *r, uint32_t peer)
  * our key and has not finished gets its advertisement revoked. Where puts land
  * at once (shared memory, CMA), a peer that has not yet said BUSY will see the
  * revocation and write nothing, and one that has is waited for: one copy,
- * bounded unless the peer stops in its middle (then ARCOLL_TIMEOUT_MS, and an
- * error that says so). Elsewhere (verbs) the revocation reaches the peer late,
- * so the registration is what revokes: a per-call one is deregistered at
- * finish anyway, a cached one is dropped from the cache here (a late write
- * then fails at the peer with a remote access error); one MR over the node
- * heap cannot be dropped for one call (docs/reliability.md says so). */
+ * for as long as the peer lives (a peer stopped in its middle finishes that
+ * copy when it resumes; a warning says so after ARCOLL_TIMEOUT_MS). Elsewhere
+ * (verbs) the revocation reaches the peer late, so the registration is what
+ * revokes: a per-call one is deregistered at finish anyway, a cached one is
+ * dropped from the cache here, and the heap MR is deregistered here and
+ * replaced at the next call (zmem_revoke); a late write then fails at the
+ * peer with a remote access error. */
 static void zcopy_revoke(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
@@ -409,8 +439,8 @@ static void zcopy_revoke(coll_req_t *r)
     if (open == 0)
         return;
     if (!c->puts_sync) {
-        if (r->rreg.ent != NULL)
-            zmem_invalidate(ctx, r->rreg.mem->addr, r->rreg.mem->len);
+        if (r->rreg_valid)
+            zmem_revoke(ctx, &r->rreg);
         return;
     }
     atomic_thread_fence(memory_order_seq_cst);
@@ -425,12 +455,15 @@ static void zcopy_revoke(coll_req_t *r)
                 break;
             if (c->ops->peer_check(c, t->ranks[p]) != ARCOLL_OK)
                 break; /* gone: it writes nothing more */
-            if (eng_time_ns(ctx) > until) {
-                log_err("zcopy: team rank %u was writing into this rank's receive buffer when "
-                        "the call failed and has not finished within ARCOLL_TIMEOUT_MS: it may "
-                        "still write into it",
-                        p);
-                break;
+            if (until != 0 && eng_time_ns(ctx) > until) {
+                /* Alive and inside one copy (stopped, or descheduled): it
+                 * finishes that copy when it runs again, so returning now would
+                 * let it write into a buffer the caller owns again. */
+                log_warn("zcopy: team rank %u was writing into this rank's receive buffer when "
+                         "the call failed and has not finished within ARCOLL_TIMEOUT_MS; "
+                         "waiting for it to finish that copy (it is alive)",
+                         p);
+                until = 0;
             }
             sched_yield();
         }

@@ -235,3 +235,18 @@ void zmem_invalidate(struct arcoll_context *ctx, void *addr, size_t len)
     if (len > 0)
         regcache_invalidate(ctx->regcache, addr, len);
 }
+
+void zmem_revoke(struct arcoll_context *ctx, zmem_ref_t *ref)
+{
+    if (ref->hmr != NULL) {
+        heapmr_revoke(ctx->heapmr, ref->hmr);
+        /* The key dies now; the handle stays for the holders' puts, and its
+         * release later deregisters nothing more (mem_dereg of a deregistered
+         * handle does nothing). */
+        ctx->chan->ops->mem_dereg(ctx->chan, ref->mem);
+        log_info("%s: a failed call revoked the heap MR; the next call registers a new one",
+                 ctx->chan->ops->name);
+    } else if (ref->ent != NULL) {
+        zmem_invalidate(ctx, ref->mem->addr, ref->mem->len);
+    }
+}

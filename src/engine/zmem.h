@@ -33,6 +33,12 @@ int zmem_pin(struct arcoll_context *ctx, void *addr, size_t len, struct arcoll_m
 void zmem_unpin(struct arcoll_context *ctx, struct arcoll_mem *m);
 /* zmem_unpin if mem is one of the context's user registrations: 1, else 0. */
 int zmem_unpin_user(struct arcoll_context *ctx, struct arcoll_mem *mem);
+/* A call that advertised ref failed while a peer may still write with its
+ * key: no later write may land. A cached registration is dropped from the
+ * cache (deregistered at the call's put); the heap MR is deregistered now and
+ * replaced at the next get (other calls that hold it then fail, with an error,
+ * not a write into a returned buffer); a per-call one goes at the put. */
+void zmem_revoke(struct arcoll_context *ctx, zmem_ref_t *ref);
 /* The program changed the mapping of [addr, addr+len): drop cached registrations there. */
 void zmem_invalidate(struct arcoll_context *ctx, void *addr, size_t len);
 /* The registration counters of arcoll_context_resources. */

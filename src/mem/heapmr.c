@@ -161,6 +161,15 @@ void heapmr_put(heapmr_t *h, heapmr_mr_t *m)
     }
 }
 
+void heapmr_revoke(heapmr_t *h, heapmr_mr_t *m)
+{
+    if (h == NULL || m == NULL)
+        return;
+    h->st.revoked++;
+    if (m == h->cur)
+        heapmr_retire(h); /* held: onto the old list, released at its last put */
+}
+
 void *heapmr_handle(const heapmr_mr_t *m)
 {
     return m->handle;

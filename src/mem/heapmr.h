@@ -32,12 +32,13 @@ typedef struct heapmr heapmr_t;
 typedef struct heapmr_mr heapmr_mr_t;
 
 typedef struct heapmr_stats {
-    uint64_t regs;   /* successful registrations (growth steps) */
-    uint64_t deregs; /* registrations released */
-    uint64_t hits;   /* gets served */
-    uint64_t failed; /* failed registrations (0 or 1: then disabled) */
-    size_t top;      /* length of the current MR (0: none) */
-    size_t bytes;    /* registered now: the current MR and old ones still held */
+    uint64_t regs;    /* successful registrations (growth steps) */
+    uint64_t deregs;  /* registrations released */
+    uint64_t hits;    /* gets served */
+    uint64_t failed;  /* failed registrations (0 or 1: then disabled) */
+    uint64_t revoked; /* MRs revoked by failed calls (heapmr_revoke) */
+    size_t top;       /* length of the current MR (0: none) */
+    size_t bytes;     /* registered now: the current MR and old ones still held */
 } heapmr_stats_t;
 
 /* base and slot_len: page aligned; min: rounded up to a power of two (at
@@ -53,6 +54,9 @@ void heapmr_destroy(heapmr_t *h);
  * failed registration's status (negative), after which every get skips. */
 int heapmr_get(heapmr_t *h, void *addr, size_t len, size_t used, heapmr_mr_t **out);
 void heapmr_put(heapmr_t *h, heapmr_mr_t *m);
+/* m (held) must serve no further get: if it is the current MR, the next get
+ * registers a new one over the same prefix. It is released at its last put. */
+void heapmr_revoke(heapmr_t *h, heapmr_mr_t *m);
 /* What reg stored for this MR; it starts at base. */
 void *heapmr_handle(const heapmr_mr_t *m);
 

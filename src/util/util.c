@@ -49,6 +49,7 @@ int wire_fault_bad_rkey;
 int wire_fault_hello_drop;
 int wire_fault_heapmr_fail;
 int eng_fault_fail_call;
+int wire_fault_zc_stall;
 
 void core_faults_set(const char *f)
 {
@@ -58,6 +59,7 @@ void core_faults_set(const char *f)
     wire_fault_heapmr_fail = f != NULL && strstr(f, "heapmr_fail") != NULL;
     wire_fault_bad_rkey = f != NULL && strstr(f, "bad_rkey") != NULL;
     eng_fault_fail_call = f != NULL && strstr(f, "fail_call") != NULL;
+    wire_fault_zc_stall = f != NULL && strstr(f, "zc_stall") != NULL;
     wire_fault_hello_drop = f == NULL                             ? 0
                             : strstr(f, "hello_drop_all") != NULL ? 2
                             : strstr(f, "hello_drop") != NULL     ? 1

@@ -24,6 +24,10 @@ extern int wire_fault_bad_rkey;    /* a zero-copy write uses a wrong key */
 extern int wire_fault_hello_drop;  /* 1: every other HELLO lost; 2: all */
 extern int wire_fault_heapmr_fail; /* the heap MR cannot be made */
 extern int eng_fault_fail_call;    /* context rank 1 fails a call after 300 ms */
+/* The last context rank, in its third zero-copy call, stalls for 2 x
+ * ARCOLL_TIMEOUT_MS between its last look at a receiver's advertisement and
+ * its write (issue 40: a writer slower than the receiver's timeout). */
+extern int wire_fault_zc_stall;
 void core_faults_set(const char *spec);
 #endif
 

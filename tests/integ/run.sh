@@ -465,6 +465,12 @@ run latewrite-3-shco-alltoall lines 2 "CANARY-OK latewrite" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoall 500
 run latewrite-3-heap-alltoallv lines 2 "CANARY-OK latewrite alltoallv (heap)" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoallv 500
+# A writer that is on time but stalls (stopped, descheduled) for 2T between its last look at
+# the advertisement and its memcpy into the heap buffer (ARCOLL_FAULT=zc_stall): the receiver
+# it stalls on must wait for that copy before it returns, however long (§6, "Revocation";
+# before: it gave up at ARCOLL_TIMEOUT_MS and the copy landed after the return).
+run stallwrite-3-heap-alltoallv lines 2 "CANARY-OK stallwrite alltoallv (heap)" timeout 60 \
+    env ARCOLL_FAULT=zc_stall $MPIRUN -np 3 "$T/coll_test_fault" stallwrite alltoallv 500
 # Faults outside the data path (docs/reliability.md): every surviving rank ends within
 # ARCOLL_TIMEOUT_MS (+ 5 s, checked by coll_test; timeout 30 proves no hang). A setting that
 # does not parse on rank 1 only, and one that differs on rank 1 only, fail every rank naming it.

@@ -294,12 +294,43 @@ static void test_destroy_held(void **state)
     assert_null(x);
 }
 
+/* A revoked MR serves no further get: the next one registers a new MR over
+ * the same prefix; the revoked one goes at its last put, also when other
+ * calls still held it. */
+static void test_revoke(void **state)
+{
+    fake_t f;
+    heapmr_t *h = mk(&f, SLOT, 64 * MIB);
+    heapmr_mr_t *a = get_ok(h, &f, 0, 4096, 4096, 0, 64 * MIB);
+    heapmr_mr_t *a2 = get_ok(h, &f, 8192, 4096, 4096, 0, 64 * MIB);
+    heapmr_mr_t *b;
+    heapmr_stats_t st;
+
+    (void)state;
+    heapmr_revoke(h, a);
+    heapmr_stats(h, &st);
+    assert_int_equal(st.revoked, 1);
+    assert_true(f.regs[0].live);                      /* held by a and a2 */
+    b = get_ok(h, &f, 4096, 4096, 8192, 1, 64 * MIB); /* a new key, same prefix */
+    heapmr_put(h, a);
+    assert_true(f.regs[0].live);
+    heapmr_put(h, a2);
+    assert_false(f.regs[0].live);
+    heapmr_revoke(h, b); /* revoking an MR that is not current retires nothing else */
+    heapmr_revoke(h, b);
+    heapmr_put(h, b);
+    assert_int_equal(f.live, 0);
+    get_ok(h, &f, 0, 4096, 4096, 2, 64 * MIB);
+    destroy_all(h, &f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_growth),           cmocka_unit_test(test_doubling_count),
         cmocka_unit_test(test_old_held),         cmocka_unit_test(test_fail_falls_back),
         cmocka_unit_test(test_odp_and_odd_slot), cmocka_unit_test(test_destroy_held),
+        cmocka_unit_test(test_revoke),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,6 +188,12 @@ for rc in off on; do
     ARCOLL_REGCACHE=$rc av verbs_latewrite_regcache_${rc}_np3 3 \
         "lines:2:CANARY-OK latewrite" "$T/coll_test" latewrite alltoall 1000
 done
+# The heap MR (one registration over the node heap) cannot be dropped for one call: a writer
+# that read the advertisement before the revocation reached it and stalls 2T before its RDMA
+# WRITE (ARCOLL_FAULT=zc_stall) must find the key dead (zmem_revoke deregisters the heap MR
+# when a call that advertised it fails; a new one serves the next call).
+ARCOLL_FAULT=zc_stall ARCOLL_ALLTOALLV_ALG=pap av verbs_stallwrite_heapmr_np3 3 \
+    "lines:2:CANARY-OK stallwrite alltoallv (heap)" "$T/coll_test_fault" stallwrite alltoallv 1000
 av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 2048:4096 -M 0,32 -i 10 -x 2 -v &&
     echo 'bench: 1 passed, 0 failed'"
 # One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.

@@ -257,8 +257,8 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
 /* The call fails here and is about to return: after that no rank may copy
  * into our receive buffer (or out of our send buffer). Revoke the arrival,
  * fence, then wait out every copier caught in a pass (BUSY): one pass of its
- * share, bounded unless it stops inside it (then ARCOLL_TIMEOUT_MS and an
- * error that says so). A copier that had not started its pass sees the
+ * share, for as long as it lives (stopped inside it, it ends the pass when it
+ * resumes; a warning after ARCOLL_TIMEOUT_MS). A copier that had not started its pass sees the
  * revocation after its own fence (docs/protocol.md §15, Errors). */
 static void shco_revoke(coll_req_t *r)
 {
@@ -274,12 +274,13 @@ static void shco_revoke(coll_req_t *r)
                    wire_done_word(SC(r)->seq, WIRE_ST_BUSY)) {
             if (hier_rank_gone(h, q))
                 break; /* exited: it copies nothing more */
-            if (eng_time_ns(t->ctx) > until) {
-                log_err("sh_co: team rank %u was copying when this call failed and has not "
-                        "finished within ARCOLL_TIMEOUT_MS: it may still write into this rank's "
-                        "receive buffer",
-                        q);
-                break;
+            if (until != 0 && eng_time_ns(t->ctx) > until) {
+                /* Alive inside its pass: it finishes the pass when it runs again. */
+                log_warn("sh_co: team rank %u was copying when this call failed and has not "
+                         "finished within ARCOLL_TIMEOUT_MS; waiting for it to finish its pass "
+                         "(it is alive)",
+                         q);
+                until = 0;
             }
             sched_yield();
         }

@@ -226,6 +226,13 @@ static int verbs_put_now(verbs_chan_t *vc, int peer, const void *src, size_t len
 
     if (lmem != NULL) {
         const struct ibv_mr *mr = lmem->priv;
+        if (mr == NULL) {
+            /* A failed call revoked the registration (the heap MR, engine/zmem.h). */
+            log_err("verbs: the registration of a %zu-byte send buffer to %s was revoked by a "
+                    "failed call",
+                    len, verbs_peer_desc(vc, peer));
+            return ARCOLL_ERR_CHANNEL;
+        }
         /* Zero copy from registered memory, in pieces below the 2^31 message limit. */
         for (size_t done = 0; done < len;) {
             size_t n = len - done < (1u << 30) ? len - done : (1u << 30);
