@@ -1007,14 +1007,29 @@ int amc_start(amc_job_t *j, arcoll_request_t *req)
 }
 
 /* ARCOLL_MPI_FAULT=coll_fail or icoll_fail (which): the first such call on
- * MPI_COMM_WORLD that arcoll completed is taken as timed out. */
+ * MPI_COMM_WORLD that arcoll completed is taken as timed out; coll_fail_named
+ * (the component): the first blocking one on a communicator named
+ * "arcoll-fault" (a thread's own, at MPI_THREAD_MULTIPLE). */
 int amc_fault_take(int which, const amc_job_t *j, int rc)
 {
-    if (amc_fault != which || rc != ARCOLL_OK || j->comm != MPI_COMM_WORLD)
+    char name[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+
+    if (rc != ARCOLL_OK)
         return rc;
-    amc_fault = AMC_FAULT_NONE;
+    if (amc_fault == AMC_FAULT_COLL_FAIL_NAMED && which == AMC_FAULT_COLL_FAIL) {
+        if (PMPI_Comm_get_name(j->comm, name, &len) != MPI_SUCCESS ||
+            strcmp(name, "arcoll-fault") != 0)
+            return rc;
+    } else if (amc_fault != which || j->comm != MPI_COMM_WORLD) {
+        return rc;
+    }
     amc_log(AMC_LOG_WARN, "ARCOLL_MPI_FAULT=%s: %s taken as failed",
-            which == AMC_FAULT_COLL_FAIL ? "coll_fail" : "icoll_fail", amc_names[j->kind]);
+            amc_fault == AMC_FAULT_COLL_FAIL_NAMED ? "coll_fail_named"
+            : which == AMC_FAULT_COLL_FAIL         ? "coll_fail"
+                                                   : "icoll_fail",
+            amc_names[j->kind]);
+    amc_fault = AMC_FAULT_NONE;
     return ARCOLL_ERR_TIMEOUT;
 }
 

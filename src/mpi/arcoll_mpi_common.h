@@ -32,7 +32,8 @@ enum {
     AMC_FAULT_SPLIT_ORDER,
     AMC_FAULT_COLL_FAIL,
     AMC_FAULT_ICOLL_FAIL,
-    AMC_FAULT_SETATTR_FAIL
+    AMC_FAULT_SETATTR_FAIL,
+    AMC_FAULT_COLL_FAIL_NAMED /* coll_fail on a communicator named "arcoll-fault" only */
 };
 /* A communicator's team: healthy; failed as this rank saw it (the others may
  * not know yet); failed as every rank agreed (calls from `from` on go to

@@ -13,6 +13,10 @@
  *             each running every served collective, blocking and
  *             nonblocking, at several sizes (one over 64 KiB: zero-copy),
  *             results checked; the counters must show them all on arcoll
+ *     mtfail  MPI_THREAD_MULTIPLE, run with ARCOLL_MPI_FAULT=coll_fail: one
+ *             thread's dup (named "arcoll-fault") has its first served call
+ *             fail on world rank 1 while another thread runs every served
+ *             collective on its own dup (threads_fail)
  *
  * Every served collective (alltoall, allgather, alltoallv, allgatherv,
  * reduce_scatter_block, allreduce and their nonblocking forms) on
@@ -490,12 +494,87 @@ static void threads(int nt)
           what, "thread dups");
 }
 
+/* Mode mtfail: the fault thread's dup, named "arcoll-fault" (ARCOLL_MPI_FAULT=
+ * coll_fail takes that communicator's first served call on world rank 1 as
+ * failed). MPI_ERRORS_RETURN: that call fails on rank 1, and at most one more
+ * on each rank while they agree; every other call's data is right, the calls
+ * after the agreement on MPI. */
+static void *fault_thread(void *arg)
+{
+    const mt_arg_t *a = arg;
+    enum { K = 4, CALLS = 40 };
+    int *sb = malloc(sizeof(int) * K * (size_t)wsize),
+        *rb = malloc(sizeof(int) * K * (size_t)wsize);
+    int errs = 0, bad = 0;
+    char what[160];
+
+    MPI_Comm_set_errhandler(a->comm, MPI_ERRORS_RETURN);
+    for (int i = 0; i < CALLS && sb != NULL && rb != NULL; i++) {
+        for (int j = 0; j < K * wsize; j++)
+            sb[j] = wrank * 100000 + i * 100 + j;
+        memset(rb, 0xff, sizeof(int) * K * (size_t)wsize);
+        if (MPI_Alltoall(sb, K, MPI_INT, rb, K, MPI_INT, a->comm) != MPI_SUCCESS) {
+            errs++;
+            continue;
+        }
+        for (int j = 0; j < wsize; j++)
+            for (int k = 0; k < K; k++)
+                bad += rb[j * K + k] != j * 100000 + i * 100 + wrank * K + k;
+    }
+    /* Rank 1's failed call, and at most one more while the ranks agree (the
+     * shim's rule, docs/reliability.md "The PMPI shim after a failure"). */
+    snprintf(what, sizeof(what),
+             "the failed communicator: %d failed calls (1-2 on rank 1, at most "
+             "1 elsewhere), %d wrong ints",
+             errs, bad);
+    check(sb != NULL && rb != NULL && errs >= (wrank == 1) && errs <= 1 + (wrank == 1) && bad == 0,
+          what, "fault dup");
+    free(rb);
+    free(sb);
+    return NULL;
+}
+
+/* Mode mtfail: a served call fails on one thread's communicator while another
+ * thread runs every served collective on its own: the failure stays on its
+ * communicator (agreed by its ranks, later calls on MPI), the other's calls
+ * all right and on arcoll, nothing hangs (docs/reliability.md). */
+static void threads_fail(void)
+{
+    MPI_Comm c[2];
+    pthread_t t[2];
+    mt_arg_t a[2];
+    arcoll_mpi_stats_t s0, s1;
+    int made = 0;
+
+    for (int i = 0; i < 2; i++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[i]);
+    MPI_Comm_set_name(c[0], "arcoll-fault");
+    s0 = stats();
+    for (int i = 0; i < 2; i++) {
+        a[i].comm = c[i];
+        a[i].tag = i + 1;
+        made += pthread_create(&t[i], NULL, i == 0 ? fault_thread : thread_main, &a[i]) == 0;
+    }
+    check(made == 2, "pthread_create", "-");
+    for (int i = 0; i < made; i++)
+        pthread_join(t[i], NULL);
+    s1 = stats();
+    for (int i = 0; i < 2; i++)
+        MPI_Comm_free(&c[i]);
+    /* The healthy thread's blocking allreduces all on arcoll; the failed
+     * communicator's alltoalls after the agreement on MPI. */
+    check(s1.alltoall_mpi > s0.alltoall_mpi &&
+              s1.allreduce_arcoll - s0.allreduce_arcoll >= (unsigned long long)MT_ROUNDS * 2,
+          "counters: the failed communicator on MPI, the other on arcoll", "thread dups");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "arcoll";
     long cycles = argc > 2 ? atol(argv[2]) : 1000;
-    int want = strcmp(mode, "off") != 0, multiple = strcmp(mode, "multiple") == 0, total[2],
-        mine[2], level = MPI_THREAD_SINGLE;
+    int want = strcmp(mode, "off") != 0, mtfail = strcmp(mode, "mtfail") == 0,
+        multiple = mtfail || strcmp(mode, "multiple") == 0, total[2], mine[2],
+        level = MPI_THREAD_SINGLE;
     arcoll_mpi_stats_t s0, s1, s2;
     MPI_Comm split, dup, c;
 
@@ -590,7 +669,9 @@ int main(int argc, char **argv)
               multiple ? "counters: dup/free cycles on arcoll, a context each, all freed"
                        : "counters: dup/free cycles on arcoll, every team freed, no context made",
               "dup");
-    if (multiple && level == MPI_THREAD_MULTIPLE) {
+    if (mtfail && level == MPI_THREAD_MULTIPLE)
+        threads_fail();
+    else if (multiple && level == MPI_THREAD_MULTIPLE) {
         threads(2);
         threads(4);
     }

@@ -507,6 +507,11 @@ arcoll, 0 on MPI; iallgather [1-9][0-9]* on arcoll, 0 on MPI" $MPIRUN -np 2 env 
         # (zero-copy too), results checked, every call counted on arcoll.
         for n in 2 4; do
             t "ompi-coll-$n-thread-multiple" ok:" 0 failed" $MPIRUN -np $n env $OENV "$OT" multiple 10
+            # ... and a failure there: world rank 1 takes the first call on one thread's dup
+            # as failed while another thread runs every served collective on its own dup; the
+            # failed dup's ranks agree and go to MPI (data checked), the other stays on arcoll.
+            t "ompi-coll-$n-thread-multiple-fail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env \
+                $OENV ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=coll_fail_named "$OT" mtfail 10
         done
         # The release check: built for another release, it refuses at open; the job runs on
         # Open MPI's own components (the test then wants the component absent).

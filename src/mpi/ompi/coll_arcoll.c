@@ -473,9 +473,10 @@ static int cm_start(void)
         amc_log(AMC_LOG_INFO, "MPI_THREAD_MULTIPLE: arcoll runs under one lock, a context "
                               "per communicator");
     if (fault != NULL && amc_wrank == 1)
-        amc_fault = strcmp(fault, "coll_fail") == 0    ? AMC_FAULT_COLL_FAIL
-                    : strcmp(fault, "icoll_fail") == 0 ? AMC_FAULT_ICOLL_FAIL
-                                                       : AMC_FAULT_NONE;
+        amc_fault = strcmp(fault, "coll_fail") == 0         ? AMC_FAULT_COLL_FAIL
+                    : strcmp(fault, "icoll_fail") == 0      ? AMC_FAULT_ICOLL_FAIL
+                    : strcmp(fault, "coll_fail_named") == 0 ? AMC_FAULT_COLL_FAIL_NAMED
+                                                            : AMC_FAULT_NONE;
     amc_progress_hook = cm_hook;
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, cm_finalize, &cm_keyval, NULL) !=
             MPI_SUCCESS ||
