@@ -5,6 +5,7 @@
  * launcher runs as one more child.
  *
  *   tcp_launch --nodes N --node I --ppn P --server HOST:PORT [--timeout S]
+ *     (--ppn P0,P1,...: a count per node, for uneven nodes)
  *              [--round-timeout S] [--job-timeout S] -- MODE [ARGS...]
  *                                                       MODE and ARGS as for coll_test
  *
@@ -316,6 +317,8 @@ static int tcp_connect(const char *host, const char *port, double timeout, int r
 
 struct opts {
     int nodes, node, ppn, size;
+    int base;             /* this node's first rank */
+    const char *ppn_list; /* --ppn P0,P1,...: ranks per node, node by node */
     const char *host, *port;
     double timeout, round_timeout, job;
     int margc; /* MODE and ARGS */
@@ -325,7 +328,7 @@ struct opts {
 
 static int rank_main(const struct opts *op, int local, pid_t launcher)
 {
-    struct tcp_oob o = {-1, op->node * op->ppn + local, op->size, op->timeout, 0};
+    struct tcp_oob o = {-1, op->base + local, op->size, op->timeout, 0};
     arcoll_oob_t oob = {tcp_allgather, tcp_barrier, &o, o.rank, o.size};
     unsigned char hello[TCP_HELLO];
     char *args[op->margc + 2];
@@ -752,6 +755,8 @@ static int parse_opts(int argc, char **argv, struct opts *op)
             bad = parse_int(v, 1, TCP_MAX_RANKS, &op->nodes);
         else if (strcmp(k, "--node") == 0)
             bad = parse_int(v, 0, TCP_MAX_RANKS - 1, &op->node);
+        else if (strcmp(k, "--ppn") == 0 && strchr(v, ',') != NULL)
+            op->ppn_list = v;
         else if (strcmp(k, "--ppn") == 0)
             bad = parse_int(v, 1, TCP_MAX_RANKS, &op->ppn);
         else if (strcmp(k, "--server") == 0)
@@ -769,17 +774,43 @@ static int parse_opts(int argc, char **argv, struct opts *op)
             return -1;
         }
     }
+    if (op->ppn_list != NULL && op->nodes > 0 && op->node >= 0) {
+        /* Uneven nodes: P0,P1,... (one count per node). */
+        const char *c = op->ppn_list;
+        int k = 0, n, used;
+        op->size = 0;
+        while (k < op->nodes && sscanf(c, "%d%n", &n, &used) == 1 && n >= 1 &&
+               n <= TCP_MAX_RANKS - op->size) {
+            if (k < op->node)
+                op->base += n;
+            if (k == op->node)
+                op->ppn = n;
+            op->size += n;
+            k++;
+            c += used;
+            if (*c == ',')
+                c++;
+        }
+        if (k != op->nodes || *c != '\0') {
+            fprintf(stderr, "tcp_launch: --ppn %s: want %d counts of 1 or more\n", op->ppn_list,
+                    op->nodes);
+            return -1;
+        }
+    }
     if (i >= argc - 1 || op->nodes < 0 || op->node < 0 || op->ppn < 0 || server == NULL) {
         usage();
         return -1;
     }
     op->margc = argc - i - 1;
     op->margv = argv + i + 1;
-    if (op->node >= op->nodes || op->nodes * op->ppn > TCP_MAX_RANKS) {
+    if (op->ppn_list == NULL && (op->node >= op->nodes || op->nodes * op->ppn > TCP_MAX_RANKS)) {
         fprintf(stderr, "tcp_launch: need node < nodes and nodes*ppn <= %d\n", TCP_MAX_RANKS);
         return -1;
     }
-    op->size = op->nodes * op->ppn;
+    if (op->ppn_list == NULL) {
+        op->base = op->node * op->ppn;
+        op->size = op->nodes * op->ppn;
+    }
     /* HOST:PORT, or [V6ADDR]:PORT. */
     const char *colon = strrchr(server, ':');
     size_t hl = colon ? (size_t)(colon - server) : 0;
@@ -895,7 +926,7 @@ int main(int argc, char **argv)
                 }
                 continue;
             }
-            int r = op.node * op.ppn + i;
+            int r = op.base + i;
             expect_kill = op.kill_mode && r == op.size - 1;
             if (!launch_rank_ok("tcp_launch", r, st, expect_kill))
                 ok = 0;
@@ -931,7 +962,7 @@ int main(int argc, char **argv)
         }
     }
     fprintf(stderr, "tcp_launch node %d/%d %s (ranks %d..%d of %d): %s in %.2f s\n", op.node,
-            op.nodes, op.margv[0], op.node * op.ppn, op.node * op.ppn + op.ppn - 1, op.size,
-            ok ? "OK" : "FAILED", now_s() - start);
+            op.nodes, op.margv[0], op.base, op.base + op.ppn - 1, op.size, ok ? "OK" : "FAILED",
+            now_s() - start);
     return ok ? 0 : 1;
 }

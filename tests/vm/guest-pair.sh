@@ -128,8 +128,15 @@ apf() {
         return 0
     IFS=, read -ra want <<<"$expect"
     [ $rc -eq 0 ] || bad="launcher exit $rc"
-    for ((r = NODE * ppn; r < (NODE + 1) * ppn; r++)); do
-        [ $r = $((2 * ppn - 1)) ] && continue # the victim, the last rank
+    # AP_PPN may be a count per node (P0,P1): this node's ranks and the last rank.
+    local counts base=0 mine total
+    IFS=, read -ra counts <<<"$ppn"
+    [ ${#counts[@]} = 1 ] && counts=("$ppn" "$ppn")
+    [ $NODE = 1 ] && base=${counts[0]}
+    mine=${counts[$NODE]}
+    total=$((counts[0] + counts[1]))
+    for ((r = base; r < base + mine; r++)); do
+        [ $r = $((total - 1)) ] && continue # the victim, the last rank
         line=$(grep -m1 "^\[rank $r\] [A-Z-]* phasefault $phase: " "$log")
         secs=$(sed -n 's/.* after \([0-9.]*\) s$/\1/p' <<<"$line")
         got="$got rank $r ${line#*"phasefault $phase: "}"
@@ -250,12 +257,18 @@ done
 # notice; node1's rank, waiting for it, probes it with a 0-byte RDMA WRITE every 200 ms
 # (docs/verbs.md, "Liveness probes"), and the dead peer's host drops the write: the retries
 # end in a retry-exceeded completion, PEER in about 0.6 s (before: ARCOLL_TIMEOUT_MS, 3 s).
-# In the data path, and outside it (team create) where the QP is already connected (eager
-# wiring; with lazy wiring a peer that dies before its first HELLO answer leaves no QP to
-# probe: the timeout).
+# In the data path, and outside it (team create), with eager wiring and with lazy wiring (the
+# default), where a rank alone on its host is connected at init to its neighbours in rank
+# order, which probe it while they wait (the watch ring, docs/verbs.md; before it, a lone
+# rank that died before its first HELLO answer left no QP to probe: TIMEOUT at 3 s).
 PROBED='RDMA WRITE to rank 1 .*failed: transport retry counter exceeded'
 AP_PPN=1 apf pair_fault_alltoall_kill_lone alltoall kill PEER 2 "$PROBED"
 ARCOLL_VERBS_CONNECT=eager AP_PPN=1 apf pair_fault_create_kill_lone_eager create kill PEER 2 "$PROBED"
+AP_PPN=1 apf pair_fault_create_kill_lone create kill PEER 2 "$PROBED"
+# 3 ranks on node1, rank 3 alone on node2: its watchers are ranks 2 and 0 (its neighbours);
+# rank 1 has no QP to it and learns of the death from a watcher's GONE notice.
+AP_PPN=3,1 apf pair_fault_create_kill_lone_told create kill PEER,PEER,PEER 2 \
+    'arcoll\[1\] error: verbs: rank 3 is gone \(its liveness probe by rank [02] '
 # ==== One MPI job across the two guests: stock mpirun, the Open MPI component ============
 # node1's mpirun starts node2's ranks through vm-rsh; Open MPI's own traffic goes over TCP on
 # eth0, arcoll's over verbs. An unmodified C program (ompi_coll_test: every served collective,

@@ -226,8 +226,8 @@ int verbs_chan_create(boot_t *boot, const chan_args_t *args, chan_t **out)
     rc = verbs_ud_create(vc);
     if (rc == ARCOLL_OK)
         rc = verbs_addr_exchange(vc);
-    if (rc == ARCOLL_OK && vc->eager)
-        rc = verbs_connect_all(vc);
+    if (rc == ARCOLL_OK)
+        rc = vc->eager ? verbs_connect_all(vc) : verbs_ring_connect(vc);
     if (rc != ARCOLL_OK)
         goto err;
     vc->super.zcopy = 1;

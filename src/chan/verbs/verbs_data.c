@@ -24,6 +24,8 @@ static int verbs_poll(verbs_chan_t *vc)
                 log_err("verbs: RDMA WRITE to %s failed: %s (vendor error 0x%x)",
                         verbs_peer_desc(vc, (int)peer), ibv_wc_status_str(wc[i].status),
                         wc[i].vendor_err);
+                if (wc[i].status == IBV_WC_RETRY_EXC_ERR)
+                    verbs_ring_failed(vc, (int)peer);
             }
             if (rc == ARCOLL_OK)
                 rc =
@@ -152,7 +154,7 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
  * verbs_poll turns into ARCOLL_ERR_PEER. A stopped process's kernel still
  * acknowledges: only the timeout finds it. Skipped when the queue or the CQ
  * has no room: the data writes in flight then probe as well. */
-static void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
+void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
 {
     verbs_peer_t *p = &vc->peers[peer];
 

@@ -77,6 +77,7 @@ typedef struct verbs_peer {
     uint32_t unsignaled;
     int failed;        /* ibv_wc_status of the first error */
     int gone_by;       /* 0, or 1 + the rank that saw this peer's process end on its host */
+    int gone_probe;    /* gone_by's rank saw it by a failed liveness probe, not by its pid */
     int state;         /* VERBS_CONN_* */
     struct ibv_ah *ah; /* UD address handle for HELLOs */
     uint32_t rqpn;     /* the peer's RC QPN for us, from its HELLO */
@@ -172,6 +173,11 @@ typedef struct verbs_chan {
     uint32_t ud_send_next, ud_send_busy;
     int ud_send_errs;
     uint64_t watch_ns; /* next look at the node-mates' pids */
+    /* Lazy wiring: the peers this rank watches or is watched by (a rank alone
+     * on its host and its neighbours in rank order), connected at init
+     * (verbs_ring_connect): a lone rank that dies before any HELLO of ours is
+     * answered has no node-mate to see its pid go, and no QP we could probe. */
+    int ring[2], nring;
 } verbs_chan_t;
 
 const char *verbs_peer_desc(verbs_chan_t *vc, int peer);
@@ -194,6 +200,13 @@ void verbs_rmem_release(chan_t *c, chan_rmem_t *rm);
 int verbs_ud_create(verbs_chan_t *vc);
 int verbs_addr_exchange(verbs_chan_t *vc);
 int verbs_connect_all(verbs_chan_t *vc);
+int verbs_ring_connect(verbs_chan_t *vc);
+/* A 0-byte RDMA WRITE to a connected peer of another host, at most every
+ * VERBS_PROBE_NS: a dead peer's retries end in a failed completion. */
+void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now);
+/* A write to peer ended in retry-exceeded: if it is a watch-ring peer, every
+ * rank of other hosts is told (GONE), since they may have no QP to probe it. */
+void verbs_ring_failed(verbs_chan_t *vc, int peer);
 void verbs_destroy(chan_t *c);
 int verbs_odp_rc(verbs_chan_t *vc);
 /* What this rank knows of a peer's death: its pid gone (on this host), a

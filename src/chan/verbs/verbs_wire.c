@@ -299,8 +299,14 @@ static void verbs_gone_recv(verbs_chan_t *vc, const verbs_gone_t *g, uint32_t sr
     }
     if (vc->peers[g->gone].gone_by == 0) {
         vc->peers[g->gone].gone_by = (int)g->src + 1;
-        log_info("verbs: rank %u reports that rank %u (pid %d on its host) has exited", g->src,
-                 g->gone, g->pid);
+        /* pid 0: seen by the watch ring's probe, from another host */
+        vc->peers[g->gone].gone_probe = g->pid == 0;
+        if (g->pid == 0)
+            log_info("verbs: rank %u reports that rank %u failed its liveness probe", g->src,
+                     g->gone);
+        else
+            log_info("verbs: rank %u reports that rank %u (pid %d on its host) has exited", g->src,
+                     g->gone, g->pid);
     }
 }
 
@@ -405,8 +411,9 @@ static void verbs_gone_tell(verbs_chan_t *vc, int gone)
     for (int r = 0; r < b->size; r++) {
         uint64_t until = core_time_ns() + VERBS_GONE_SEND_NS;
         int rc;
-        if (r == b->rank || vc->pids[r] > 0 || vc->peers[r].gone_by)
-            continue; /* this host's ranks see the pid themselves */
+        if (r == b->rank || vc->peers[r].gone_by ||
+            strncmp(vc->addrs[r].host, vc->addrs[gone].host, BOOT_HOSTNAME_MAX) == 0)
+            continue; /* the dead rank's node-mates see its pid themselves */
         g.dst = (uint32_t)r;
         /* Every slot busy: retire sends (and take arrivals) for a while. */
         while ((rc = verbs_ud_send(vc, r, &g, sizeof(g))) == ARCOLL_INPROGRESS &&
@@ -422,8 +429,13 @@ static void verbs_gone_tell(verbs_chan_t *vc, int gone)
     for (uint64_t until = core_time_ns() + VERBS_GONE_SEND_NS;
          vc->ud_send_busy > 0 && core_time_ns() < until && verbs_ud_poll(vc) == ARCOLL_OK;)
         ;
-    log_info("verbs: rank %d (pid %d, on this host) has exited: told %d ranks of other hosts", gone,
-             vc->pids[gone], told);
+    if (vc->pids[gone] > 0)
+        log_info("verbs: rank %d (pid %d, on this host) has exited: told %d ranks of other hosts",
+                 gone, vc->pids[gone], told);
+    else
+        log_info("verbs: rank %d (watched, alone on its host) failed its liveness probe: told %d "
+                 "ranks",
+                 gone, told);
 }
 
 /* Every VERBS_WATCH_NS of waiting, a look at every node-mate, not only the
@@ -439,6 +451,22 @@ static void verbs_watch(verbs_chan_t *vc)
         if (r != vc->super.boot->rank && vc->pids[r] > 0 && !vc->peers[r].gone_by &&
             boot_pid_gone(vc->pids[r]))
             verbs_gone_tell(vc, r);
+    /* The watch ring (lazy wiring): a probe of each ring peer (a failed one is
+     * told by verbs_ring_failed, from the completion). */
+    for (int i = 0; i < vc->nring; i++)
+        if (!vc->peers[vc->ring[i]].gone_by && !vc->peers[vc->ring[i]].failed)
+            verbs_probe(vc, vc->ring[i], now);
+}
+
+void verbs_ring_failed(verbs_chan_t *vc, int peer)
+{
+    verbs_peer_t *p = &vc->peers[peer];
+
+    if (p->gone_by || vc->pids[peer] > 0 ||
+        (vc->ring[0] != peer && (vc->nring < 2 || vc->ring[1] != peer)) || vc->nring == 0)
+        return;
+    p->gone_probe = 1;
+    verbs_gone_tell(vc, peer);
 }
 
 int verbs_peer_seen(verbs_chan_t *vc, int peer)
@@ -452,6 +480,11 @@ int verbs_peer_seen(verbs_chan_t *vc, int peer)
     if (vc->pids[peer] > 0 && !vc->peers[peer].gone_by && boot_pid_gone(vc->pids[peer]))
         verbs_gone_tell(vc, peer);
     by = vc->peers[peer].gone_by - 1;
+    if (by >= 0 && vc->peers[peer].gone_probe) {
+        log_err("verbs: rank %d is gone (its liveness probe by rank %d found no process)", peer,
+                by);
+        return ARCOLL_ERR_PEER;
+    }
     if (by == c->boot->rank) {
         log_err("verbs: rank %d (pid %d, on this host) has exited", peer, vc->pids[peer]);
         return ARCOLL_ERR_PEER;
@@ -602,12 +635,13 @@ int verbs_addr_exchange(verbs_chan_t *vc)
     return ARCOLL_OK;
 }
 
-/* ARCOLL_VERBS_CONNECT=eager: the handshake with every peer, now. A rank ready
- * with all its peers cannot know that its last HELLO arrived, and one waiting
- * in the bootstrap answers nobody; so handshaking goes in rounds of at most
- * VERBS_EAGER_ROUND_NS, each ended by an allgather of "connected to every
- * peer". Once every rank is, every QP is RTR and all peers are ready. */
-int verbs_connect_all(verbs_chan_t *vc)
+/* The handshake with the peers in set (every rank calls this, with its own
+ * set, possibly empty), now. A rank ready with all its peers cannot know that
+ * its last HELLO arrived, and one waiting in the bootstrap answers nobody; so
+ * handshaking goes in rounds of at most VERBS_EAGER_ROUND_NS, each ended by an
+ * allgather of "connected to every peer of my set". Once every rank is, every
+ * QP of every set is RTR and those peers are ready. what names the mode. */
+static int verbs_connect_set(verbs_chan_t *vc, const int *set, int nset, const char *what)
 {
     boot_t *b = vc->super.boot;
     uint64_t deadline = core_time_ns() + (uint64_t)vc->timeout_ms * 1000000ULL;
@@ -619,27 +653,29 @@ int verbs_connect_all(verbs_chan_t *vc)
         goto out;
     }
     rc = ARCOLL_OK;
-    for (int p = 0; p < b->size && rc == ARCOLL_OK; p++) {
-        if (p == b->rank)
-            continue;
-        rc = verbs_qp_create(vc, p);
+    for (int i = 0; i < nset && rc == ARCOLL_OK; i++) {
+        rc = verbs_qp_create(vc, set[i]);
         if (rc == ARCOLL_OK)
-            rc = verbs_hello_send(vc, p);
+            rc = verbs_hello_send(vc, set[i]);
     }
     for (;;) {
         uint64_t end = core_time_ns() + VERBS_EAGER_ROUND_NS;
         int connected = 0, failed = -1;
-        while (rc == ARCOLL_OK && vc->nready < b->size - 1 && core_time_ns() < end)
+        for (;;) {
+            connected = 0;
+            for (int i = 0; i < nset; i++)
+                connected += vc->peers[set[i]].state >= VERBS_CONN_RTS;
+            if (rc != ARCOLL_OK || connected == nset || core_time_ns() >= end)
+                break;
             rc = verbs_connect_progress(vc);
-        for (int p = 0; p < b->size; p++)
-            connected += p != b->rank && vc->peers[p].state >= VERBS_CONN_RTS;
-        if (rc == ARCOLL_OK && connected < b->size - 1 && core_time_ns() > deadline) {
-            log_err("verbs: ARCOLL_VERBS_CONNECT=eager: connected to %d of %d peers after %ld ms",
-                    connected, b->size - 1, vc->timeout_ms);
+        }
+        if (rc == ARCOLL_OK && connected < nset && core_time_ns() > deadline) {
+            log_err("verbs: %s: connected to %d of %d peers after %ld ms", what, connected, nset,
+                    vc->timeout_ms);
             rc = ARCOLL_ERR_TIMEOUT;
         }
         mine[0] = rc;
-        mine[1] = connected == b->size - 1;
+        mine[1] = connected == nset;
         if ((rc = b->allgather(b, mine, all, sizeof(mine))) != ARCOLL_OK)
             goto out;
         connected = 1;
@@ -652,21 +688,91 @@ int verbs_connect_all(verbs_chan_t *vc)
         if (failed >= 0) { /* every rank leaves in the same round */
             rc = all[2 * b->rank] != ARCOLL_OK ? all[2 * b->rank] : ARCOLL_ERR_CHANNEL;
             if (failed != b->rank)
-                log_err("verbs: ARCOLL_VERBS_CONNECT=eager: rank %d failed to connect", failed);
+                log_err("verbs: %s: rank %d failed to connect", what, failed);
             goto out;
         }
         if (connected)
             break;
     }
-    for (int p = 0; p < b->size; p++) {
-        if (p != b->rank && vc->peers[p].state == VERBS_CONN_RTS) {
-            vc->peers[p].state = VERBS_CONN_READY;
+    for (int i = 0; i < nset; i++) {
+        verbs_peer_t *p = &vc->peers[set[i]];
+        if (p->state == VERBS_CONN_RTS) {
+            p->state = VERBS_CONN_READY;
             vc->pending--;
             vc->nready++;
         }
     }
-    log_debug("verbs: eager connection to %d peers in %d round(s)", b->size - 1, round);
+    log_debug("verbs: %s: connected to %d peers in %d round(s)", what, nset, round);
 out:
     free(all);
+    return rc;
+}
+
+/* ARCOLL_VERBS_CONNECT=eager: the handshake with every peer, now. */
+int verbs_connect_all(verbs_chan_t *vc)
+{
+    boot_t *b = vc->super.boot;
+    int *set = malloc(sizeof(int) * (size_t)b->size), n = 0, rc;
+
+    if (set == NULL) {
+        log_err("verbs: out of memory");
+        return ARCOLL_ERR_NOMEM;
+    }
+    for (int p = 0; p < b->size; p++)
+        if (p != b->rank)
+            set[n++] = p;
+    rc = verbs_connect_set(vc, set, n, "ARCOLL_VERBS_CONNECT=eager");
+    free(set);
+    return rc;
+}
+
+static int verbs_host_cmp(const void *a, const void *b, void *arg)
+{
+    const verbs_addr_t *addrs = arg;
+    return strncmp(addrs[*(const int *)a].host, addrs[*(const int *)b].host, BOOT_HOSTNAME_MAX);
+}
+
+/* Lazy wiring's watch ring: a rank alone on its host is watched by its
+ * neighbours in rank order (both on other hosts), over QPs connected now.
+ * Every rank computes the same plan from the same records, so the common
+ * case (no rank alone) costs no bootstrap round at all. */
+int verbs_ring_connect(verbs_chan_t *vc)
+{
+    boot_t *b = vc->super.boot;
+    int n = b->size, r = b->rank, *ord, *lone, any = 0, rc = ARCOLL_OK;
+
+    vc->nring = 0;
+    if (n < 2)
+        return ARCOLL_OK;
+    ord = malloc(sizeof(int) * (size_t)n);
+    lone = calloc((size_t)n, sizeof(int));
+    if (ord == NULL || lone == NULL) {
+        log_err("verbs: out of memory");
+        rc = ARCOLL_ERR_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        ord[i] = i;
+    qsort_r(ord, (size_t)n, sizeof(int), verbs_host_cmp, vc->addrs);
+    for (int i = 0; i < n; i++) {
+        int prev = i > 0 && verbs_host_cmp(&ord[i - 1], &ord[i], vc->addrs) == 0;
+        int next = i + 1 < n && verbs_host_cmp(&ord[i + 1], &ord[i], vc->addrs) == 0;
+        lone[ord[i]] = !prev && !next;
+        any |= lone[ord[i]];
+    }
+    if (!any)
+        goto out;
+    /* Our neighbours if we are alone; a neighbour that is alone, ours to watch. */
+    for (int d = -1; d <= 1; d += 2) {
+        int q = (r + d + n) % n;
+        if (q != r && (lone[r] || lone[q]) && (vc->nring == 0 || vc->ring[0] != q))
+            vc->ring[vc->nring++] = q;
+    }
+    rc = verbs_connect_set(vc, vc->ring, vc->nring, "watch ring");
+    for (int i = 0; rc == ARCOLL_OK && i < vc->nring; i++)
+        log_debug("verbs: watch ring: rank %d, connected now", vc->ring[i]);
+out:
+    free(lone);
+    free(ord);
     return rc;
 }
