@@ -59,6 +59,7 @@
  * included. MPI_Comm_free needs none: the attribute's delete callback runs
  * inside PMPI_Comm_free, whichever binding called it.
  */
+#include <dlfcn.h>
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
@@ -88,6 +89,7 @@ static amc_comm_t *shim_last_rec;
 
 static void shim_req_drain(MPI_Comm comm);
 static void shim_mpi_progress(void *arg);
+static void shim_opal_hook(int on);
 
 /* Collective over the communicator: the attribute's delete callback. */
 static void shim_comm_destroy(amc_comm_t *c)
@@ -152,8 +154,10 @@ static void shim_setup(int world)
     if (world && PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
         all[0] = all[1] = 0;
     shim_state = all[0] && all[1] ? SHIM_ON : SHIM_OFF;
-    if (shim_state == SHIM_ON)
+    if (shim_state == SHIM_ON) {
+        shim_opal_hook(1);
         return;
+    }
     if (ok[1])
         PMPI_Comm_free_keyval(&shim_keyval);
     if (!all[0])
@@ -193,8 +197,11 @@ static void shim_mpi_progress(void *arg)
     const amc_ctx_t *x = arg;
     int flag = 0;
 
-    if (!amc_finalizing)
-        PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_PROGRESS, x->oob, &flag, MPI_STATUS_IGNORE);
+    if (amc_finalizing)
+        return;
+    amc_inlib++; /* inside arcoll: Open MPI's progress must not call back in */
+    PMPI_Iprobe(MPI_ANY_SOURCE, SHIM_TAG_PROGRESS, x->oob, &flag, MPI_STATUS_IGNORE);
+    amc_inlib--;
 }
 
 /* PMPI_Comm_set_attr of the shim's key (ARCOLL_MPI_FAULT=setattr_fail: every
@@ -348,6 +355,9 @@ typedef struct shim_req {
 
 static shim_req_t *shim_reqs;
 static unsigned shim_npending; /* requests not done */
+/* The list is being walked (shim_poll, shim_req_drain), or a wait or test
+ * call polls it itself: Open MPI's progress callback stays out. */
+static unsigned shim_walking, shim_in_wait;
 /* Failed requests that MPI freed during the current wait or test call: their
  * handles and codes (the wait calls below). */
 #define SHIM_FAILS 64
@@ -376,6 +386,7 @@ static void shim_poll(int waiting)
     shim_req_t *next;
     int rc;
 
+    shim_walking++;
     for (shim_req_t *r = shim_reqs; r != NULL; r = next) {
         next = r->next;
         if (r->done)
@@ -386,6 +397,41 @@ static void shim_poll(int waiting)
             shim_req_done(r, rc);
         }
     }
+    shim_walking--;
+}
+
+/* Open MPI's progress engine calls this (opal_progress_register, found by
+ * name: the shim does not link Open MPI's internals) wherever the program
+ * waits inside MPI: a barrier, a receive, a wait on MPI's own requests. So
+ * pending arcoll calls move there too, and a call that waits for a rank
+ * stuck elsewhere times out and tells the others its word (the agreement
+ * after a failure), whatever MPI call the program is in (docs/reliability.md,
+ * "The PMPI shim after a failure"). Stays out of arcoll (amc_inlib: its
+ * progress hook runs MPI's) and of the shim's own walks of the list. */
+static int shim_opal_progress(void)
+{
+    if (shim_npending == 0 || shim_walking || shim_in_wait || shim_busy || amc_inlib > 0 ||
+        amc_finalizing)
+        return 0;
+    shim_poll(0);
+    return 0;
+}
+
+/* Register (on) or unregister the callback where the MPI library is Open
+ * MPI's; elsewhere pending calls move only in the shim's own calls. */
+static void shim_opal_hook(int on)
+{
+    typedef int (*opal_cb_t)(void);
+    static int registered;
+    int (*fn)(opal_cb_t);
+
+    if (on == registered)
+        return;
+    *(void **)&fn = dlsym(RTLD_DEFAULT, on ? "opal_progress_register" : "opal_progress_unregister");
+    if (fn != NULL && fn(shim_opal_progress) == 0)
+        registered = on;
+    amc_log(AMC_LOG_DEBUG, "Open MPI progress callback %s",
+            registered ? "registered" : "not registered");
 }
 
 /* Before a communicator's context goes, or at MPI_Finalize (comm NULL: all):
@@ -394,11 +440,13 @@ static void shim_req_drain(MPI_Comm comm)
 {
     shim_req_t *next;
 
+    shim_walking++;
     for (shim_req_t *r = shim_reqs; r != NULL; r = next) {
         next = r->next;
         if (!r->done && (comm == MPI_COMM_NULL || r->job.comm == comm))
             shim_req_done(r, arcoll_wait(&r->areq));
     }
+    shim_walking--;
 }
 
 static int shim_req_query(void *extra, MPI_Status *st)
@@ -1032,7 +1080,7 @@ static void shim_handles_free(MPI_Request *h, const MPI_Request *buf)
         free(h);
 }
 
-int shim_wait(MPI_Request *req, MPI_Status *st)
+static int shim_wait_polled(MPI_Request *req, MPI_Status *st)
 {
     MPI_Request h = *req;
     int flag = 0, rc;
@@ -1048,7 +1096,7 @@ int shim_wait(MPI_Request *req, MPI_Status *st)
     return shim_fails_one(h, 1, PMPI_Wait(req, st), st);
 }
 
-int shim_test(MPI_Request *req, int *flag, MPI_Status *st)
+static int shim_test_polled(MPI_Request *req, int *flag, MPI_Status *st)
 {
     MPI_Request h = *req;
 
@@ -1058,7 +1106,7 @@ int shim_test(MPI_Request *req, int *flag, MPI_Status *st)
 }
 
 /* Waitall (flag NULL) and testall. */
-int shim_all(int n, MPI_Request *reqs, int *flag, MPI_Status *sts)
+static int shim_all_polled(int n, MPI_Request *reqs, int *flag, MPI_Status *sts)
 {
     MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
     int done = 0, rc;
@@ -1085,7 +1133,7 @@ out:
 }
 
 /* Waitany (flag NULL) and testany. */
-int shim_any(int n, MPI_Request *reqs, int *idx, int *flag, MPI_Status *st)
+static int shim_any_polled(int n, MPI_Request *reqs, int *idx, int *flag, MPI_Status *st)
 {
     MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
     int done = 0, rc;
@@ -1113,7 +1161,7 @@ out:
 }
 
 /* Waitsome (test 0) and testsome. */
-int shim_some(int test, int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
+static int shim_some_polled(int test, int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
 {
     MPI_Request buf[SHIM_HANDLES], *h = shim_handles(n, reqs, buf);
     int rc;
@@ -1134,6 +1182,58 @@ int shim_some(int test, int n, MPI_Request *reqs, int *out, int *idx, MPI_Status
 out:
     rc = shim_fails_many(h, idx, *out == MPI_UNDEFINED ? 0 : *out, rc, sts);
     shim_handles_free(h, buf);
+    return rc;
+}
+
+/* The wait and test calls poll the shim's requests themselves: Open MPI's
+ * progress callback stays out meanwhile (shim_opal_progress). */
+int shim_wait(MPI_Request *req, MPI_Status *st)
+{
+    int rc;
+
+    shim_in_wait++;
+    rc = shim_wait_polled(req, st);
+    shim_in_wait--;
+    return rc;
+}
+
+int shim_test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    int rc;
+
+    shim_in_wait++;
+    rc = shim_test_polled(req, flag, st);
+    shim_in_wait--;
+    return rc;
+}
+
+int shim_all(int n, MPI_Request *reqs, int *flag, MPI_Status *sts)
+{
+    int rc;
+
+    shim_in_wait++;
+    rc = shim_all_polled(n, reqs, flag, sts);
+    shim_in_wait--;
+    return rc;
+}
+
+int shim_any(int n, MPI_Request *reqs, int *idx, int *flag, MPI_Status *st)
+{
+    int rc;
+
+    shim_in_wait++;
+    rc = shim_any_polled(n, reqs, idx, flag, st);
+    shim_in_wait--;
+    return rc;
+}
+
+int shim_some(int test, int n, MPI_Request *reqs, int *out, int *idx, MPI_Status *sts)
+{
+    int rc;
+
+    shim_in_wait++;
+    rc = shim_some_polled(test, n, reqs, out, idx, sts);
+    shim_in_wait--;
     return rc;
 }
 
@@ -1179,8 +1279,13 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *out, int idx[], MPI_Status sts[
 
 int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st)
 {
+    int rc;
+
+    shim_in_wait++;
     shim_poll_some();
-    return PMPI_Request_get_status(req, flag, st);
+    rc = PMPI_Request_get_status(req, flag, st);
+    shim_in_wait--;
+    return rc;
 }
 
 /* Free every record, then every context still alive, newest first, while
@@ -1204,6 +1309,7 @@ int shim_finalize(void)
         PMPI_Comm_free_keyval(&shim_keyval);
         shim_busy--;
         shim_state = SHIM_OFF;
+        shim_opal_hook(0);
         amc_report();
     }
     return PMPI_Finalize();

@@ -283,6 +283,12 @@ else
         [ $n = 2 ] && continue # the waits' agreements at 4 ranks only (each waits 3-4 s)
         t "shim-coll-$n-ifail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
             ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=icoll_fail "$CT" ifail
+        # Nonblocking calls after the failure, each started, then an MPI_Barrier the shim does
+        # not see, then waited for: the ranks still healthy give their word when their call
+        # times out, which Open MPI's progress inside that barrier now runs (the shim's
+        # progress callback); before, rank 1's start waited for the words and the barrier hung.
+        t "shim-coll-$n-nbfail" ok:" 0 failed" timeout 120 $MPIRUN -np $n env LD_PRELOAD="$PRE" \
+            ARCOLL_TIMEOUT_MS=3000 ARCOLL_MPI_FAULT=coll_fail "$CT" nbfail
         # World rank 1 reaches the call after its failing one ARCOLL_TIMEOUT_MS + 1 s late, and
         # an MPI_Barrier follows every call: the others' call times out before rank 1's word
         # comes, so the agreement is by words sent without waiting (an allreduce hung here).

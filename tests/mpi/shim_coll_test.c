@@ -19,6 +19,10 @@
  *            one on MPI_COMM_WORLD as failed in the wait): the failure must
  *            be reported through the communicator's error handler at that
  *            wait and agreed there, or the barrier hangs
+ *     nbfail  mode fail with the calls after the failing one nonblocking,
+ *            each started, then an MPI_Barrier the shim does not see, then
+ *            waited for: a start may not wait for the others' word (they
+ *            send it when their own call times out, after the barrier)
  *     latefail  mode fail with an MPI_Barrier after every call, and world
  *            rank 1 (ARCOLL_MPI_FAULT=coll_fail) reaching the call after
  *            its failing one ARCOLL_TIMEOUT_MS + 1 s late: the others' call
@@ -55,7 +59,9 @@
 #include "arcoll_mpi.h"
 #include "tl.h"
 
-enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL, MODE_LATEFAIL };
+enum { MODE_SHIM, MODE_PLAIN, MODE_SERVE, MODE_FAIL, MODE_IFAIL, MODE_LATEFAIL, MODE_NBFAIL };
+/* Mode nbfail: the calls after the failing one are nonblocking. */
+static int nb_after;
 enum { SERVED, PASSED };
 /* SHIM_TEST_ALLREDUCE_MPI_BELOW=N: the tuning table's serve rules hand
  * allreduces of fewer than N bytes to PMPI (the default table: 4096). */
@@ -811,13 +817,27 @@ static int nb_end(MPI_Comm comm, MPI_Request *req, int rc)
     return rc != MPI_SUCCESS ? rc : wrc;
 }
 
+/* Mode nbfail: a barrier of MPI's own between the start and the wait. On a
+ * rank that saw the failure, a start that waited for the others' word would
+ * hang here: they give it when their own call times out, in their wait,
+ * after the barrier. */
+static int nb_barrier_end(MPI_Comm comm, MPI_Request *req, int rc)
+{
+    int wrc;
+
+    MPI_Barrier(comm);
+    wrc = MPI_Wait(req, MPI_STATUS_IGNORE);
+    return rc != MPI_SUCCESS ? rc : wrc;
+}
+
 /* Call i of a series after a failure: allreduce, alltoall or allgather,
- * against PMPI; nonblocking in mode ifail. *rc: the shim's status. Data
- * compared only on success. */
+ * against PMPI; nonblocking in mode ifail, and in mode nbfail after the
+ * failing call. *rc: the shim's status. Data compared only on success. */
 static int fail_call(MPI_Comm comm, int i, int *rc)
 {
     enum { K = 40 };
-    int me, n, v[K], r[K * 8], ref[K * 8], nb = mode == MODE_IFAIL;
+    int me, n, v[K], r[K * 8], ref[K * 8], nb = mode == MODE_IFAIL || nb_after;
+    int (*end)(MPI_Comm, MPI_Request *, int) = nb_after ? nb_barrier_end : nb_end;
     MPI_Request req = MPI_REQUEST_NULL;
 
     MPI_Comm_rank(comm, &me);
@@ -828,18 +848,17 @@ static int fail_call(MPI_Comm comm, int i, int *rc)
     memset(ref, 0, sizeof(ref));
     switch (i % 3) {
     case 0:
-        *rc = nb ? nb_end(comm, &req, MPI_Iallreduce(v, r, K, MPI_INT, MPI_SUM, comm, &req))
+        *rc = nb ? end(comm, &req, MPI_Iallreduce(v, r, K, MPI_INT, MPI_SUM, comm, &req))
                  : MPI_Allreduce(v, r, K, MPI_INT, MPI_SUM, comm);
         PMPI_Allreduce(v, ref, K, MPI_INT, MPI_SUM, comm);
         break;
     case 1:
-        *rc =
-            nb ? nb_end(comm, &req, MPI_Ialltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm, &req))
-               : MPI_Alltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm);
+        *rc = nb ? end(comm, &req, MPI_Ialltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm, &req))
+                 : MPI_Alltoall(v, K / n, MPI_INT, r, K / n, MPI_INT, comm);
         PMPI_Alltoall(v, K / n, MPI_INT, ref, K / n, MPI_INT, comm);
         break;
     default:
-        *rc = nb ? nb_end(comm, &req, MPI_Iallgather(v, 5, MPI_INT, r, 5, MPI_INT, comm, &req))
+        *rc = nb ? end(comm, &req, MPI_Iallgather(v, 5, MPI_INT, r, 5, MPI_INT, comm, &req))
                  : MPI_Allgather(v, 5, MPI_INT, r, 5, MPI_INT, comm);
         PMPI_Allgather(v, 5, MPI_INT, ref, 5, MPI_INT, comm);
         break;
@@ -878,6 +897,7 @@ static void t_failure(MPI_Comm comm, const char *cname, int mismatch)
         fail_call(comm, 0, &rc);
     if (mode == MODE_LATEFAIL && wrank == 1 && !mismatch)
         late();
+    nb_after = mode == MODE_NBFAIL;
     snprintf(detail, sizeof(detail), "%s: the failing call (%s) returned %d", cname,
              mismatch ? "counts differ" : "ARCOLL_MPI_FAULT=(i)coll_fail", rc);
     /* The mismatch fails every rank; the fault hook world rank 1 only. */
@@ -910,6 +930,7 @@ static void t_failure(MPI_Comm comm, const char *cname, int mismatch)
              s0.comms_failed);
     verdict(mpi_calls(&s0) - mpi_calls(&s1) == 100 && arcoll_calls(&s0) == arcoll_calls(&s1),
             "not handed to MPI", detail);
+    nb_after = 0;
 }
 
 static void fail_suite(void)
@@ -964,6 +985,7 @@ int main(int argc, char **argv)
            : strcmp(mname, "fail") == 0     ? MODE_FAIL
            : strcmp(mname, "ifail") == 0    ? MODE_IFAIL
            : strcmp(mname, "latefail") == 0 ? MODE_LATEFAIL
+           : strcmp(mname, "nbfail") == 0   ? MODE_NBFAIL
                                             : MODE_SHIM;
     if (getenv("SHIM_TEST_MPI_BELOW") != NULL)
         mpi_below = strtol(getenv("SHIM_TEST_MPI_BELOW"), NULL, 0);
@@ -986,7 +1008,8 @@ int main(int argc, char **argv)
         MPI_Comm_split(MPI_COMM_WORLD, 0, wsize - wrank, &split);
         serve_suite(split, "split(0, reversed)");
         MPI_Comm_free(&split);
-    } else if (mode == MODE_FAIL || mode == MODE_IFAIL || mode == MODE_LATEFAIL) {
+    } else if (mode == MODE_FAIL || mode == MODE_IFAIL || mode == MODE_LATEFAIL ||
+               mode == MODE_NBFAIL) {
         fail_suite();
     } else {
         suite(MPI_COMM_WORLD, "MPI_COMM_WORLD");
