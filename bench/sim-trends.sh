@@ -11,8 +11,8 @@
 # SIM_TRENDS_SMOKE=1: every trend at a tiny size (a few seconds in all; the integ test), not for
 # numbers. SIM_TRENDS_REPLOT=1: no runs, the table and plot from an existing OUTDIR/TREND.csv.
 # SIM_TRENDS_PARAMS: the model (ib-edr); SIM_TRENDS_CONGESTED: the congested set
-# for 003 (ib-edr-2to1). SIM_TRENDS_000_N: 000's rank counts (256 1024); SIM_TRENDS_001_N,
-# SIM_TRENDS_003_N (512, 1024) and SIM_TRENDS_001_SIZES, SIM_TRENDS_003_SIZES: smaller runs.
+# for 003 (ib-edr-mu2). SIM_TRENDS_000_N: 000's rank counts (256 1024); SIM_TRENDS_001_N (512),
+# SIM_TRENDS_003_N (256 1024) and SIM_TRENDS_001_SIZES, SIM_TRENDS_003_SIZES: other runs.
 set -euo pipefail
 B=${1:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
 OUT=${2:?usage: bench/sim-trends.sh BUILD OUTDIR [TREND...]}
@@ -22,7 +22,7 @@ TRENDS=("$@")
 SMOKE=${SIM_TRENDS_SMOKE:-0}
 REPLOT=${SIM_TRENDS_REPLOT:-0}
 PARAMS=${SIM_TRENDS_PARAMS:-ib-edr}
-CONGESTED=${SIM_TRENDS_CONGESTED:-ib-edr-2to1}
+CONGESTED=${SIM_TRENDS_CONGESTED:-ib-edr-mu2}
 SIM=$B/bin/arcoll-sim
 [ -x "$SIM" ] || { echo "sim-trends: no $SIM (make first)" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -197,20 +197,28 @@ t001() {
     plot 001 8 'bytes per block' '001: SA vs leader alltoall, 8 ranks per node'
 }
 
+# 003: rdd vs rdh allgather, 1 rank per node, in the congestion model: CONGESTED (ib-edr-mu2: 24
+# nodes per leaf, 12 uplink cables routed D-mod-k, mu = 1/2), the same tree at mu = 1 (24 cables)
+# and PARAMS (one switch). One call in flight (--window 1) and 64 KiB slots asked for: the team
+# region's budget still cuts them (8 KiB at 256 ranks, 2 KiB at 1024) unless BUILD was made with a
+# larger WIRE_REGION_BUDGET, where a stream then reaches link speed (docs/scale.md, "003").
 t003() {
-    local sizes=${SIM_TRENDS_003_SIZES:-8,64,512} n=(-n "${SIM_TRENDS_003_N:-1024}" --ppn 1)
-    local it=(--iters 2 --warmup 1) set
-    if [ "$SMOKE" = 1 ]; then sizes=64 n=(-n 8 --ppn 1) it=(--iters 1 --warmup 0); fi
-    # The congested set, and the plain one beside it (no leaf/spine stage) for contrast.
-    for set in "$CONGESTED" "$PARAMS"; do
-        for a in rdh rdd; do
-            P=$set run 003 "allgather-$(basename "$set")" "${n[@]}" --coll allgather --alg $a \
-                --size $sizes --bounce 4096 "${it[@]}"
+    local sizes=${SIM_TRENDS_003_SIZES:-8,512,4096,65536} ns it=(--iters 2 --warmup 1) n c a f
+    local flow=(--window 1 --bounce 65536 --no-payload)
+    read -ra ns <<<"${SIM_TRENDS_003_N:-256 1024}"
+    local cases=("mu1/2 $CONGESTED" "mu1 $CONGESTED --set up_links=24" "flat $PARAMS")
+    if [ "$SMOKE" = 1 ]; then sizes=64 ns=(8) it=(--iters 1 --warmup 0); fi
+    for n in "${ns[@]}"; do
+        for c in "${cases[@]}"; do
+            read -ra f <<<"$c" # case name, set, its --set options
+            for a in rdh rdd; do
+                P=${f[1]} run 003 "allgather-${f[0]/\//-}" -n "$n" --ppn 1 --coll allgather \
+                    --alg $a --size "$sizes" "${f[@]:2}" "${flow[@]}" "${it[@]}"
+            done
         done
-        [ "$set" != "$CONGESTED" ] || [ "$CONGESTED" != "$PARAMS" ] || break
     done
     ratios 003 rdd rdh
-    plot 003 8 'bytes per rank' '003: distance-halving (rdh) vs recursive doubling (rdd), 1 rank per node'
+    plot 003 8 'bytes per rank' '003: distance-halving (rdh) vs recursive doubling (rdd), 1 rank per node' 4
 }
 
 for t in "${TRENDS[@]}"; do

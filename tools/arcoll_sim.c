@@ -3,7 +3,8 @@
  * in virtual time (docs/scale.md).
  *
  *   arcoll-sim -n 64 --ppn 8 --coll alltoall --alg pap --size 8[,64,...] --iters 10
- *              [--warmup W] [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE]
+ *              [--warmup W] [--skew MIF [--late FRAC]]
+ *              [--params host-shm|ib-edr|ib-edr-2to1|ib-edr-mu2|FILE]
  *              [--set KEY=VALUE]... [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
  *              [--resources] [--connect lazy|eager] [--no-payload] [--rescan] [--window W]
  *              [--progress S]
@@ -367,8 +368,8 @@ static void usage(FILE *f)
         fprintf(f, "%s%s", c ? "|" : "", coll_names[c]);
     fprintf(f, "]\n"
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
-               "       [--skew MIF [--late FRAC]] [--params host-shm|ib-edr|ib-edr-2to1|FILE] "
-               "[--csv|--json]\n"
+               "       [--skew MIF [--late FRAC]] "
+               "[--params host-shm|ib-edr|ib-edr-2to1|ib-edr-mu2|FILE] [--csv|--json]\n"
                "       [--set KEY=VALUE]... [--bounce B] [--window W] [--no-payload] [--rescan] "
                "[--seed S] "
                "[--stack KIB]\n"
@@ -560,13 +561,13 @@ static void report(const job_t *j, double wall, const sim_stats_t *st)
     else
         printf("# arcoll-sim: %s %s, %d ranks = %d nodes x %d, params %s (intra o %g L %g G %g; "
                "inter o %g L %g G %g g %g; copy_G %g reduce_G %g; rx_nic %g; leaf_nodes %g "
-               "up_G %g; ns), %d calls after %d, skew %s %g%s\n"
+               "up_G %g up_links %g up_route %g; ns), %d calls after %d, skew %s %g%s\n"
                "# virtual latency, own entry to own exit: mean over ranks and calls; min/max: "
                "lowest/highest per-rank mean\n"
                "# %-10s %12s %12s %12s  %s\n",
                coll_names[j->coll], j->alg, j->n, nodes, j->ppn, p->name, p->intra_o, p->intra_L,
                p->intra_G, p->inter_o, p->inter_L, p->inter_G, p->inter_g, p->copy_G, p->reduce_G,
-               p->rx_nic, p->leaf_nodes, p->up_G, j->iters, j->warmup,
+               p->rx_nic, p->leaf_nodes, p->up_G, p->up_links, p->up_route, j->iters, j->warmup,
                j->late >= 0 ? "late" : "random", j->mif, j->late >= 0 ? " of MIF" : "", "Size",
                "Avg(us)", "Min(us)", "Max(us)", "Ran");
     for (int si = 0; si < j->nsizes; si++) {

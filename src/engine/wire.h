@@ -33,9 +33,13 @@
 #define WIRE_LINE  64
 #define WIRE_BANKS (2 * ARCOLL_MAX_INFLIGHT) /* the most banks: window ARCOLL_MAX_INFLIGHT */
 /* The region of a team stays within this many bytes where it can: the bounce
- * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. */
+ * payload shrinks (to WIRE_BOUNCE_MIN at least) as teams grow. A build may
+ * set it (-DWIRE_REGION_BUDGET=...: the simulator's streams at link speed in
+ * large teams, docs/scale.md "003"); every rank of a job must agree. */
+#ifndef WIRE_REGION_BUDGET
 #define WIRE_REGION_BUDGET ((uint64_t)4 << 20)
-#define WIRE_BOUNCE_MIN    1024
+#endif
+#define WIRE_BOUNCE_MIN 1024
 /* A slot is cut into up to WIRE_LANES lanes of at least WIRE_LANE_MIN payload
  * bytes: a stream has that many fragments in flight (docs/protocol.md §6).
  * Smaller fragments cost more per byte than they save in round trips where a

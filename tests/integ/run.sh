@@ -699,6 +699,26 @@ run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size
 run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
     --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
+# The congestion model of uplink cables (docs/scale.md, "003"; ib-edr-mu2: leaves of 24 nodes, 12
+# D-mod-k routed cables up, mu = 1/2). Streams fast enough to fill a cable (one call in flight,
+# 32 KiB slots of 2 lanes at 64 ranks): flows sharing a cable slow recursive doubling's cross-leaf
+# rounds, so distance-halving, whose large rounds stay in the leaf, beats it (Sack 2011's
+# result); 24 cables a leaf (mu = 1) are faster than 12, so the cables are queues of their own, not
+# one pipe; within one leaf the cables are never used (the rows equal ib-edr's); a fraction of a
+# cable or a third routing is refused.
+CONG="--coll allgather --size 16384 --iters 2 --window 1 --bounce 65536"
+run sim-model-uplinks-rdh-beats-rdd ok $SIMCMP lt -n 64 $CONG --alg rdh --params ib-edr-mu2 \
+    --vs -n 64 $CONG --alg rdd --params ib-edr-mu2
+run sim-model-uplinks-shared-slow-rdd ok $SIMCMP lt -n 64 $CONG --alg rdd --params ib-edr \
+    --vs -n 64 $CONG --alg rdd --params ib-edr-mu2
+run sim-model-uplinks-more-cables-rdd ok $SIMCMP lt -n 64 $CONG --alg rdd --params ib-edr-mu2 \
+    --set up_links=24 --vs -n 64 $CONG --alg rdd --params ib-edr-mu2
+run sim-model-uplinks-one-leaf-rdd ok $SIMCMP eq -n 16 $CONG --alg rdd --params ib-edr \
+    --vs -n 16 $CONG --alg rdd --params ib-edr-mu2
+run sim-set-up-links-fraction-fails 'fails:sim: "up_links=1.5": expected KEY=VALUE' $SIM -n 4 \
+    --size 8 --params ib-edr-mu2 --set up_links=1.5
+run sim-set-up-route-fails 'fails:sim: "up_route=2": expected KEY=VALUE' $SIM -n 4 --size 8 \
+    --params ib-edr-mu2 --set up_route=2
 # The library's own agreements (the closing barrier of finalize) run the allreduce auto
 # picks, whatever ARCOLL_ALLREDUCE_ALG forces: the same puts with pap forced as with rdh
 # (before: a linear pap barrier, 23166 puts against 3258 at 64 ranks on 16 nodes).

@@ -25,8 +25,13 @@ typedef struct sim_params {
     double rx_nic;   /* 1: an inter-node put also occupies the target node's NIC */
     /* Leaf switches of leaf_nodes nodes (0: one non-blocking switch). A put
      * between leaves crosses the source leaf's uplink and the target leaf's
-     * downlink, each one queue of up_G ns per byte (all its cables as one). */
-    double leaf_nodes, up_G;
+     * downlink. up_links 0: each one queue of up_G ns per byte (all its
+     * cables as one, perfect adaptive routing). up_links U >= 1: U cables
+     * up and U down per leaf, each a queue of up_G ns per byte; a put takes
+     * cable k of both by static routing, up_route 0: D-mod-k (k = target
+     * node mod U), 1: a hash of the (source node, target node) pair (static
+     * ECMP). mu = U / leaf_nodes when up_G = inter_G. */
+    double leaf_nodes, up_G, up_links, up_route;
     /* Start-up (docs/scale.md, "Resources per rank"): one bootstrap allgather
      * or barrier of the library costs oob_a + oob_b x log2(N) + oob_c x the
      * bytes gathered (N x len), once every rank is in it; creating one RC QP
@@ -36,12 +41,14 @@ typedef struct sim_params {
     int nic; /* 1: nodes joined by a NIC (the tuning table's chan=verbs), 0: one host's memory */
 } sim_params_t;
 
-/* A built-in set (host-shm, ib-edr, ib-edr-2to1) or a file of "key value" lines
+/* A built-in set (host-shm, ib-edr, ib-edr-2to1, ib-edr-mu2) or a file of "key value" lines
  * (docs/scale.md, "Parameter sets"). ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_load(const char *name, sim_params_t *p);
 /* One parameter of a loaded set changed, "KEY=VALUE" (arcoll-sim --set); the
  * set's name gets "+KEY=VALUE". ARCOLL_ERR_CONFIG names what is wrong. */
 int sim_params_override(sim_params_t *p, const char *kv);
+/* The most uplinks of a leaf (up_links). */
+#define SIM_UP_LINKS_MAX 1024
 
 /* Test-only faults: the channel breaks ordering or corrupts payload; QUIT is
  * the tool's (rank 1 skips its calls: the driver must report a deadlock). */

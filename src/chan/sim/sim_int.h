@@ -121,7 +121,7 @@ typedef struct sim_world {
     sim_rank_t *r;
     int *rq, nrq;                   /* run queue: min-heap of ranks by (key, rank) */
     uint64_t *nic_free, *rx_free;   /* [node]: a NIC busy sending, receiving until */
-    uint64_t *up_free, *down_free;  /* [leaf]: its uplink, downlink busy until */
+    uint64_t *up_free, *down_free;  /* [leaf x up_links + cable]: up, down busy until */
     sim_ev_t *pool[SIM_EV_CLASSES]; /* free events by class (ev_new), linked through dst */
     void *slabs;                    /* each slab's first word links to the next */
     char *slab_at;                  /* the unused rest of the newest slab */

@@ -134,9 +134,10 @@ int sim_net_setup(const sim_opts_t *o)
     sim_world.rescan = o->rescan;
     sim_world.nic_free = calloc((size_t)sim_world.n, sizeof(*sim_world.nic_free));
     sim_world.rx_free = calloc((size_t)sim_world.n, sizeof(*sim_world.rx_free));
-    sim_world.up_free =
-        calloc((size_t)sim_world.n, sizeof(*sim_world.up_free)); /* leaves <= nodes <= ranks */
-    sim_world.down_free = calloc((size_t)sim_world.n, sizeof(*sim_world.down_free));
+    /* leaves <= nodes <= ranks; a leaf's cables (up_links, at least the one pipe) each */
+    size_t links = (size_t)sim_world.n * (o->params.up_links >= 1 ? (size_t)o->params.up_links : 1);
+    sim_world.up_free = calloc(links, sizeof(*sim_world.up_free));
+    sim_world.down_free = calloc(links, sizeof(*sim_world.down_free));
     if (sim_world.nic_free == NULL || sim_world.rx_free == NULL || sim_world.up_free == NULL ||
         sim_world.down_free == NULL)
         return -1;
@@ -207,8 +208,26 @@ static void sim_stage(uint64_t *busy, uint64_t dur, uint64_t *start, uint64_t *e
     *busy = *end;
 }
 
+/* The cable of the leaves' up_links that a put from node sn to node dn takes
+ * up from its leaf and down into the target's (the same index: the spine it
+ * goes through): static routing, the same for every put of the pair. */
+static size_t sim_route(const sim_params_t *p, int sn, int dn)
+{
+    uint64_t links = (uint64_t)p->up_links, x;
+
+    if (p->up_route == 0)
+        return (size_t)((uint64_t)dn % links); /* D-mod-k */
+    /* ECMP: a hash of the pair (splitmix64's finalizer) */
+    x = (uint64_t)(uint32_t)sn << 32 | (uint32_t)dn;
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (size_t)(x % links);
+}
+
 /* An inter-node put: the sender's o, its NIC, the leaf uplink and downlink
- * when it changes leaf, the target's NIC; arrival L after the last stage. */
+ * when it changes leaf (one pipe each, or the routed cable of up_links), the
+ * target's NIC; arrival L after the last stage. */
 static uint64_t sim_net(sim_rank_t *s, const sim_rank_t *d, size_t len)
 {
     const sim_params_t *p = &sim_world.p;
@@ -223,8 +242,14 @@ static uint64_t sim_net(sim_rank_t *s, const sim_rank_t *d, size_t len)
         int ls = s->node / (int)p->leaf_nodes, ld = d->node / (int)p->leaf_nodes;
         if (ls != ld) {
             uint64_t up = (uint64_t)((double)len * p->up_G);
-            sim_stage(&sim_world.up_free[ls], up, &start, &end);
-            sim_stage(&sim_world.down_free[ld], up, &start, &end);
+            size_t u = (size_t)ls, w = (size_t)ld;
+            if (p->up_links >= 1) {
+                size_t links = (size_t)p->up_links, k = sim_route(p, s->node, d->node);
+                u = u * links + k;
+                w = w * links + k;
+            }
+            sim_stage(&sim_world.up_free[u], up, &start, &end);
+            sim_stage(&sim_world.down_free[w], up, &start, &end);
         }
     }
     if (p->rx_nic != 0)

@@ -15,7 +15,9 @@
  * ib-edr: 100 Gb/s EDR InfiniBand, figures cited in docs/scale.md, one
  * non-blocking switch; its intra-node values are the estimate host-shm had
  * before the calibration. ib-edr-2to1: a 2:1 fat tree of 36-port switches
- * (24 nodes and 12 uplinks per leaf: up_G = inter_G / 12). */
+ * (24 nodes and 12 uplinks per leaf: up_G = inter_G / 12), the uplinks as one
+ * pipe. ib-edr-mu2: the same tree with its 12 uplinks as 12 cables of EDR
+ * speed, D-mod-k routed (mu = 12 / 24 = 1/2: docs/scale.md, "003"). */
 #define SIM_HOST_EST \
     .intra_o = 50, .intra_L = 150, .intra_G = 0.1, .copy_G = 0.1, .reduce_G = 0.2, .poll = 100
 #define SIM_IB_EDR \
@@ -42,6 +44,13 @@ static const sim_params_t sim_builtin[] = {
      SIM_IB_START,
      .leaf_nodes = 24,
      .up_G = 0.08 / 12},
+    {.name = "ib-edr-mu2",
+     SIM_HOST_EST,
+     SIM_IB_EDR,
+     SIM_IB_START,
+     .leaf_nodes = 24,
+     .up_G = 0.08,
+     .up_links = 12},
 };
 
 /* clang-format off */
@@ -53,16 +62,20 @@ static int sim_params_set(sim_params_t *p, const char *key, double v)
         const char *key;
         size_t off;
     } keys[] = {
-        SIM_KEY(intra_o), SIM_KEY(intra_L),  SIM_KEY(intra_G), SIM_KEY(inter_o),
-        SIM_KEY(inter_L), SIM_KEY(inter_G),  SIM_KEY(inter_g), SIM_KEY(copy_G),
-        SIM_KEY(poll),    SIM_KEY(reduce_G), SIM_KEY(rx_nic),  SIM_KEY(leaf_nodes),
-        SIM_KEY(up_G),    SIM_KEY(oob_a),    SIM_KEY(oob_b),   SIM_KEY(oob_c),
-        SIM_KEY(qp_ns),
+        SIM_KEY(intra_o), SIM_KEY(intra_L),  SIM_KEY(intra_G),  SIM_KEY(inter_o),
+        SIM_KEY(inter_L), SIM_KEY(inter_G),  SIM_KEY(inter_g),  SIM_KEY(copy_G),
+        SIM_KEY(poll),    SIM_KEY(reduce_G), SIM_KEY(rx_nic),   SIM_KEY(leaf_nodes),
+        SIM_KEY(up_G),    SIM_KEY(up_links), SIM_KEY(up_route), SIM_KEY(oob_a),
+        SIM_KEY(oob_b),   SIM_KEY(oob_c),    SIM_KEY(qp_ns),
     };
 
     /* inf and nan would pass "v >= 0" checks and end up cast to the
      * uint64 virtual clock (undefined behaviour, nonsense rows). */
     if (!isfinite(v))
+        return -1;
+    /* Whole cables and one of the two routings. */
+    if ((strcmp(key, "up_links") == 0 && (v != floor(v) || v > SIM_UP_LINKS_MAX)) ||
+        (strcmp(key, "up_route") == 0 && v != 0 && v != 1))
         return -1;
     if (strcmp(key, "nic") == 0) {
         p->nic = v != 0;
@@ -92,10 +105,9 @@ int sim_params_load(const char *name, sim_params_t *p)
     }
     f = fopen(name, "r");
     if (f == NULL) {
-        log_err(
-            "sim: parameter set \"%s\" is neither built in (host-shm, ib-edr, ib-edr-2to1) nor a "
-            "readable file: %s",
-            name, strerror(errno));
+        log_err("sim: parameter set \"%s\" is neither built in (host-shm, ib-edr, ib-edr-2to1, "
+                "ib-edr-mu2) nor a readable file: %s",
+                name, strerror(errno));
         return ARCOLL_ERR_CONFIG;
     }
     *p = sim_builtin[0]; /* a file names what differs from host-shm */
@@ -115,11 +127,12 @@ int sim_params_load(const char *name, sim_params_t *p)
             rc = ARCOLL_ERR_CONFIG;
         }
         if (rc != ARCOLL_OK)
-            log_err("sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
-                    "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
-                    "leaf_nodes up_G oob_a oob_b oob_c qp_ns nic (0 or 1) name, "
-                    "VALUE finite and >= 0",
-                    name, lineno);
+            log_err(
+                "sim: %s line %d: expected \"KEY VALUE\" with KEY one of intra_o intra_L "
+                "intra_G inter_o inter_L inter_G inter_g copy_G reduce_G poll rx_nic "
+                "leaf_nodes up_G up_links (whole, <= %d) up_route (0 or 1) oob_a oob_b oob_c qp_ns "
+                "nic (0 or 1) name, VALUE finite and >= 0",
+                name, lineno, SIM_UP_LINKS_MAX);
     }
     fclose(f);
     if (rc == ARCOLL_OK && (p->intra_L < 1 || p->inter_L < 1)) {
@@ -153,7 +166,8 @@ int sim_params_override(sim_params_t *p, const char *kv)
     return ARCOLL_OK;
 bad:
     log_err("sim: \"%s\": expected KEY=VALUE, KEY a parameter of the set (docs/scale.md, "
-            "\"Parameter sets\"), VALUE finite and >= 0 (latencies >= 1, nic 0 or 1), and "
+            "\"Parameter sets\"), VALUE finite and >= 0 (latencies >= 1, nic and up_route 0 or 1, "
+            "up_links whole), and "
             "the set's name \"%s\" with \"+KEY=VALUE\" under %zu characters",
             kv, p->name, sizeof(p->name));
     return ARCOLL_ERR_CONFIG;
