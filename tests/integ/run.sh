@@ -144,6 +144,14 @@ done
 for n in 1 2 3 4 5 8; do
     run "mpirun-$n-v" ok $MPIRUN -np $n "$T/coll_test" v
 done
+# Pipe lanes (docs/protocol.md §2, §12) with the slot forced to 1 KiB: a schedule's stream to a
+# peer at a pipe distance has a window of 64 fragments, so messages of up to 200000 bytes wrap
+# around slot and pipe lanes (every byte checked, every algorithm); and rejections of streams
+# whose sender may write 64 fragments before any credit.
+for n in 2 4 5; do
+    run "pipe-$n-v-slot1k" ok env ARCOLL_BOUNCE_SIZE=1k $MPIRUN -np $n "$T/coll_test" v
+done
+run pipe-3-vbad-slot1k ok env ARCOLL_BOUNCE_SIZE=1k $MPIRUN -np 3 "$T/coll_test" vbad
 # At 3 ranks with 4 lanes of 16 KiB (ARCOLL_BOUNCE_SIZE=64k): rejections of streams whose
 # sender may write up to 4 fragments before any credit (docs/protocol.md §8, §14).
 for n in 2 3 4 5 8; do
@@ -693,6 +701,20 @@ run sim-model-one-leaf-rdd ok $SIMCMP eq -n 16 --coll allgather --alg rdd --size
 run sim-model-incast-direct ok $SIMCMP lt -n 32 --ppn 4 --coll alltoall --alg direct \
     --size 16384 --iters 2 --params "$SIMP/ib-edr-norx.params" --vs -n 32 --ppn 4 \
     --coll alltoall --alg direct --size 16384 --iters 2 --params ib-edr
+# Pipe lanes (docs/protocol.md §2, §12): a schedule message of many fragments is faster with the
+# default pipe window than with the slot's lanes only (--pipe 0, the protocol before), at 2
+# ranks with the slot forced small, at 13 (not a power of two: some streams have no pipe entry)
+# and at 64 ranks on 16 nodes, where the budget shrinks the slot to 1 KiB (docs/performance.md,
+# "Pipelined schedule messages").
+run sim-model-pipe-ring-2 ok $SIMCMP lt -n 2 --coll allgather --alg ring --params ib-edr \
+    --bounce 4k --size 16384,262144 --iters 2 --vs -n 2 --coll allgather --alg ring \
+    --params ib-edr --bounce 4k --pipe 0 --size 16384,262144 --iters 2
+run sim-model-pipe-rdd-13 ok $SIMCMP lt -n 13 --coll allgather --alg rdd --params host-shm \
+    --bounce 1k --size 3000,20000 --iters 2 --skew 2 --vs -n 13 --coll allgather --alg rdd \
+    --params host-shm --bounce 1k --pipe 0 --size 3000,20000 --iters 2 --skew 2
+run sim-model-pipe-sloav-64 ok $SIMCMP lt -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --params ib-edr --size 1024 --iters 2 --vs -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --params ib-edr --pipe 0 --size 1024 --iters 2
 # The library's own agreements (the closing barrier of finalize) run the allreduce auto
 # picks, whatever ARCOLL_ALLREDUCE_ALG forces: the same puts with pap forced as with rdh
 # (before: a linear pap barrier, 23166 puts against 3258 at 64 ranks on 16 nodes).
