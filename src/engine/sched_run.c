@@ -160,7 +160,9 @@ static uint32_t sx_frags(uint64_t len, uint64_t bounce)
 /* Fragments of each whole stream we receive (the credit rule needs them):
  * counted at start and again after a dynamic schedule's hook changed lengths.
  * Messages not yet sized count one fragment, so a credit is never withheld
- * from a stream that has more to come. */
+ * from a stream that has more to come. Counted in slot lanes: a stream with
+ * pipe lanes, which are no smaller, has at most as many, and an overcount
+ * only sends a credit nobody waits for. */
 static int sx_count_frags(coll_req_t *r, sched_exec_t *x)
 {
     const sched_t *s = &x->s;
@@ -456,7 +458,7 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     uint64_t off = wire_stream_lane_off(&t->layout, p, r->bank, x->rx_pipe[p], k);
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     const sched_msg_t *m = &x->s.recv[mi];
-    uint64_t len, b = t->layout.frag, flen, sig = sx_sig(r, m);
+    uint64_t len, b = wire_stream_frag(&t->layout, x->rx_pipe[p], k), flen, sig = sx_sig(r, m);
     int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
@@ -560,7 +562,7 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     const chan_rmem_t *dst = &t->peer_region[p];
     uint32_t k = x->tx_frag[p], mi = x->tx_head[p];
     uint64_t off = wire_stream_lane_off(&t->layout, t->rank, r->bank, x->tx_pipe[p], k),
-             b = t->layout.frag;
+             b = wire_stream_frag(&t->layout, x->tx_pipe[p], k);
     const sched_msg_t *m = &x->s.send[mi];
     uint64_t len, at = x->tx_off[p], flen, pos = 0;
     const sched_seg_t *g = x->s.segs + m->seg;

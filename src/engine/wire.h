@@ -11,8 +11,9 @@
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
  *   slot[N][B]   peer j's copy-path data: L lanes, each a 64 B header and
  *                bounce / L payload bytes (fragment k in lane k mod L)
- *   pipe[P][B]   schedules only: Lp more lanes of the same size for the
- *                stream of the one peer at distance D[q] (wire_pipe_index)
+ *   pipe[P][B]   schedules only: Lp more lanes (a 64 B header and
+ *                pipe_frag payload bytes each) for the stream of the one peer
+ *                at distance D[q] (wire_pipe_index)
  *   note[N]      64 B each: 8 bytes unused, then the number of the call in
  *                which peer j failed (wire_fail_word), no banks
  *
@@ -182,7 +183,9 @@ typedef struct wire_layout {
     uint64_t frag;  /* payload bytes of a lane: a copy-path fragment */
     uint64_t lane_stride;
     uint32_t pipes;      /* P: pipe entries a bank (0: none) */
-    uint32_t pipe_lanes; /* Lp: lanes of a pipe entry, each lane_stride bytes */
+    uint32_t pipe_lanes; /* Lp: lanes of a pipe entry, each pipe_lane_stride bytes */
+    uint64_t pipe_frag;  /* payload bytes of a pipe lane (>= frag) */
+    uint64_t pipe_lane_stride;
     uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_pipe, pipe_stride;
     uint64_t off_note, total;
 } wire_layout_t;
@@ -298,21 +301,35 @@ static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce
         (UINT64_MAX - l->off_slot - WIRE_PIPE_BUDGET) / n / banks - (WIRE_LINE + banks - 1) / banks)
         return -1;
     l->off_pipe = l->off_slot + (uint64_t)n * banks * l->slot_stride;
-    /* Pipe lanes: the window's fragments (two at least: one in flight while
-     * the other is copied out) beyond the slot's lanes, as many as the
-     * budget holds; none if that is none. */
+    /* Pipe lanes: the window's bytes (two slot lanes' at least: one in
+     * flight while the other is copied out) beyond the slot's lanes, in
+     * lanes of a payload between the slot's lane and WIRE_LANE_MIN, about
+     * half of what an entry may hold (so two of them where they fit), as
+     * many as the window wants and the budget holds; none if that is none. */
     l->pipes = n > 1 && pipe_window > 0 ? wire_pipe_count(n) : 0;
     l->pipe_lanes = 0;
+    l->pipe_frag = l->frag;
     if (l->pipes > 0) {
-        uint64_t want = (pipe_window + l->frag - 1) / l->frag,
-                 fit = WIRE_PIPE_BUDGET / ((uint64_t)l->pipes * banks * l->lane_stride);
-        want = want < 2 ? 2 : want;
-        want = want > l->lanes ? want - l->lanes : 0;
+        uint64_t win = pipe_window > 2 * l->frag ? pipe_window : 2 * l->frag,
+                 slot = (uint64_t)l->lanes * l->frag,
+                 entry = WIRE_PIPE_BUDGET / ((uint64_t)l->pipes * banks), want, cap, half, fit;
+        want = win > slot ? win - slot : 0;
+        cap = want < entry ? want : entry;
+        half = cap / 2 / WIRE_LINE * WIRE_LINE;
+        half = half > WIRE_LINE ? half - WIRE_LINE : 0;
+        l->pipe_frag = half < WIRE_LANE_MIN ? half : WIRE_LANE_MIN;
+        if (l->pipe_frag < l->frag)
+            l->pipe_frag = l->frag;
+        fit = entry / (WIRE_LINE + l->pipe_frag);
+        want = (want + l->pipe_frag - 1) / l->pipe_frag;
         l->pipe_lanes = (uint32_t)(want < fit ? want : fit);
     }
-    if (l->pipe_lanes == 0)
+    if (l->pipe_lanes == 0) {
         l->pipes = 0;
-    l->pipe_stride = (uint64_t)l->pipe_lanes * l->lane_stride;
+        l->pipe_frag = l->frag;
+    }
+    l->pipe_lane_stride = WIRE_LINE + l->pipe_frag;
+    l->pipe_stride = (uint64_t)l->pipe_lanes * l->pipe_lane_stride;
     l->off_note = l->off_pipe + (uint64_t)l->pipes * banks * l->pipe_stride;
     l->total = l->off_note + (uint64_t)n * WIRE_LINE;
     return 0;
@@ -367,7 +384,14 @@ static inline uint64_t wire_stream_lane_off(const wire_layout_t *l, uint32_t wri
 
     if (v < l->lanes)
         return wire_slot_off(l, writer, bank) + (uint64_t)v * l->lane_stride;
-    return wire_pipe_off(l, q, bank) + (uint64_t)(v - l->lanes) * l->lane_stride;
+    return wire_pipe_off(l, q, bank) + (uint64_t)(v - l->lanes) * l->pipe_lane_stride;
+}
+
+/* The payload bytes of that lane: at most this many of a message go in
+ * fragment k (a message's last fragment may hold fewer). */
+static inline uint64_t wire_stream_frag(const wire_layout_t *l, uint32_t q, uint32_t k)
+{
+    return k % wire_stream_window(l, q) < l->lanes ? l->frag : l->pipe_frag;
 }
 
 static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)

@@ -769,13 +769,14 @@ run sim-progress-lines "text:^arcoll-sim: [0-9.]+ s: init 4/4 ranks, calls [0-9]
 # sloavx vs sloav (docs/scale.md "000"): with a 1 us per-message NIC gap, the node's ranks'
 # messages share the NIC and the leaders' aggregation wins (Xu et al.'s reasoning; with ib-edr's
 # 5 ns it loses); and a leader's step message costs a credit round trip per copy-path fragment
-# (ARCOLL_WINDOW 1: 16 KiB slots, 1 fragment; 8: 4 KiB, 4 fragments).
+# in the slot's lanes alone (ARCOLL_WINDOW 1: 16 KiB slots, 1 fragment; 8: 4 KiB, 4 fragments;
+# --pipe 0 both: with pipe lanes, 8 is the faster, sim-model-pipe-* test those).
 A2AV16="-n 32 --ppn 16 --coll alltoallv --size 16 --bounce 16384 --iters 2"
 run sim-model-sloavx-nic-gap ok $SIMCMP lt $A2AV16 --alg sloavx --params "$SIMP/ib-edr-gap1us.params" \
     --vs $A2AV16 --alg sloav --params "$SIMP/ib-edr-gap1us.params"
 run sim-model-sloavx-fragments ok $SIMCMP lt -n 64 --ppn 16 --coll alltoallv --alg sloavx \
-    --size 16 --bounce 16384 --iters 2 --params ib-edr --window 1 --vs -n 64 --ppn 16 \
-    --coll alltoallv --alg sloavx --size 16 --bounce 16384 --iters 2 --params ib-edr
+    --size 16 --bounce 16384 --iters 2 --params ib-edr --window 1 --pipe 0 --vs -n 64 --ppn 16 \
+    --coll alltoallv --alg sloavx --size 16 --bounce 16384 --iters 2 --params ib-edr --pipe 0
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
 # Calibration (docs/scale.md, "Calibration"): sim-compare.sh measure calibrates host-shm with

@@ -192,23 +192,29 @@ static void check_layout(uint32_t n, uint64_t bounce, uint64_t pipe_window)
     memset(&l, 0xa5, sizeof(l));
     assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS, WIRE_LANES, pipe_window), 0);
     max = 1 + (size_t)n * (4 * WIRE_BANKS + 1) + (size_t)l.pipes * WIRE_BANKS;
-    /* Pipe lanes: the window (two fragments at least) beyond the slot's lanes,
-     * within the budget; no entries without lanes. */
+    /* Pipe lanes: the window (two slot lanes at least) beyond the slot's
+     * lanes, in lanes of the slot's lane size up to WIRE_LANE_MIN, within the
+     * budget; no entries without lanes. */
     if (pipe_window == 0 || n < 2) {
         assert_int_equal(l.pipes, 0);
-    } else {
-        uint64_t want = (pipe_window + l.frag - 1) / l.frag;
-        want = want < 2 ? 2 : want;
-        assert_true(l.pipes == 0 || l.pipes == wire_pipe_count(n));
-        assert_true(l.pipe_lanes <= (want > l.lanes ? want - l.lanes : 0));
-        assert_true((uint64_t)l.pipes * WIRE_BANKS * l.pipe_stride <= WIRE_PIPE_BUDGET);
-        if (l.pipe_lanes < want - l.lanes && want > l.lanes)
-            assert_true((uint64_t)wire_pipe_count(n) * WIRE_BANKS * (l.pipe_lanes + 1) *
-                            l.lane_stride >
-                        WIRE_PIPE_BUDGET);
+    } else if (l.pipes > 0) {
+        uint64_t win = pipe_window > 2 * l.frag ? pipe_window : 2 * l.frag;
+        uint64_t want = win - l.lanes * l.frag, entry;
+        assert_int_equal(l.pipes, wire_pipe_count(n));
+        entry = WIRE_PIPE_BUDGET / ((uint64_t)l.pipes * WIRE_BANKS);
+        assert_true(win > l.lanes * l.frag);
+        assert_true(l.pipe_frag >= l.frag);
+        assert_true(l.pipe_frag == l.frag || l.pipe_frag <= WIRE_LANE_MIN);
+        assert_int_equal(l.pipe_frag % WIRE_LINE, 0);
+        assert_true(l.pipe_lanes <= (want + l.pipe_frag - 1) / l.pipe_frag);
+        assert_true((uint64_t)l.pipe_lanes * (WIRE_LINE + l.pipe_frag) <= entry);
+        if (l.pipe_lanes < (want + l.pipe_frag - 1) / l.pipe_frag)
+            assert_true((uint64_t)(l.pipe_lanes + 1) * (WIRE_LINE + l.pipe_frag) > entry);
     }
+    assert_true((uint64_t)l.pipes * WIRE_BANKS * l.pipe_stride <= WIRE_PIPE_BUDGET);
     assert_int_equal(l.pipes == 0, l.pipe_lanes == 0);
-    assert_int_equal(l.pipe_stride, l.pipe_lanes * l.lane_stride);
+    assert_int_equal(l.pipe_lane_stride, WIRE_LINE + l.pipe_frag);
+    assert_int_equal(l.pipe_stride, l.pipe_lanes * l.pipe_lane_stride);
     assert_int_equal(l.n, n);
     /* Bounce rounded up to whole lines, lowered to the budget but not below the minimum. */
     assert_int_equal(l.bounce % WIRE_LINE, 0);
@@ -332,25 +338,31 @@ static void test_pipes(void **state)
         assert_int_equal(wire_pipe_dist(&l, 3), 7);
         assert_int_equal(wire_pipe_dist(&l, 4), 6);
         assert_int_equal(l.lanes, 1);
-        /* 15 wanted, 2 MiB / (5 x 16 x (64 + 4096)) = 6 fit */
-        assert_int_equal(l.pipe_lanes, 6);
+        /* 60 KiB wanted beyond the slot; an entry may hold 2 MiB / (5 x 16) =
+         * 26214 bytes: lanes of 13107 / 64 x 64 - 64 = 12992 bytes, 2 fit. */
+        assert_int_equal(l.pipe_frag, 12992);
+        assert_int_equal(l.pipe_lanes, 2);
         q = wire_pipe_of(&l, 3, 5); /* distance 2 */
         assert_int_equal(q, 1);
-        assert_int_equal(wire_stream_window(&l, q), 7);
+        assert_int_equal(wire_stream_window(&l, q), 3);
         assert_int_equal(wire_stream_window(&l, WIRE_PIPE_NONE), 1);
         assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 0), wire_slot_off(&l, 3, 2));
-        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 7), wire_slot_off(&l, 3, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 3), wire_slot_off(&l, 3, 2));
         assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 1), wire_pipe_off(&l, q, 2));
-        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 8), wire_pipe_off(&l, q, 2));
-        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 6),
-                         wire_pipe_off(&l, q, 2) + 5 * l.lane_stride);
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 4), wire_pipe_off(&l, q, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 2),
+                         wire_pipe_off(&l, q, 2) + 64 + 12992);
+        assert_int_equal(wire_stream_frag(&l, q, 0), 4096);
+        assert_int_equal(wire_stream_frag(&l, q, 2), 12992);
+        assert_int_equal(wire_stream_frag(&l, q, 3), 4096);
+        assert_int_equal(wire_stream_frag(&l, WIRE_PIPE_NONE, 2), 4096);
         assert_int_equal(wire_stream_lane_off(&l, 3, 2, WIRE_PIPE_NONE, 5),
                          wire_slot_off(&l, 3, 2));
         assert_int_equal(wire_pipe_of(&l, 0, 3), WIRE_PIPE_NONE); /* distance 3: none */
-        assert_true(wire_frag_credited(0, 9, 6, wire_stream_window(&l, q)));
-        assert_false(wire_frag_credited(0, 9, 7, wire_stream_window(&l, q)));
-        assert_true(wire_frag_credited(wire_frag_word(9, 0), 9, 7, wire_stream_window(&l, q)));
-        assert_false(wire_frag_credited(wire_frag_word(9, 0), 9, 8, wire_stream_window(&l, q)));
+        assert_true(wire_frag_credited(0, 9, 2, wire_stream_window(&l, q)));
+        assert_false(wire_frag_credited(0, 9, 3, wire_stream_window(&l, q)));
+        assert_true(wire_frag_credited(wire_frag_word(9, 0), 9, 3, wire_stream_window(&l, q)));
+        assert_false(wire_frag_credited(wire_frag_word(9, 0), 9, 4, wire_stream_window(&l, q)));
     }
 }
 
