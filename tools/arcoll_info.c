@@ -185,6 +185,13 @@ int main(int argc, char **argv)
                (unsigned long long)ctx->teams->layout.bounce, ctx->teams->layout.lanes,
                ctx->teams->layout.lanes == 1 ? "" : "s",
                (unsigned long long)ctx->teams->layout.frag);
+        printf(
+            "schedule pipe entries: %u per bank of %u lane%s of %llu bytes (a schedule stream to "
+            "a peer at a power-of-two distance has %u fragments in flight)\n",
+            ctx->teams->layout.pipes, ctx->teams->layout.pipe_lanes,
+            ctx->teams->layout.pipe_lanes == 1 ? "" : "s",
+            (unsigned long long)ctx->teams->layout.pipe_frag,
+            ctx->teams->layout.lanes + ctx->teams->layout.pipe_lanes);
         printf("resources: %d RC QPs (%d ready), %zu registered bytes, %zu shared bytes per "
                "process",
                res.qps, res.qps_ready, res.registered_bytes, res.shared_bytes);

@@ -7,7 +7,7 @@
  *              [--params host-shm|ib-edr|ib-edr-2to1|ib-edr-mu2|FILE]
  *              [--set KEY=VALUE]... [--csv|--json] [--bounce B] [--seed S] [--stack KIB]
  *              [--resources] [--connect lazy|eager] [--no-payload] [--rescan] [--window W]
- *              [--progress S]
+ *              [--pipe W] [--progress S]
  *
  * Every rank runs arcoll_init_config (ARCOLL_CHANNEL=sim), the world team and
  * iters calls of one collective, each after a barrier and the bench's skew
@@ -19,6 +19,7 @@
  * calls"). A progress line goes to stderr: redrawn twice a second on a terminal,
  * and with --progress S a line every S seconds, terminal or not (logs). --bounce sets
  * ARCOLL_BOUNCE_SIZE: the team regions (2 slots per peer) are most of the memory at large n.
+ * --pipe sets ARCOLL_PIPE_WINDOW (a schedule stream's bytes in flight; 0: the slot's lanes only).
  * --set KEY=VALUE changes one parameter of the set (e.g. poll=1000: waiting
  * ranks look at node memory every 1 us, far fewer turns at large n).
  * --resources: after the calls each rank reads arcoll_context_resources (the
@@ -73,6 +74,7 @@ typedef struct job {
     const char *alg;
     const char *bounce; /* ARCOLL_BOUNCE_SIZE, NULL: the library's default */
     const char *window; /* ARCOLL_WINDOW, NULL: the library's default */
+    const char *pipe;   /* ARCOLL_PIPE_WINDOW, NULL: the library's default */
     /* --no-payload: every rank uses these (zeros; results not checked) */
     unsigned char *shared_s, *shared_r;
     size_t *shared_counts, *shared_displs;
@@ -269,7 +271,7 @@ out:
 static int rank_main(int rank, void *arg)
 {
     job_t *j = arg;
-    const char *cfg[11] = {"ARCOLL_CHANNEL", "sim", NULL, j->alg};
+    const char *cfg[13] = {"ARCOLL_CHANNEL", "sim", NULL, j->alg};
     char var[64];
     arcoll_context_t ctx;
     arcoll_oob_t oob;
@@ -292,6 +294,10 @@ static int rank_main(int rank, void *arg)
     if (j->window != NULL) {
         cfg[k++] = "ARCOLL_WINDOW";
         cfg[k++] = j->window;
+    }
+    if (j->pipe != NULL) {
+        cfg[k++] = "ARCOLL_PIPE_WINDOW";
+        cfg[k++] = j->pipe;
     }
     cfg[k] = NULL;
     sim_oob(&oob);
@@ -370,7 +376,8 @@ static void usage(FILE *f)
                "       [--alg NAME] [--size B[,B...]] [--iters K] [--warmup W]\n"
                "       [--skew MIF [--late FRAC]] "
                "[--params host-shm|ib-edr|ib-edr-2to1|ib-edr-mu2|FILE] [--csv|--json]\n"
-               "       [--set KEY=VALUE]... [--bounce B] [--window W] [--no-payload] [--rescan] "
+               "       [--set KEY=VALUE]... [--bounce B] [--window W] [--pipe W] [--no-payload] "
+               "[--rescan] "
                "[--seed S] "
                "[--stack KIB]\n"
                "       [--fault reorder|corrupt|quit] [--resources] [--connect lazy|eager] "
@@ -463,6 +470,8 @@ static int parse(job_t *j, int argc, char **argv)
             j->bounce = v;
         } else if (strcmp(a, "--window") == 0) {
             j->window = v;
+        } else if (strcmp(a, "--pipe") == 0) {
+            j->pipe = v;
         } else if (strcmp(a, "--params") == 0) {
             params = v;
         } else if (strcmp(a, "--set") == 0) {

@@ -33,7 +33,7 @@ typedef struct core_team_rec {
     /* The region's layout (wire_layout_t): settings read at creation, which must
      * agree, or a rank would poll where another writes payload. */
     uint64_t bounce;
-    uint32_t lanes, banks;
+    uint32_t lanes, banks, pipe_lanes, pad;
 } core_team_rec_t;
 
 void core_team_free(struct arcoll_team *t)
@@ -131,8 +131,8 @@ static int core_team_alloc(struct arcoll_context *ctx, const int *ranks, int n, 
     bounce = ctx->cfg.bounce_size != CORE_CONFIG_AUTO_SIZE ? ctx->cfg.bounce_size
              : c->bounce != 0                              ? c->bounce
                                                            : CHAN_BOUNCE_HOST;
-    if (wire_layout_init(&t->layout, t->size, bounce, 2 * t->window, 1u << ctx->cfg.lanes_log2) !=
-        0) {
+    if (wire_layout_init(&t->layout, t->size, bounce, 2 * t->window, 1u << ctx->cfg.lanes_log2,
+                         ctx->cfg.pipe_window) != 0) {
         log_err("arcoll_team_create: region for %d ranks with %zu-byte bounce slots is too large",
                 n, bounce);
         rc = ARCOLL_ERR_INVALID;
@@ -175,6 +175,7 @@ static void core_team_rec_fill(const struct arcoll_team *t, const int *ranks, in
     mine->heap = heap_node_region();
     mine->bounce = t->layout.bounce;
     mine->lanes = t->layout.lanes;
+    mine->pipe_lanes = t->layout.pipe_lanes;
     mine->banks = t->layout.banks;
 }
 
@@ -198,12 +199,14 @@ static int core_team_join(struct arcoll_team *t, const core_team_rec_t *mine,
                     what, t->ranks[j]);
             rc = ARCOLL_ERR_INVALID;
         } else if (rec->bounce != mine->bounce || rec->lanes != mine->lanes ||
-                   rec->banks != mine->banks) {
+                   rec->banks != mine->banks || rec->pipe_lanes != mine->pipe_lanes) {
             log_err("%s: rank %d cuts the team's region differently (%llu-byte slots, %u lanes, "
-                    "%u banks; this rank %llu, %u, %u): ARCOLL_BOUNCE_SIZE, ARCOLL_LANES and "
-                    "ARCOLL_WINDOW must agree when a team is created",
+                    "%u banks, %u pipe lanes; this rank %llu, %u, %u, %u): ARCOLL_BOUNCE_SIZE, "
+                    "ARCOLL_LANES, ARCOLL_WINDOW and ARCOLL_PIPE_WINDOW must agree when a team is "
+                    "created",
                     what, t->ranks[j], (unsigned long long)rec->bounce, rec->lanes, rec->banks,
-                    (unsigned long long)mine->bounce, mine->lanes, mine->banks);
+                    rec->pipe_lanes, (unsigned long long)mine->bounce, mine->lanes, mine->banks,
+                    mine->pipe_lanes);
             rc = ARCOLL_ERR_CONFIG;
         } else if (j != t->rank) {
             rc = c->ops->rmem_import(c, t->ranks[j], &rec->rkey, &t->peer_region[j]);

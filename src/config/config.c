@@ -68,6 +68,9 @@ static const core_setting_t cfg_rows_head[] = {
     {"ARCOLL_LANES", CORE_SETTING_ENUM, CFG_OFF(lanes_log2), cfg_lanes, "4", 0, 0, 1,
      "copy-path fragments of one stream in flight: each bounce slot is cut into this many lanes "
      "(1, 2 or 4; fewer where a lane would hold less than 16 KiB), a fragment each"},
+    {"ARCOLL_PIPE_WINDOW", CORE_SETTING_SIZE, CFG_OFF(pipe_window), NULL, "64k", 0, 64L << 20, 1,
+     "bytes of a schedule's stream in flight to a peer at a power-of-two distance (or n minus "
+     "one): lanes of a pipe entry beyond the slot's, within 2 MiB a team region; 0: none"},
     {"ARCOLL_WINDOW", CORE_SETTING_LONG, CFG_OFF(window), NULL, "8", 1, ARCOLL_MAX_INFLIGHT, 1,
      "collectives of a team in flight before a start waits for the oldest; each peer's "
      "region entries hold 2 x this many banks, so a smaller window shrinks a team's memory "

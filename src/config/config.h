@@ -35,6 +35,7 @@ typedef struct core_config {
     size_t bounce_size;     /* payload bytes of one bounce slot */
     long window;            /* calls in flight per team (2 x window banks per peer) */
     int lanes_log2;         /* copy-path fragments in flight per stream: 1 << this lanes a slot */
+    size_t pipe_window;     /* a schedule stream's bytes in flight (pipe lanes), 0: none */
     size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
     size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
     long socket_size;       /* sh_co: ranks per pretend socket; 0 = hwloc's sockets */

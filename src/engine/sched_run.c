@@ -9,7 +9,10 @@
  * message's length in the lane header, which the receiver checks against its
  * own schedule before it copies a byte. Fragment k >= lanes waits for the
  * receiver's (cumulative) credit for k - lanes, as on the flat copy path; the
- * first lanes need none (the bank is free, protocol.md §5).
+ * first lanes need none (the bank is free, protocol.md §5). A stream to a
+ * peer at a power-of-two distance (or n minus one) has more lanes, in its
+ * pipe entry at the receiver (wire_stream_lane_off): its window is the
+ * slot's lanes plus the pipe's, fragment k in lane k mod the window.
  *
  * PAP: sends whose dependencies are met go first to peers whose data has
  * already landed here, then to the rest; a receive is applied as soon as its
@@ -44,6 +47,8 @@ typedef struct sched_exec {
     uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
     uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
     uint32_t *rx_total;          /* fragments of the whole stream from the peer */
+    uint32_t *tx_pipe, *rx_pipe; /* the stream's pipe entry (wire_pipe_of) or WIRE_PIPE_NONE */
+    uint32_t *rx_cred;           /* fragments of the stream from the peer credited so far */
     /* The peers with messages to send, in PAP's visiting order (rank - 1
      * down, wrapping); sx_pap_tx drops the finished ones, so that a pass
      * costs the peers left, not the team size (large teams, few peers). */
@@ -125,7 +130,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 8 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 11 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -137,6 +142,9 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->tx_peers = x->rx_total + x->cap_n;
     x->rx_peers = x->tx_peers + x->cap_n;
     x->tx_seen = x->rx_peers + x->cap_n;
+    x->tx_pipe = x->tx_seen + x->cap_n;
+    x->rx_pipe = x->tx_pipe + x->cap_n;
+    x->rx_cred = x->rx_pipe + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -152,7 +160,9 @@ static uint32_t sx_frags(uint64_t len, uint64_t bounce)
 /* Fragments of each whole stream we receive (the credit rule needs them):
  * counted at start and again after a dynamic schedule's hook changed lengths.
  * Messages not yet sized count one fragment, so a credit is never withheld
- * from a stream that has more to come. */
+ * from a stream that has more to come. Counted in slot lanes: a stream with
+ * pipe lanes, which are no smaller, has at most as many, and an overcount
+ * only sends a credit nobody waits for. */
 static int sx_count_frags(coll_req_t *r, sched_exec_t *x)
 {
     const sched_t *s = &x->s;
@@ -188,6 +198,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     memset(x->tx_frag, 0, sizeof(uint32_t) * n);
     memset(x->rx_frag, 0, sizeof(uint32_t) * n);
     memset(x->rx_total, 0, sizeof(uint32_t) * n);
+    memset(x->rx_cred, 0, sizeof(uint32_t) * n);
     memset(x->tx_off, 0, sizeof(uint64_t) * n);
     memset(x->rx_off, 0, sizeof(uint64_t) * n);
     memset(x->send_left, 0, sizeof(uint32_t) * nr * 3);
@@ -213,8 +224,10 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     x->ntx_peers = 0;
     for (uint32_t i = 1, p = t->rank; i < n; i++) {
         p = p == 0 ? n - 1 : p - 1;
-        if (x->tx_head[p] != SX_NONE)
+        if (x->tx_head[p] != SX_NONE) {
             x->tx_peers[x->ntx_peers++] = p;
+            x->tx_pipe[p] = wire_pipe_of(&t->layout, t->rank, p);
+        }
     }
     for (uint32_t i = 0; i < s->nrecv; i++) {
         uint32_t p = s->recv[i].peer;
@@ -230,9 +243,12 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
             x->recv_left[s->recv[i].round]++;
     }
     x->nrx_peers = 0;
-    for (uint32_t p = 0; p < n; p++)
-        if (x->rx_head[p] != SX_NONE)
+    for (uint32_t p = 0; p < n; p++) {
+        if (x->rx_head[p] != SX_NONE) {
             x->rx_peers[x->nrx_peers++] = p;
+            x->rx_pipe[p] = wire_pipe_of(&t->layout, p, t->rank);
+        }
+    }
     rc = sx_count_frags(r, x);
     if (rc != ARCOLL_OK)
         return rc;
@@ -439,10 +455,10 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     uint32_t k = x->rx_frag[p], mi = x->rx_head[p];
-    uint64_t off = wire_lane_off(&t->layout, p, r->bank, k);
+    uint64_t off = wire_stream_lane_off(&t->layout, p, r->bank, x->rx_pipe[p], k);
     const wire_slot_hdr_t *hdr = (const wire_slot_hdr_t *)((char *)t->region.addr + off);
     const sched_msg_t *m = &x->s.recv[mi];
-    uint64_t len, b = t->layout.frag, flen, sig = sx_sig(r, m);
+    uint64_t len, b = wire_stream_frag(&t->layout, x->rx_pipe[p], k), flen, sig = sx_sig(r, m);
     int reject = 0;
 
     if (m->round >= x->local_ok || wire_load(&t->region, off) != wire_frag_word(r->epoch, k))
@@ -509,7 +525,11 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
 }
 
 /* Receive what landed from peer p: every fragment in its lanes, in stream
- * order, then one credit for the last while more are to come. (Not only when
+ * order, then one credit for the last while more are to come, once at least
+ * half the stream's window (rounded up) is uncredited. The sender waits only
+ * with a whole window uncredited (wire_frag_credited), all of it written, so
+ * the credit it waits for always comes once those fragments are taken; with
+ * a window of one, a credit every pass that took something. (Not only when
  * the sender needs it to reuse a lane: a message not yet sized counts one
  * fragment in rx_total, so that test could withhold a credit it waits for.
  * k < rx_total whenever the stream has messages left, as every message left
@@ -518,7 +538,7 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
 {
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
-    uint32_t k0 = x->rx_frag[p], k;
+    uint32_t k0 = x->rx_frag[p], k, half = (wire_stream_window(&t->layout, x->rx_pipe[p]) + 1) / 2;
     int rc;
 
     while ((rc = sx_rx_frag(r, x, p)) == 1 && x->rx_head[p] != SX_NONE)
@@ -527,8 +547,9 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
         return rc;
     k = x->rx_frag[p];
     /* A rejected stream keeps its reject credit; a finished one needs none. */
-    if (k == k0 || x->rx_head[p] == SX_NONE || k >= x->rx_total[p])
+    if (k == k0 || x->rx_head[p] == SX_NONE || k >= x->rx_total[p] || k - x->rx_cred[p] < half)
         return ARCOLL_OK;
+    x->rx_cred[p] = k;
     return c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, k - 1), &t->peer_region[p],
                            wire_cred_off(&t->layout, t->rank, r->bank));
 }
@@ -540,7 +561,8 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     chan_t *c = t->ctx->chan;
     const chan_rmem_t *dst = &t->peer_region[p];
     uint32_t k = x->tx_frag[p], mi = x->tx_head[p];
-    uint64_t off = wire_lane_off(&t->layout, t->rank, r->bank, k), b = t->layout.frag;
+    uint64_t off = wire_stream_lane_off(&t->layout, t->rank, r->bank, x->tx_pipe[p], k),
+             b = wire_stream_frag(&t->layout, x->tx_pipe[p], k);
     const sched_msg_t *m = &x->s.send[mi];
     uint64_t len, at = x->tx_off[p], flen, pos = 0;
     const sched_seg_t *g = x->s.segs + m->seg;
@@ -560,7 +582,7 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
             r->peers[p].tx_state = COLL_TX_DONE;
             return 0;
         }
-        if (!wire_frag_credited(cred, r->epoch, k, t->layout.lanes))
+        if (!wire_frag_credited(cred, r->epoch, k, wire_stream_window(&t->layout, x->tx_pipe[p])))
             return 0;
     } else if (x->wait_adv &&
                wire_load(&t->region, wire_ctrl_off(&t->layout, p, r->bank)) != r->epoch) {
@@ -776,7 +798,9 @@ static int sx_landed_peers(coll_req_t *r, sched_exec_t *x, uint64_t landed)
     chan_t *c = t->ctx->chan;
     const wire_layout_t *l = &t->layout;
     uintptr_t lo = (uintptr_t)t->region.addr + l->off_slot;
+    uintptr_t plo = (uintptr_t)t->region.addr + l->off_pipe;
     uint64_t span = (uint64_t)t->size * l->banks * l->slot_stride;
+    uint64_t pspan = (uint64_t)l->pipes * l->banks * l->pipe_stride;
     uint32_t n = 0, k = 0;
 
     if (landed == x->scan_landed)
@@ -790,6 +814,17 @@ static int sx_landed_peers(coll_req_t *r, sched_exec_t *x, uint64_t landed)
         uint64_t q;
         if (at == 0)
             return -1;
+        /* A pipe entry's lane: its writer is the peer at its distance
+         * below this rank. */
+        if (at >= plo && at - plo < pspan) {
+            uint32_t p;
+            q = (at - plo) / l->pipe_stride;
+            p = (uint32_t)((t->rank + t->size - wire_pipe_dist(l, (uint32_t)(q / l->banks))) %
+                           t->size);
+            if (q % l->banks == r->bank && x->rx_head[p] != SX_NONE)
+                x->rx_cand[n++] = p;
+            continue;
+        }
         /* Credits, advertisements, other calls' banks, other teams: no
          * receive of ours waits on them. */
         if (at < lo || at - lo >= span)

@@ -11,6 +11,9 @@
  *   cred[N][B]   64 B each: peer j's "I consumed your fragment k" (copy path)
  *   slot[N][B]   peer j's copy-path data: L lanes, each a 64 B header and
  *                bounce / L payload bytes (fragment k in lane k mod L)
+ *   pipe[P][B]   schedules only: Lp more lanes (a 64 B header and
+ *                pipe_frag payload bytes each) for the stream of the one peer
+ *                at distance D[q] (wire_pipe_index)
  *   note[N]      64 B each: 8 bytes unused, then the number of the call in
  *                which peer j failed (wire_fail_word), no banks
  *
@@ -46,7 +49,14 @@
  * put has a fixed cost (a work request: docs/measurements/lanes.md). */
 #define WIRE_LANES    4
 #define WIRE_LANE_MIN 16384
-#define WIRE_MAGIC    0x6172636f6c6c3031ULL /* "arcoll01" */
+/* A schedule's stream to a peer at a distance d where d or n - d is a power
+ * of two (ring, recursive doubling and halving, Bruck: O(log n) peers) has,
+ * besides the lanes of its slot, lanes of a pipe entry: enough for
+ * ARCOLL_PIPE_WINDOW bytes in flight, within WIRE_PIPE_BUDGET bytes of pipe
+ * entries per region (docs/protocol.md §2, §6). */
+#define WIRE_PIPE_BUDGET ((uint64_t)2 << 20)
+#define WIRE_PIPE_NONE   UINT32_MAX
+#define WIRE_MAGIC       0x6172636f6c6c3031ULL /* "arcoll01" */
 
 /* Status carried by a done word or a credit word. */
 /* Done-word statuses. BUSY: a zero-copy sender is writing into the receive
@@ -135,10 +145,11 @@ static inline uint64_t wire_frag_word(uint64_t epoch, uint32_t frag)
 #define WIRE_FRAG_REJECT 0xfffffffeU
 
 /* May the sender write fragment k of a stream whose receiver's credit word is
- * cred, with lanes fragments in flight? Credits are cumulative (the receiver
- * has copied out every fragment up to the one named), so fragment k needs the
- * credit for k - lanes, the last fragment that used its lane. The caller
- * tests for the reject credit first. */
+ * cred, with lanes fragments in flight (the stream's window: the lanes of its
+ * slot, and of its pipe entry if it has one)? Credits are cumulative (the
+ * receiver has copied out every fragment up to the one named), so fragment k
+ * needs the credit for k - lanes, the last fragment that used its lane. The
+ * caller tests for the reject credit first. */
 static inline int wire_frag_credited(uint64_t cred, uint64_t epoch, uint32_t k, uint32_t lanes)
 {
     if (k < lanes)
@@ -175,11 +186,94 @@ typedef struct wire_layout {
     uint32_t lanes; /* lanes of a slot */
     uint64_t frag;  /* payload bytes of a lane: a copy-path fragment */
     uint64_t lane_stride;
-    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_note, total;
+    uint32_t pipes;      /* P: pipe entries a bank (0: none) */
+    uint32_t pipe_lanes; /* Lp: lanes of a pipe entry, each pipe_lane_stride bytes */
+    uint64_t pipe_frag;  /* payload bytes of a pipe lane (>= frag) */
+    uint64_t pipe_lane_stride;
+    uint64_t off_ctrl, off_done, off_cred, off_slot, slot_stride, off_pipe, pipe_stride;
+    uint64_t off_note, total;
 } wire_layout_t;
 
+/* The powers of two below n: 2^0 .. 2^(nb-1), the distances of pipe entries
+ * 0 .. nb-1. */
+static inline uint32_t wire_pipe_pow2s(uint32_t n)
+{
+    uint32_t nb = 0;
+
+    while (nb < 32 && ((uint64_t)1 << nb) < n)
+        nb++;
+    return nb;
+}
+
+static inline int wire_is_pow2(uint64_t v)
+{
+    return v != 0 && (v & (v - 1)) == 0;
+}
+
+/* The distances D of a team of n ranks, in pipe entry order: first 2^j for
+ * 2^j < n (entry j), then n - 2^j for the same j where that is not a power of
+ * two itself, in increasing j. wire_pipe_index gives the entry of a distance
+ * (WIRE_PIPE_NONE if it has none), wire_pipe_dist the distance of an entry;
+ * wire_pipe_count(n) is P, the number of entries. */
+static inline uint32_t wire_pipe_count(uint32_t n)
+{
+    uint32_t nb = wire_pipe_pow2s(n), p = nb;
+
+    for (uint32_t j = 0; j < nb; j++)
+        if (!wire_is_pow2(n - ((uint64_t)1 << j)))
+            p++;
+    return p;
+}
+
+static inline uint32_t wire_pipe_index(const wire_layout_t *l, uint32_t d)
+{
+    uint32_t nb, q;
+
+    if (l->pipes == 0 || d == 0 || d >= l->n)
+        return WIRE_PIPE_NONE;
+    nb = wire_pipe_pow2s(l->n);
+    if (wire_is_pow2(d)) {
+        for (q = 0; ((uint64_t)1 << q) != d; q++)
+            ;
+        return q;
+    }
+    q = nb;
+    for (uint32_t j = 0; j < nb; j++) {
+        uint64_t e = l->n - ((uint64_t)1 << j);
+        if (wire_is_pow2(e))
+            continue;
+        if (e == d)
+            return q;
+        q++;
+    }
+    return WIRE_PIPE_NONE;
+}
+
+static inline uint32_t wire_pipe_dist(const wire_layout_t *l, uint32_t q)
+{
+    uint32_t nb = wire_pipe_pow2s(l->n), i = nb;
+
+    if (q < nb)
+        return (uint32_t)1 << q;
+    for (uint32_t j = 0; j < nb; j++) {
+        uint64_t e = l->n - ((uint64_t)1 << j);
+        if (wire_is_pow2(e))
+            continue;
+        if (i++ == q)
+            return (uint32_t)e;
+    }
+    return 0;
+}
+
+/* The pipe entry of the stream from writer to owner (team ranks; the entry
+ * lies in the owner's region): by the distance (owner - writer) mod n. */
+static inline uint32_t wire_pipe_of(const wire_layout_t *l, uint32_t writer, uint32_t owner)
+{
+    return wire_pipe_index(l, (owner + l->n - writer) % l->n);
+}
+
 static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce, unsigned banks,
-                                   unsigned lanes)
+                                   unsigned lanes, uint64_t pipe_window)
 {
     if (n == 0 || banks < 2 || banks > WIRE_BANKS || banks % 2 || lanes == 0 ||
         lanes > WIRE_LANES || (lanes & (lanes - 1)))
@@ -207,9 +301,40 @@ static inline int wire_layout_init(wire_layout_t *l, uint32_t n, uint64_t bounce
     l->lane_stride = WIRE_LINE + l->frag;
     l->slot_stride = l->lanes * l->lane_stride;
     /* n note lines are at most n * banks * ceil(WIRE_LINE / banks) bytes */
-    if (l->slot_stride > (UINT64_MAX - l->off_slot) / n / banks - (WIRE_LINE + banks - 1) / banks)
+    if (l->slot_stride >
+        (UINT64_MAX - l->off_slot - WIRE_PIPE_BUDGET) / n / banks - (WIRE_LINE + banks - 1) / banks)
         return -1;
-    l->off_note = l->off_slot + (uint64_t)n * banks * l->slot_stride;
+    l->off_pipe = l->off_slot + (uint64_t)n * banks * l->slot_stride;
+    /* Pipe lanes: the window's bytes (two slot lanes' at least: one in
+     * flight while the other is copied out) beyond the slot's lanes, in
+     * lanes of a payload between the slot's lane and WIRE_LANE_MIN, about
+     * half of what an entry may hold (so two of them where they fit), as
+     * many as the window wants and the budget holds; none if that is none. */
+    l->pipes = n > 1 && pipe_window > 0 ? wire_pipe_count(n) : 0;
+    l->pipe_lanes = 0;
+    l->pipe_frag = l->frag;
+    if (l->pipes > 0) {
+        uint64_t win = pipe_window > 2 * l->frag ? pipe_window : 2 * l->frag,
+                 slot = (uint64_t)l->lanes * l->frag,
+                 entry = WIRE_PIPE_BUDGET / ((uint64_t)l->pipes * banks), want, cap, half, fit;
+        want = win > slot ? win - slot : 0;
+        cap = want < entry ? want : entry;
+        half = cap / 2 / WIRE_LINE * WIRE_LINE;
+        half = half > WIRE_LINE ? half - WIRE_LINE : 0;
+        l->pipe_frag = half < WIRE_LANE_MIN ? half : WIRE_LANE_MIN;
+        if (l->pipe_frag < l->frag)
+            l->pipe_frag = l->frag;
+        fit = entry / (WIRE_LINE + l->pipe_frag);
+        want = (want + l->pipe_frag - 1) / l->pipe_frag;
+        l->pipe_lanes = (uint32_t)(want < fit ? want : fit);
+    }
+    if (l->pipe_lanes == 0) {
+        l->pipes = 0;
+        l->pipe_frag = l->frag;
+    }
+    l->pipe_lane_stride = WIRE_LINE + l->pipe_frag;
+    l->pipe_stride = (uint64_t)l->pipe_lanes * l->pipe_lane_stride;
+    l->off_note = l->off_pipe + (uint64_t)l->pipes * banks * l->pipe_stride;
     l->total = l->off_note + (uint64_t)n * WIRE_LINE;
     return 0;
 }
@@ -239,6 +364,38 @@ static inline uint64_t wire_lane_off(const wire_layout_t *l, uint32_t peer, unsi
                                      uint32_t k)
 {
     return wire_slot_off(l, peer, bank) + (uint64_t)(k % l->lanes) * l->lane_stride;
+}
+
+static inline uint64_t wire_pipe_off(const wire_layout_t *l, uint32_t q, unsigned bank)
+{
+    return l->off_pipe + ((uint64_t)q * l->banks + bank) * l->pipe_stride;
+}
+
+/* Fragments of a schedule's stream in flight: the slot's lanes, and the pipe
+ * entry's if the stream has one (q, from wire_pipe_of). */
+static inline uint32_t wire_stream_window(const wire_layout_t *l, uint32_t q)
+{
+    return l->lanes + (q != WIRE_PIPE_NONE ? l->pipe_lanes : 0);
+}
+
+/* The lane of fragment k of a schedule's stream from writer, whose pipe
+ * entry is q: k mod the window; the first lanes are the slot's (so fragment 0
+ * is always in the slot's first lane), the rest the pipe entry's. */
+static inline uint64_t wire_stream_lane_off(const wire_layout_t *l, uint32_t writer, unsigned bank,
+                                            uint32_t q, uint32_t k)
+{
+    uint32_t v = k % wire_stream_window(l, q);
+
+    if (v < l->lanes)
+        return wire_slot_off(l, writer, bank) + (uint64_t)v * l->lane_stride;
+    return wire_pipe_off(l, q, bank) + (uint64_t)(v - l->lanes) * l->pipe_lane_stride;
+}
+
+/* The payload bytes of that lane: at most this many of a message go in
+ * fragment k (a message's last fragment may hold fewer). */
+static inline uint64_t wire_stream_frag(const wire_layout_t *l, uint32_t q, uint32_t k)
+{
+    return k % wire_stream_window(l, q) < l->lanes ? l->frag : l->pipe_frag;
 }
 
 static inline uint64_t wire_note_off(const wire_layout_t *l, uint32_t peer)

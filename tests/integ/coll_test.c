@@ -767,6 +767,15 @@ static void test_bad(arcoll_context_t ctx)
         ct_set(ctx, "ARCOLL_LANES", "4");
         ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "auto");
         ct_one(world, 1, 0, ++call, 16, "after a refused team");
+        /* Pipe windows that differ: other pipe lanes (docs/protocol.md §2). */
+        ct_set(ctx, "ARCOLL_PIPE_WINDOW", ct_rank == 0 ? "0" : "64k");
+        rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
+        CHECK(rc == ARCOLL_ERR_CONFIG, "pipe windows that differ across ranks: %s",
+              arcoll_strerror(rc));
+        if (rc == ARCOLL_OK)
+            arcoll_team_destroy(ctx, t2);
+        ct_set(ctx, "ARCOLL_PIPE_WINDOW", "64k");
+        ct_one(world, 1, 0, ++call, 16, "after a refused team");
     }
     /* A peer that never arrives: the last rank skips one call; the others must
      * fail with ARCOLL_ERR_TIMEOUT within ARCOLL_TIMEOUT_MS, not hang. */

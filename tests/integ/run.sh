@@ -144,6 +144,14 @@ done
 for n in 1 2 3 4 5 8; do
     run "mpirun-$n-v" ok $MPIRUN -np $n "$T/coll_test" v
 done
+# Pipe lanes (docs/protocol.md §2, §12) with the slot forced to 1 KiB: a schedule's stream to a
+# peer at a pipe distance has a window of 64 fragments, so messages of up to 200000 bytes wrap
+# around slot and pipe lanes (every byte checked, every algorithm); and rejections of streams
+# whose sender may write 64 fragments before any credit.
+for n in 2 4 5; do
+    run "pipe-$n-v-slot1k" ok env ARCOLL_BOUNCE_SIZE=1k $MPIRUN -np $n "$T/coll_test" v
+done
+run pipe-3-vbad-slot1k ok env ARCOLL_BOUNCE_SIZE=1k $MPIRUN -np 3 "$T/coll_test" vbad
 # At 3 ranks with 4 lanes of 16 KiB (ARCOLL_BOUNCE_SIZE=64k): rejections of streams whose
 # sender may write up to 4 fragments before any credit (docs/protocol.md §8, §14).
 for n in 2 3 4 5 8; do
@@ -719,6 +727,20 @@ run sim-set-up-links-fraction-fails 'fails:sim: "up_links=1.5": expected KEY=VAL
     --size 8 --params ib-edr-mu2 --set up_links=1.5
 run sim-set-up-route-fails 'fails:sim: "up_route=2": expected KEY=VALUE' $SIM -n 4 --size 8 \
     --params ib-edr-mu2 --set up_route=2
+# Pipe lanes (docs/protocol.md §2, §12): a schedule message of many fragments is faster with the
+# default pipe window than with the slot's lanes only (--pipe 0, the protocol before), at 2
+# ranks with the slot forced small, at 13 (not a power of two: some streams have no pipe entry)
+# and at 64 ranks on 16 nodes, where the budget shrinks the slot to 1 KiB (docs/performance.md,
+# "Pipelined schedule messages").
+run sim-model-pipe-ring-2 ok $SIMCMP lt -n 2 --coll allgather --alg ring --params ib-edr \
+    --bounce 4k --size 16384,262144 --iters 2 --vs -n 2 --coll allgather --alg ring \
+    --params ib-edr --bounce 4k --pipe 0 --size 16384,262144 --iters 2
+run sim-model-pipe-rdd-13 ok $SIMCMP lt -n 13 --coll allgather --alg rdd --params host-shm \
+    --bounce 1k --size 3000,20000 --iters 2 --skew 2 --vs -n 13 --coll allgather --alg rdd \
+    --params host-shm --bounce 1k --pipe 0 --size 3000,20000 --iters 2 --skew 2
+run sim-model-pipe-sloav-64 ok $SIMCMP lt -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --params ib-edr --size 1024 --iters 2 --vs -n 64 --ppn 4 --coll alltoallv --alg sloav \
+    --params ib-edr --pipe 0 --size 1024 --iters 2
 # The library's own agreements (the closing barrier of finalize) run the allreduce auto
 # picks, whatever ARCOLL_ALLREDUCE_ALG forces: the same puts with pap forced as with rdh
 # (before: a linear pap barrier, 23166 puts against 3258 at 64 ranks on 16 nodes).
@@ -773,13 +795,14 @@ run sim-progress-lines "text:^arcoll-sim: [0-9.]+ s: init 4/4 ranks, calls [0-9]
 # sloavx vs sloav (docs/scale.md "000"): with a 1 us per-message NIC gap, the node's ranks'
 # messages share the NIC and the leaders' aggregation wins (Xu et al.'s reasoning; with ib-edr's
 # 5 ns it loses); and a leader's step message costs a credit round trip per copy-path fragment
-# (ARCOLL_WINDOW 1: 16 KiB slots, 1 fragment; 8: 4 KiB, 4 fragments).
+# in the slot's lanes alone (ARCOLL_WINDOW 1: 16 KiB slots, 1 fragment; 8: 4 KiB, 4 fragments;
+# --pipe 0 both: with pipe lanes, 8 is the faster, sim-model-pipe-* test those).
 A2AV16="-n 32 --ppn 16 --coll alltoallv --size 16 --bounce 16384 --iters 2"
 run sim-model-sloavx-nic-gap ok $SIMCMP lt $A2AV16 --alg sloavx --params "$SIMP/ib-edr-gap1us.params" \
     --vs $A2AV16 --alg sloav --params "$SIMP/ib-edr-gap1us.params"
 run sim-model-sloavx-fragments ok $SIMCMP lt -n 64 --ppn 16 --coll alltoallv --alg sloavx \
-    --size 16 --bounce 16384 --iters 2 --params ib-edr --window 1 --vs -n 64 --ppn 16 \
-    --coll alltoallv --alg sloavx --size 16 --bounce 16384 --iters 2 --params ib-edr
+    --size 16 --bounce 16384 --iters 2 --params ib-edr --window 1 --pipe 0 --vs -n 64 --ppn 16 \
+    --coll alltoallv --alg sloavx --size 16 --bounce 16384 --iters 2 --params ib-edr --pipe 0
 run sim-channel-outside-fails "fails:runs only inside arcoll-sim" env ARCOLL_CHANNEL=sim \
     "$T/coll_test" matrix
 # Calibration (docs/scale.md, "Calibration"): sim-compare.sh measure calibrates host-shm with

@@ -545,7 +545,7 @@ static coll_req_t *real_init(uint32_t n, uint32_t rank, const coll_proto_t *prot
     }
     team.ranks = rec_ranks;
     team.peer_region = rec_rmem;
-    assert_int_equal(wire_layout_init(&team.layout, n, 64, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&team.layout, n, 64, WIRE_BANKS, WIRE_LANES, 0), 0);
     team.region.addr = aligned_alloc(WIRE_LINE, team.layout.total);
     assert_non_null(team.region.addr);
     memset(team.region.addr, 0, team.layout.total);

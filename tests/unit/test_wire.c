@@ -182,15 +182,39 @@ static int span_cmp(const void *a, const void *b)
 
 /* Every entry of the region: aligned, inside total, and pairwise disjoint
  * (so on distinct cache lines, since all are multiples of 64). */
-static void check_layout(uint32_t n, uint64_t bounce)
+static void check_layout(uint32_t n, uint64_t bounce, uint64_t pipe_window)
 {
     wire_layout_t l;
-    size_t cnt = 0, max = 1 + (size_t)n * (4 * WIRE_BANKS + 1);
+    size_t cnt = 0, max;
     uint64_t fit = WIRE_REGION_BUDGET / ((uint64_t)n * WIRE_BANKS);
     span_t *s;
 
     memset(&l, 0xa5, sizeof(l));
-    assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, n, bounce, WIRE_BANKS, WIRE_LANES, pipe_window), 0);
+    max = 1 + (size_t)n * (4 * WIRE_BANKS + 1) + (size_t)l.pipes * WIRE_BANKS;
+    /* Pipe lanes: the window (two slot lanes at least) beyond the slot's
+     * lanes, in lanes of the slot's lane size up to WIRE_LANE_MIN, within the
+     * budget; no entries without lanes. */
+    if (pipe_window == 0 || n < 2) {
+        assert_int_equal(l.pipes, 0);
+    } else if (l.pipes > 0) {
+        uint64_t win = pipe_window > 2 * l.frag ? pipe_window : 2 * l.frag;
+        uint64_t want = win - l.lanes * l.frag, entry;
+        assert_int_equal(l.pipes, wire_pipe_count(n));
+        entry = WIRE_PIPE_BUDGET / ((uint64_t)l.pipes * WIRE_BANKS);
+        assert_true(win > l.lanes * l.frag);
+        assert_true(l.pipe_frag >= l.frag);
+        assert_true(l.pipe_frag == l.frag || l.pipe_frag <= WIRE_LANE_MIN);
+        assert_int_equal(l.pipe_frag % WIRE_LINE, 0);
+        assert_true(l.pipe_lanes <= (want + l.pipe_frag - 1) / l.pipe_frag);
+        assert_true((uint64_t)l.pipe_lanes * (WIRE_LINE + l.pipe_frag) <= entry);
+        if (l.pipe_lanes < (want + l.pipe_frag - 1) / l.pipe_frag)
+            assert_true((uint64_t)(l.pipe_lanes + 1) * (WIRE_LINE + l.pipe_frag) > entry);
+    }
+    assert_true((uint64_t)l.pipes * WIRE_BANKS * l.pipe_stride <= WIRE_PIPE_BUDGET);
+    assert_int_equal(l.pipes == 0, l.pipe_lanes == 0);
+    assert_int_equal(l.pipe_lane_stride, WIRE_LINE + l.pipe_frag);
+    assert_int_equal(l.pipe_stride, l.pipe_lanes * l.pipe_lane_stride);
     assert_int_equal(l.n, n);
     /* Bounce rounded up to whole lines, lowered to the budget but not below the minimum. */
     assert_int_equal(l.bounce % WIRE_LINE, 0);
@@ -236,6 +260,9 @@ static void check_layout(uint32_t n, uint64_t bounce)
         }
         s[cnt++] = (span_t){wire_note_off(&l, p), WIRE_LINE, "note"};
     }
+    for (uint32_t q = 0; q < l.pipes; q++)
+        for (unsigned b = 0; b < WIRE_BANKS; b++)
+            s[cnt++] = (span_t){wire_pipe_off(&l, q, b), l.pipe_stride, "pipe"};
     assert_int_equal(cnt, max);
     for (size_t i = 0; i < cnt; i++) {
         assert_int_equal(s[i].start % WIRE_LINE, 0);
@@ -263,8 +290,80 @@ static void test_layout_many(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
-        for (size_t j = 0; j < sizeof(bounces) / sizeof(bounces[0]); j++)
-            check_layout(ns[i], bounces[j]);
+        for (size_t j = 0; j < sizeof(bounces) / sizeof(bounces[0]); j++) {
+            check_layout(ns[i], bounces[j], 0);
+            check_layout(ns[i], bounces[j], 65536);
+            check_layout(ns[i], bounces[j], 1);
+        }
+}
+
+/* Pipe entries (docs/protocol.md §2): the distances d where d or n - d is a
+ * power of two, each with one entry, so one writer (the peer at d below the
+ * owner); the stream's lanes: the slot's first, fragment 0 in the slot. */
+static void test_pipes(void **state)
+{
+    (void)state;
+    for (uint32_t n = 1; n <= 300; n++) {
+        wire_layout_t l;
+        uint32_t seen = 0;
+        assert_int_equal(wire_layout_init(&l, n, 1024, WIRE_BANKS, WIRE_LANES, 65536), 0);
+        assert_int_equal(l.pipes, n > 1 ? wire_pipe_count(n) : 0);
+        for (uint32_t d = 0; d < n + 2; d++) {
+            uint32_t q = wire_pipe_index(&l, d);
+            int want = d > 0 && d < n && (wire_is_pow2(d) || wire_is_pow2(n - d));
+            assert_int_equal(q != WIRE_PIPE_NONE, want);
+            if (q == WIRE_PIPE_NONE)
+                continue;
+            assert_true(q < l.pipes);
+            assert_int_equal(wire_pipe_dist(&l, q), d);
+            seen++;
+        }
+        assert_int_equal(seen, l.pipes);
+        for (uint32_t q = 0; q < l.pipes; q++)
+            assert_int_equal(wire_pipe_index(&l, wire_pipe_dist(&l, q)), q);
+        /* Ring, recursive doubling (at powers of two), Bruck: every step has an entry. */
+        if (n > 1) {
+            assert_int_not_equal(wire_pipe_of(&l, 0, 1), WIRE_PIPE_NONE);
+            assert_int_not_equal(wire_pipe_of(&l, 1, 0), WIRE_PIPE_NONE);
+        }
+        for (uint32_t k = 0; n > 1 && wire_is_pow2(n) && ((uint32_t)1 << k) < n; k++)
+            for (uint32_t r = 0; r < n; r++)
+                assert_int_not_equal(wire_pipe_of(&l, r ^ (1u << k), r), WIRE_PIPE_NONE);
+    }
+    {
+        wire_layout_t l;
+        uint32_t q;
+        assert_int_equal(wire_layout_init(&l, 8, 4096, WIRE_BANKS, WIRE_LANES, 65536), 0);
+        assert_int_equal(l.pipes, 5); /* 1, 2, 4, 7, 6 */
+        assert_int_equal(wire_pipe_dist(&l, 3), 7);
+        assert_int_equal(wire_pipe_dist(&l, 4), 6);
+        assert_int_equal(l.lanes, 1);
+        /* 60 KiB wanted beyond the slot; an entry may hold 2 MiB / (5 x 16) =
+         * 26214 bytes: lanes of 13107 / 64 x 64 - 64 = 12992 bytes, 2 fit. */
+        assert_int_equal(l.pipe_frag, 12992);
+        assert_int_equal(l.pipe_lanes, 2);
+        q = wire_pipe_of(&l, 3, 5); /* distance 2 */
+        assert_int_equal(q, 1);
+        assert_int_equal(wire_stream_window(&l, q), 3);
+        assert_int_equal(wire_stream_window(&l, WIRE_PIPE_NONE), 1);
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 0), wire_slot_off(&l, 3, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 3), wire_slot_off(&l, 3, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 1), wire_pipe_off(&l, q, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 4), wire_pipe_off(&l, q, 2));
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, q, 2),
+                         wire_pipe_off(&l, q, 2) + 64 + 12992);
+        assert_int_equal(wire_stream_frag(&l, q, 0), 4096);
+        assert_int_equal(wire_stream_frag(&l, q, 2), 12992);
+        assert_int_equal(wire_stream_frag(&l, q, 3), 4096);
+        assert_int_equal(wire_stream_frag(&l, WIRE_PIPE_NONE, 2), 4096);
+        assert_int_equal(wire_stream_lane_off(&l, 3, 2, WIRE_PIPE_NONE, 5),
+                         wire_slot_off(&l, 3, 2));
+        assert_int_equal(wire_pipe_of(&l, 0, 3), WIRE_PIPE_NONE); /* distance 3: none */
+        assert_true(wire_frag_credited(0, 9, 2, wire_stream_window(&l, q)));
+        assert_false(wire_frag_credited(0, 9, 3, wire_stream_window(&l, q)));
+        assert_true(wire_frag_credited(wire_frag_word(9, 0), 9, 3, wire_stream_window(&l, q)));
+        assert_false(wire_frag_credited(wire_frag_word(9, 0), 9, 4, wire_stream_window(&l, q)));
+    }
 }
 
 static void test_layout_exact(void **state)
@@ -275,7 +374,7 @@ static void test_layout_exact(void **state)
     (void)state;
     /* n = 4, bounce 100 -> 128: header, then ctrl, done, cred (4 x B lines each),
      * then 4 x B slots of 192, then 4 note lines. */
-    assert_int_equal(wire_layout_init(&l, 4, 100, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 4, 100, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, 128);
     assert_int_equal(l.off_ctrl, 64);
     assert_int_equal(l.off_done, 64 + 4 * B * 64);
@@ -300,35 +399,35 @@ static void test_layout_lanes(void **state)
 
     (void)state;
     /* A network's default: 4 lanes of 16 KiB. */
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.lanes, 4);
     assert_int_equal(l.frag, 16384);
     assert_int_equal(l.slot_stride, 4 * (64 + 16384));
     assert_int_equal(wire_lane_off(&l, 1, 3, 6), wire_slot_off(&l, 1, 3) + 2 * (64 + 16384));
     /* Fewer lanes asked for, or fewer that hold 16 KiB. */
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2, 0), 0);
     assert_int_equal(l.lanes, 2);
     assert_int_equal(l.frag, 32768);
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 1), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 1, 0), 0);
     assert_int_equal(l.lanes, 1);
-    assert_int_equal(wire_layout_init(&l, 2, 32768, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 32768, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.lanes, 2);
     /* One host's default and smaller: one lane, the single-slot protocol. */
-    assert_int_equal(wire_layout_init(&l, 2, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 16384, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.lanes, 1);
     assert_int_equal(l.frag, 16384);
     assert_int_equal(l.slot_stride, 64 + 16384);
     /* Halves that are not whole lines: 32832 / 2 = 16416 = 256.5 lines, one lane. */
-    assert_int_equal(wire_layout_init(&l, 2, 32832, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 2, 32832, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.lanes, 1);
     /* The budget lowers the slot, then the lanes: 8 ranks get 32 KiB, 2 lanes. */
-    assert_int_equal(wire_layout_init(&l, 8, 65536, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 8, 65536, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, 32768);
     assert_int_equal(l.lanes, 2);
     /* Lanes: a power of 2 from 1 to WIRE_LANES. */
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 0), -1);
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 3), -1);
-    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2 * WIRE_LANES), -1);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 0, 0), -1);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 3, 0), -1);
+    assert_int_equal(wire_layout_init(&l, 2, 65536, WIRE_BANKS, 2 * WIRE_LANES, 0), -1);
 }
 
 /* Cumulative credits: fragment k waits for the credit of k - lanes, of this
@@ -362,16 +461,16 @@ static void test_layout_budget(void **state)
     wire_layout_t l;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l, 0, 64, WIRE_BANKS, WIRE_LANES), -1);
+    assert_int_equal(wire_layout_init(&l, 0, 64, WIRE_BANKS, WIRE_LANES, 0), -1);
     /* Small teams keep the configured bounce; large ones shrink it to the budget. */
-    assert_int_equal(wire_layout_init(&l, 8, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 8, 16384, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, 16384);
-    assert_int_equal(wire_layout_init(&l, 64, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 64, 16384, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, WIRE_REGION_BUDGET / (64 * WIRE_BANKS));
-    assert_int_equal(wire_layout_init(&l, 4096, 16384, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, 4096, 16384, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     /* Any team size gives a region, never an overflow. */
-    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX, WIRE_BANKS, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l, UINT32_MAX, UINT64_MAX, WIRE_BANKS, WIRE_LANES, 0), 0);
     assert_int_equal(l.bounce, WIRE_BOUNCE_MIN);
     assert_true(l.total > (uint64_t)UINT32_MAX * WIRE_BANKS * WIRE_BOUNCE_MIN);
 }
@@ -382,12 +481,12 @@ static void test_layout_window(void **state)
     wire_layout_t l8, l1, l3;
 
     (void)state;
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 0, WIRE_LANES), -1);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 3, WIRE_LANES), -1);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, WIRE_BANKS + 2, WIRE_LANES), -1);
-    assert_int_equal(wire_layout_init(&l8, 64, 64, WIRE_BANKS, WIRE_LANES), 0);
-    assert_int_equal(wire_layout_init(&l1, 64, 64, 2, WIRE_LANES), 0);
-    assert_int_equal(wire_layout_init(&l3, 64, 64, 6, WIRE_LANES), 0);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 0, WIRE_LANES, 0), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 3, WIRE_LANES, 0), -1);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, WIRE_BANKS + 2, WIRE_LANES, 0), -1);
+    assert_int_equal(wire_layout_init(&l8, 64, 64, WIRE_BANKS, WIRE_LANES, 0), 0);
+    assert_int_equal(wire_layout_init(&l1, 64, 64, 2, WIRE_LANES, 0), 0);
+    assert_int_equal(wire_layout_init(&l3, 64, 64, 6, WIRE_LANES, 0), 0);
     assert_int_equal(l1.total - WIRE_LINE - 64 * WIRE_LINE,
                      (l8.total - WIRE_LINE - 64 * WIRE_LINE) / ARCOLL_MAX_INFLIGHT);
     assert_int_equal(wire_slot_off(&l1, 5, 1), l1.off_slot + (5 * 2 + 1) * l1.slot_stride);
@@ -446,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_struct_shapes),
         cmocka_unit_test(test_layout_many),
         cmocka_unit_test(test_layout_exact),
+        cmocka_unit_test(test_pipes),
         cmocka_unit_test(test_num_stray),
         cmocka_unit_test(test_layout_lanes),
         cmocka_unit_test(test_frag_credited),
