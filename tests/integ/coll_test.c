@@ -768,7 +768,7 @@ static void test_bad(arcoll_context_t ctx)
         ct_set(ctx, "ARCOLL_BOUNCE_SIZE", "auto");
         ct_one(world, 1, 0, ++call, 16, "after a refused team");
         /* Pipe windows that differ: other pipe lanes (docs/protocol.md §2). */
-        ct_set(ctx, "ARCOLL_PIPE_WINDOW", ct_rank == 0 ? "0" : "64k");
+        ct_set(ctx, "ARCOLL_PIPE_WINDOW", ct_rank == 0 ? "0" : "256k"); /* above any slot */
         rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
         CHECK(rc == ARCOLL_ERR_CONFIG, "pipe windows that differ across ranks: %s",
               arcoll_strerror(rc));
