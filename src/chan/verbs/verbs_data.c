@@ -154,7 +154,7 @@ static int verbs_post(verbs_chan_t *vc, int peer, enum ibv_wr_opcode op, const v
  * verbs_poll turns into ARCOLL_ERR_PEER. A stopped process's kernel still
  * acknowledges: only the timeout finds it. Skipped when the queue or the CQ
  * has no room: the data writes in flight then probe as well. */
-void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
+static void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now)
 {
     verbs_peer_t *p = &vc->peers[peer];
 
@@ -176,6 +176,11 @@ int verbs_peer_check(chan_t *c, int peer)
      * does, once we write to it. */
     if (rc == ARCOLL_OK && vc->pids[peer] <= 0)
         verbs_probe(vc, peer, core_time_ns());
+    /* The watch ring (lazy wiring): its peers are probed while we wait, awaited
+     * or not; a failed one is told by verbs_ring_failed, from the completion. */
+    for (int i = 0; i < vc->nring; i++)
+        if (!vc->peers[vc->ring[i]].gone_by && !vc->peers[vc->ring[i]].failed)
+            verbs_probe(vc, vc->ring[i], core_time_ns());
     return rc;
 }
 

@@ -201,9 +201,6 @@ int verbs_ud_create(verbs_chan_t *vc);
 int verbs_addr_exchange(verbs_chan_t *vc);
 int verbs_connect_all(verbs_chan_t *vc);
 int verbs_ring_connect(verbs_chan_t *vc);
-/* A 0-byte RDMA WRITE to a connected peer of another host, at most every
- * VERBS_PROBE_NS: a dead peer's retries end in a failed completion. */
-void verbs_probe(verbs_chan_t *vc, int peer, uint64_t now);
 /* A write to peer ended in retry-exceeded: if it is a watch-ring peer, every
  * rank of other hosts is told (GONE), since they may have no QP to probe it. */
 void verbs_ring_failed(verbs_chan_t *vc, int peer);

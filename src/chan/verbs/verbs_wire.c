@@ -451,11 +451,6 @@ static void verbs_watch(verbs_chan_t *vc)
         if (r != vc->super.boot->rank && vc->pids[r] > 0 && !vc->peers[r].gone_by &&
             boot_pid_gone(vc->pids[r]))
             verbs_gone_tell(vc, r);
-    /* The watch ring (lazy wiring): a probe of each ring peer (a failed one is
-     * told by verbs_ring_failed, from the completion). */
-    for (int i = 0; i < vc->nring; i++)
-        if (!vc->peers[vc->ring[i]].gone_by && !vc->peers[vc->ring[i]].failed)
-            verbs_probe(vc, vc->ring[i], now);
 }
 
 void verbs_ring_failed(verbs_chan_t *vc, int peer)
