@@ -367,10 +367,15 @@ static unsigned shim_nfails;
 
 static void shim_req_done(shim_req_t *r, int rc)
 {
-    rc = amc_fault_take(AMC_FAULT_ICOLL_FAIL, &r->job, rc);
-    r->code = amc_finish(&r->job, rc);
+    /* Done first, and the progress callback out meanwhile: amc_finish may
+     * call MPI (a failure's word, a probe), whose progress must not finish r
+     * a second time (shim_opal_progress). */
     r->done = 1;
     shim_npending--;
+    shim_walking++;
+    rc = amc_fault_take(AMC_FAULT_ICOLL_FAIL, &r->job, rc);
+    r->code = amc_finish(&r->job, rc);
+    shim_walking--;
     amc_stats.requests++;
     /* May free r at once (MPI_Request_free came first): the last use. */
     PMPI_Grequest_complete(r->greq);
