@@ -719,11 +719,35 @@ arcoll_team_t amc_gate(int kind, amc_comm_t *c, MPI_Comm comm, arcoll_team_t tea
     return NULL;
 }
 
+/* A blocking call's v-arrays come from a scratch of its thread: a malloc and
+ * a free were a fifth of the shim's own cost of a small MPI_Alltoallv
+ * (np=1: 0.16 us against 0.10 through the API). Blocking calls of one thread
+ * run one at a time, so one scratch per thread serves them; a nonblocking job
+ * outlives its call and mallocs, as does a team too large for the scratch or
+ * a call made while it is taken (a callback inside a call). */
+#define AMC_V_TLS 128
+static _Thread_local size_t amc_v_scratch[AMC_V_TLS];
+static _Thread_local int amc_v_taken;
+
+static size_t *amc_v_get(amc_job_t *j, size_t len)
+{
+    if (j->kind < AMC_NB && len <= AMC_V_TLS && !amc_v_taken) {
+        amc_v_taken = 1;
+        j->v_tls = 1;
+        return amc_v_scratch;
+    }
+    return malloc(len * sizeof(size_t));
+}
+
 void amc_job_free(amc_job_t *j)
 {
     free(j->stmp);
     free(j->rtmp);
-    free(j->v);
+    if (j->v_tls)
+        amc_v_taken = 0;
+    else
+        free(j->v);
+    j->v_tls = 0;
     if (j->utype_dup)
         PMPI_Type_free(&j->utype);
     j->stmp = j->rtmp = NULL;
@@ -921,7 +945,7 @@ int amc_plan_alltoallv(amc_job_t *j, const void *sbuf, const int *scounts, const
     char *sbase = NULL, *rbase = NULL;
     int rc, in_place = sbuf == MPI_IN_PLACE;
 
-    j->v = malloc(4 * n * sizeof(size_t));
+    j->v = amc_v_get(j, 4 * n);
     if (j->v == NULL)
         return MPI_ERR_NO_MEM;
     /* In place, the input is rbuf's blocks: a packed copy starts with them. */
@@ -951,7 +975,7 @@ int amc_plan_allgatherv(amc_job_t *j, const void *sbuf, int scount, MPI_Datatype
     amc_type_t st, rt;
     char *rbase = NULL, *swhere = NULL;
 
-    j->v = malloc(2 * n * sizeof(size_t));
+    j->v = amc_v_get(j, 2 * n);
     if (j->v == NULL)
         return MPI_ERR_NO_MEM;
     rc = amc_side_v(j, rbuf, rcounts, displs, rtype, (int)n, in_place, me, j->v, j->v + n, &rbase,

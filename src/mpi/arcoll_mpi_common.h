@@ -115,6 +115,7 @@ typedef struct amc_job {
     arcoll_dtype_t dtype; /* reductions */
     arcoll_op_t op;       /* reductions */
     size_t *v;            /* v-forms: scounts, sdispls, rcounts, rdispls in bytes */
+    int v_tls;            /* v is this thread's scratch (amc_v_get), not malloc'd */
     char *stmp, *rtmp;    /* copies owned by the job */
     size_t rlen;          /* bytes of rtmp */
     int packed;           /* a datatype was packed */
