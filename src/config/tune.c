@@ -281,8 +281,8 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
             r->coll = c;
     if (r->coll < 0)
         return tune_fail(src, idx, text,
-                         "unknown collective \"%s\"; allowed: alltoall, allgather, and for serve "
-                         "rules (@mpi, @arcoll) also allgatherv, reduce_scatter, allreduce",
+                         "unknown collective \"%s\"; allowed: alltoall, allgather, allgatherv, "
+                         "and for serve rules (@mpi, @arcoll) also reduce_scatter, allreduce",
                          f[0]);
     if (tune_bytes(f[1], &r->lo, &r->hi) != 0)
         return tune_fail(src, idx, text,
@@ -303,14 +303,12 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
         r->alg = -1; /* a path or serve rule */
         return ARCOLL_OK;
     }
-    if (r->coll > CORE_TUNE_ALLGATHER)
+    if (r->coll > CORE_TUNE_ALLGATHERV)
         return tune_fail(src, idx, text,
                          "%s takes serve rules only (@mpi or @arcoll): its algorithm is "
                          "ARCOLL_%s_ALG's",
                          tune_colls[r->coll],
-                         r->coll == CORE_TUNE_ALLREDUCE        ? "ALLREDUCE"
-                         : r->coll == CORE_TUNE_REDUCE_SCATTER ? "REDUCE_SCATTER"
-                                                               : "ALLGATHERV");
+                         r->coll == CORE_TUNE_ALLREDUCE ? "ALLREDUCE" : "REDUCE_SCATTER");
     r->alg = tune_alg(f[nf - 1] + 1);
     if (r->alg < 0)
         return tune_fail(src, idx, text,
@@ -320,13 +318,9 @@ static int tune_rule_parse(core_tune_rule_t *r, char *rule, const tune_src_t *sr
                          f[nf - 1] + 1);
     if (r->alg == CORE_ALG_AUTO)
         return tune_fail(src, idx, text, "auto cannot be a rule's algorithm: name the one to run");
-    if (r->coll == CORE_TUNE_ALLGATHER && !core_alg_serves(r->alg, r->coll))
-        return tune_fail(src, idx, text,
-                         "%s is alltoall-only; allgather allows direct, pap, shm_direct, pap_shm, "
-                         "ring, rdd, rdh",
-                         core_alg_name(r->alg));
     if (!core_alg_serves(r->alg, r->coll))
-        return tune_fail(src, idx, text, "%s does not serve alltoall", core_alg_name(r->alg));
+        return tune_fail(src, idx, text, "%s does not serve %s", core_alg_name(r->alg),
+                         tune_colls[r->coll]);
     return ARCOLL_OK;
 }
 

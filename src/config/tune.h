@@ -20,7 +20,8 @@
 
 #include "chan/chan.h"
 
-/* coll_type_t values; the last three take serve rules only. */
+/* coll_type_t values; the last two take serve rules only (allgatherv: serve and algorithm
+ * rules, by the mean block). */
 enum {
     CORE_TUNE_ALLTOALL,
     CORE_TUNE_ALLGATHER,

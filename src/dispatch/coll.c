@@ -57,6 +57,7 @@ static int coll_auto_pick(struct arcoll_team *t, const coll_args_t *a)
 {
     uint32_t nodes = t->hier != NULL ? t->hier->nnodes : t->size;
     size_t block = 0;
+    int id;
 
     switch (a->type) {
     case COLL_ALLTOALL:
@@ -67,6 +68,10 @@ static int coll_auto_pick(struct arcoll_team *t, const coll_args_t *a)
             block += a->rcounts[j] / t->size;
         if (a->rcounts == NULL)
             block = a->bytes; /* coll_alg_resolve: a size, no call */
+        /* The table's rules where it has one (sh_co on one node), else below. */
+        id = coll_tune_pick(t, (int)a->type, block);
+        if (id != CORE_ALG_PAP)
+            return id;
         break;
     case COLL_REDUCE_SCATTER: block = a->count * a->elem; break;
     case COLL_ALLREDUCE: block = a->count * a->elem / (t->size ? t->size : 1); break;

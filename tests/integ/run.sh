@@ -379,7 +379,7 @@ ARCOLL_TUNE\): file .*tool.tune: [0-4] rules?," \
     sh -c "TUNE_SIZES=8k:128k TUNE_REPS=1 TUNE_ITERS=20 bench/arcoll-tune.sh $B $LOG/tool.tune 2 &&
         cat $LOG/tool.tune && ARCOLL_TUNE=file:$LOG/tool.tune $MPIRUN -np 2 $B/bin/arcoll_info"
 run tune-path-2-matrix ok env ARCOLL_TUNE="$PT" $MPIRUN -np 2 "$T/coll_test" matrix
-run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa is alltoall-only' \
+run tune-bad-rule-fails 'fails:ARCOLL_TUNE rule 2 "allgather:0-inf:@sa": sa does not serve allgather' \
     env ARCOLL_TUNE="alltoall:0-256:@pap#allgather:0-inf:@sa" $MPIRUN -np 2 "$T/coll_test" matrix
 run tune-differs-across-ranks-fails "fails:rank 1 has ARCOLL_TUNE different from rank 0" \
     $MPIRUN -np 1 env ARCOLL_TUNE=alltoall:0-1:@direct "$T/coll_test" matrix : -np 1 "$T/coll_test" matrix

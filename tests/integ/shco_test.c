@@ -5,7 +5,9 @@
  * every rank; each rank takes its buffers from its own slice of it.
  *
  *   fork_test N shco check          alltoall and allgather 1 B .. 1 MiB per peer, blocking and
- *                                   not, and in place (runs as pap); every rank gets
+ *                                   not, and in place (runs as pap); allgatherv with packed
+ *                                   blocks (sh_co), one rank's in another order (pap), other
+ *                                   rcounts (mismatch) and in place; every rank gets
  *                                   ARCOLL_ERR_MISMATCH on unequal sizes;
  *                                   a rank's send or receive buffer outside the region: every
  *                                   rank still gets the right data (the pap fallback); calls in
@@ -508,6 +510,94 @@ static void shco_bench(arcoll_context_t ctx, const char *only)
     }
 }
 
+/* allgatherv: block s is ((3s + 1) % 5) * unit bytes (0 from 4 ranks), a pattern of
+ * the call, s and the byte. Packed displacements on every rank: it runs as
+ * sh_co (blocking and nonblocking); the last rank's blocks in reverse order:
+ * every rank goes on as pap, right data; one rank's rcounts differ: every rank
+ * fails with ARCOLL_ERR_MISMATCH; in place: pap (sh_co does not serve it). */
+static uint8_t shco_v_byte(uint64_t call, int s, size_t i)
+{
+    return (uint8_t)(call * 7 + (uint64_t)s * 31 + i);
+}
+
+static void shco_allgatherv(arcoll_context_t ctx)
+{
+    static const size_t units[] = {1, 64, 4096, 100000};
+    size_t n = (size_t)ct_nranks, *rc = malloc(n * sizeof(size_t)),
+           *rd = malloc(n * sizeof(size_t));
+    uint64_t call = 13000;
+    char what[160];
+
+    if (rc == NULL || rd == NULL) {
+        CHECK(0, "allgatherv: no memory for the counts");
+        goto out;
+    }
+    ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", "sh_co");
+    for (size_t z = 0; z < sizeof(units) / sizeof(units[0]); z++)
+        for (int kind = 0; kind < 5; kind++) { /* packed, packed nb, reversed, mismatch, in place */
+            arcoll_team_t t = kind == 3 ? shco_team_all(ctx) : arcoll_team_world(ctx);
+            size_t total = 0, bad = 0, mine;
+            arcoll_counters_t c0 = shco_counters(ctx);
+            arcoll_request_t req;
+            uint8_t *s, *r;
+            int rv;
+            ++call;
+            for (size_t q = 0; q < n; q++) {
+                rc[q] = ((q * 3 + 1) % 5) * units[z];
+                total += rc[q];
+            }
+            for (size_t q = 0, at = 0; q < n; q++) { /* reversed: the last block first */
+                size_t b = kind == 2 && ct_rank == ct_nranks - 1 ? n - 1 - q : q;
+                rd[b] = at;
+                at += rc[b];
+            }
+            mine = rc[ct_rank];
+            if (kind == 3 && ct_rank == 0)
+                rc[n - 1] += 8; /* this rank expects more from the last one */
+            s = shco_alloc(mine + 1);
+            r = shco_alloc(total + 64);
+            for (size_t i = 0; i < mine; i++)
+                s[i] = shco_v_byte(call, ct_rank, i);
+            memset(r, 0xee, total + 64);
+            if (kind == 4)
+                memcpy(r + rd[ct_rank], s, mine);
+            snprintf(what, sizeof(what), "sh_co allgatherv unit %zu %s", units[z],
+                     (const char *[]){"packed", "packed nonblocking", "last rank reversed",
+                                      "rcounts differ", "in place"}[kind]);
+            if (t == NULL)
+                continue;
+            if (kind == 1) {
+                rv = arcoll_iallgatherv(t, s, mine, r, rc, rd, &req);
+                if (rv == ARCOLL_OK)
+                    rv = arcoll_wait(&req);
+            } else {
+                rv = arcoll_allgatherv(t, kind == 4 ? ARCOLL_IN_PLACE : s, mine, r, rc, rd);
+            }
+            if (kind == 3) {
+                CHECK(rv == ARCOLL_ERR_MISMATCH, "%s: %s, want a mismatch on every rank", what,
+                      arcoll_strerror(rv));
+                arcoll_team_destroy(ctx, t);
+                shco_free_all();
+                continue;
+            }
+            CHECK(rv == ARCOLL_OK, "%s: %s (%s)", what, arcoll_strerror(rv),
+                  arcoll_last_error(NULL));
+            for (size_t q = 0; rv == ARCOLL_OK && q < n; q++)
+                for (size_t i = 0; i < rc[q]; i++)
+                    bad += r[rd[q] + i] != shco_v_byte(call, (int)q, i);
+            for (size_t i = total; i < total + 64; i++)
+                bad += r[i] != 0xee;
+            CHECK(bad == 0, "%s: %zu wrong bytes", what, bad);
+            /* packed: sh_co; reversed: every rank's fallback; in place: not sh_co at all */
+            shco_counted(ctx, c0, kind < 2, kind == 2, what);
+            shco_free_all();
+        }
+    ct_set(ctx, "ARCOLL_ALLGATHERV_ALG", "auto");
+out:
+    free(rc);
+    free(rd);
+}
+
 /* coll_test's hook for the modes above: 1 if mode was one of them. */
 int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv)
 {
@@ -523,6 +613,7 @@ int shco_mode(arcoll_context_t ctx, const char *mode, int argc, char **argv)
         shco_timeout(ctx);
         shco_empty_all(ctx);
         shco_empty(ctx);
+        shco_allgatherv(ctx);
     } else if (strcmp(what, "skew") == 0) {
         shco_skew(ctx, argc > 3 ? atol(argv[3]) : 1000, argc > 4 ? atol(argv[4]) : 100,
                   argc > 5 ? argv[5] : "random");

@@ -156,14 +156,17 @@ static void test_parse_errors(void **state)
         /* LO >= HI */
         {"alltoall:256-256:@pap", "LO must be below HI", "\"256-256\""},
         {"alltoall:1k-1000:@pap", "LO must be below HI", NULL},
-        /* unknown algorithm, auto, alltoall-only for allgather */
+        /* unknown algorithm, auto, an algorithm that does not serve the collective */
         {"alltoall:0-1:@bruck", "unknown algorithm \"bruck\"", "allowed: direct"},
         {"alltoall:0-1:@", "unknown algorithm", NULL},
         {"alltoall:0-1:@auto", "auto cannot be", NULL},
-        {"allgather:0-1:@sa", "sa is alltoall-only", "allgather allows"},
-        {"allgather:0-1:@sa_direct", "alltoall-only", NULL},
-        {"allgather:0-1:@rd", "alltoall-only", NULL},
-        {"allgather:0-1:@leader", "alltoall-only", NULL},
+        {"allgather:0-1:@sa", "sa does not serve allgather", "rule 1"},
+        {"allgatherv:0-1:@sa", "sa does not serve allgatherv", "rule 1"},
+        {"allreduce:0-1:@rdh", "allreduce takes serve rules only", "ARCOLL_ALLREDUCE_ALG"},
+        {"allgather:0-1:@sa_direct", "does not serve allgather", NULL},
+        {"allgather:0-1:@rd", "does not serve allgather", NULL},
+        {"allgather:0-1:@leader", "does not serve allgather", NULL},
+        {"alltoall:0-1:@ring", "does not serve alltoall", NULL},
         /* shape */
         {"alltoall:0-1:pap", "expected COLL:LO-HI", NULL},
         {"alltoall:0-1", "expected COLL:LO-HI", NULL},
@@ -487,6 +490,11 @@ static void test_default_sh_co(void **state)
     set_ok(&tab, "alltoall:0-inf:@pap");
     assert_int_equal(pick_heap(&tab, A2A, 4096, 1, 2, 0, 1), CORE_ALG_PAP);
     assert_int_equal(pick_heap(&tab, AG, 4096, 1, 2, 0, 1), CORE_ALG_SH_CO);
+    /* allgatherv takes algorithm rules too, by the mean block. */
+    set_ok(&tab, "allgatherv:64k-inf:nodes=1:@sh_co");
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65536, 1, 2, 0, 1), CORE_ALG_SH_CO);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65535, 1, 2, 0, 1), CORE_ALG_PAP);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65536, 1, 2, 0, 0), CORE_ALG_PAP);
 }
 
 static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan);

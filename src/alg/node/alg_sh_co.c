@@ -3,6 +3,11 @@
  * from the sender's buffer straight into the receiver's, when every rank's
  * buffers lie in one same-address region (mem/region.h), the block matrix
  * cut among the ranks in Morton order (alg/sched/morton.h). docs/protocol.md §15.
+ * allgatherv too (not in place), where every rank's receive blocks lie packed in
+ * rank order (rdispls the running sum of rcounts, the layout MPI programs use):
+ * then every rank knows where block s goes in every receiver's buffer from the
+ * rcounts all ranks share; a rank with other displacements publishes no region,
+ * and the call runs as pap, as for a buffer outside the region.
  *
  * Each rank publishes its buffers in its addr line of the node segment
  * (engine/hier_seg.h) and copies the blocks of its share whose sender and receiver
@@ -52,6 +57,7 @@ typedef struct shco_team {
     uint8_t *copied;       /* [p] the share's block was copied */
     uintptr_t *sbuf;       /* [p] buffers read from the records */
     uintptr_t *rbuf;       /* [p] */
+    size_t *off;           /* [p + 1] allgatherv: block s's offset in a packed receive buffer */
     /* auto's fallback hint: after a call that fell back, the next skip calls
      * auto gives sh_co run as pap at once (no records, no wait for every
      * rank's); skip doubles with each fallback in a row, up to SHCO_SKIP_MAX,
@@ -85,6 +91,7 @@ static void shco_team_free(void *p)
 
     if (st == NULL)
         return;
+    free(st->off);
     free(st->rbuf);
     free(st->sbuf);
     free(st->copied);
@@ -106,8 +113,9 @@ static void *shco_team_make(struct arcoll_team *t)
     st->copied = malloc(t->size);
     st->sbuf = malloc(sizeof(*st->sbuf) * t->size);
     st->rbuf = malloc(sizeof(*st->rbuf) * t->size);
+    st->off = malloc(sizeof(*st->off) * (t->size + 1));
     if (st->share == NULL || st->seen == NULL || st->copied == NULL || st->sbuf == NULL ||
-        st->rbuf == NULL)
+        st->rbuf == NULL || st->off == NULL)
         goto fail;
     /* One node: the local index is the team rank. */
     if (h->nsockets > 1 &&
@@ -139,12 +147,41 @@ static size_t shco_slen(const coll_req_t *r)
     return r->type == COLL_ALLTOALL ? r->bytes * r->team->size : r->bytes;
 }
 
+/* What every rank must publish alike: the block size, or for allgatherv the
+ * signature of rcounts (shifted: never HIER_OTHER_CALL). */
+static uint64_t shco_word(const coll_req_t *r)
+{
+    return r->type == COLL_ALLGATHERV ? r->args.sig >> 2 : r->bytes;
+}
+
+/* The receive buffer's length, and whether its blocks lie where every rank
+ * can compute them: always, but for an allgatherv whose rdispls are not the
+ * running sum of rcounts (st->off, filled here). */
+static size_t shco_rlen(const coll_req_t *r, shco_team_t *st, int *packed)
+{
+    const coll_args_t *a = &r->args;
+    uint32_t n = r->team->size;
+
+    *packed = 1;
+    if (r->type != COLL_ALLGATHERV)
+        return r->bytes * n;
+    st->off[0] = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (a->rcounts[s] > 0 && a->rdispls[s] != st->off[s])
+            *packed = 0;
+        st->off[s + 1] = st->off[s] + a->rcounts[s];
+    }
+    return st->off[n];
+}
+
 static int shco_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
     shco_team_t *st = eng_state_get(t, &shco_team_kind);
     _Atomic uint64_t *w = shco_line(r, t->rank);
     uint64_t sid, rid;
+    size_t rlen;
+    int packed;
 
     if (st == NULL)
         return ARCOLL_ERR_NOMEM;
@@ -160,12 +197,13 @@ static int shco_start(coll_req_t *r)
     SC(r)->left = t->size;
     memset(st->seen, 0, t->size);
     memset(st->copied, 0, t->size);
+    rlen = shco_rlen(r, st, &packed);
     sid = heap_region_find(r->sbuf, shco_slen(r));
-    rid = heap_region_find(r->rbuf, r->bytes * t->size);
-    SC(r)->region = sid == rid ? sid : 0;
+    rid = heap_region_find(r->rbuf, rlen);
+    SC(r)->region = sid == rid && packed ? sid : 0;
     atomic_store_explicit(w + AW_SBUF, (uint64_t)(uintptr_t)r->sbuf, memory_order_relaxed);
     atomic_store_explicit(w + AW_RBUF, (uint64_t)(uintptr_t)r->rbuf, memory_order_relaxed);
-    atomic_store_explicit(w + AW_BYTES, r->bytes, memory_order_relaxed);
+    atomic_store_explicit(w + AW_BYTES, shco_word(r), memory_order_relaxed);
     atomic_store_explicit(w + AW_TYPE, (uint64_t)r->type, memory_order_relaxed);
     atomic_store_explicit(w + AW_REGION, SC(r)->region, memory_order_relaxed);
     atomic_store_explicit(w + AW_CALL, r->epoch, memory_order_relaxed);
@@ -194,12 +232,15 @@ static void shco_scan(coll_req_t *r, shco_team_t *st)
         type = atomic_load_explicit(w + AW_TYPE, memory_order_relaxed);
         if (atomic_load_explicit(w + AW_CALL, memory_order_relaxed) != r->epoch)
             bytes = HIER_OTHER_CALL; /* its call, not ours: never paired */
-        if ((bytes != r->bytes || type != (uint64_t)r->type) && !SC(r)->mismatch) {
+        if ((bytes != shco_word(r) || type != (uint64_t)r->type) && !SC(r)->mismatch) {
             SC(r)->mismatch = (int)q + 1;
             if (type != (uint64_t)r->type)
                 log_err("%s (epoch %llu): team rank %u runs %s with sh_co in this call",
                         coll_type_name(r->type), (unsigned long long)r->epoch, q,
                         coll_type_name((coll_type_t)type));
+            else if (r->type == COLL_ALLGATHERV && bytes != HIER_OTHER_CALL)
+                log_err("%s (epoch %llu): team rank %u called it with other receive counts",
+                        coll_type_name(r->type), (unsigned long long)r->epoch, q);
             else
                 coll_log_sizes(r, coll_type_name(r->type), q, bytes, r->bytes, "");
         }
@@ -224,8 +265,8 @@ static int shco_present(coll_req_t *r, uint32_t q)
 static void shco_copy(coll_req_t *r, shco_team_t *st)
 {
     _Atomic uint64_t *done = shco_line(r, r->team->rank) + AW_DONE;
-    int a2a = r->type == COLL_ALLTOALL;
-    size_t m = r->bytes;
+    int a2a = r->type == COLL_ALLTOALL, v = r->type == COLL_ALLGATHERV;
+    size_t m = r->bytes, len;
     uint64_t before;
     uint32_t i;
 
@@ -245,9 +286,11 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
             continue;
         if (!shco_present(r, b.row) || !shco_present(r, b.col))
             continue; /* its call failed: it is waited for by nobody */
-        eng_cost(r->team->ctx, CHAN_COST_COPY, m);
-        memcpy((char *)st->rbuf[b.col] + morton_dst_off(b, m),
-               (const char *)st->sbuf[b.row] + morton_src_off(a2a, b, m), m);
+        /* allgatherv: block row of rcounts[row] bytes, at its packed offset */
+        len = v ? r->args.rcounts[b.row] : m;
+        eng_cost(r->team->ctx, CHAN_COST_COPY, len);
+        memcpy((char *)st->rbuf[b.col] + (v ? st->off[b.row] : morton_dst_off(b, m)),
+               (const char *)st->sbuf[b.row] + morton_src_off(a2a, b, m), len);
         st->copied[i] = 1;
         SC(r)->left--;
     }
@@ -419,7 +462,8 @@ static int shco_progress(coll_req_t *r)
  * is judged per call from what every rank published). */
 static const char *shco_unfit(const struct arcoll_team *t, const coll_args_t *a)
 {
-    (void)a;
+    if (a->type == COLL_ALLGATHERV && a->in_place)
+        return "allgatherv in place"; /* MPI: in place on every rank or on none */
     if (t->hier == NULL)
         return "no node holds two of its ranks, or ARCOLL_SHM_MAX is 0";
     if (t->hier->nnodes != 1)
