@@ -93,15 +93,17 @@ int eng_memo(struct arcoll_team *t, struct eng_memo *m, int type, size_t len,
 {
     core_tune_shape_t shape;
 
-    memset(&shape, 0, sizeof(shape)); /* compared whole, padding included */
-    hier_team_shape(t, &shape);
-    if (!m->valid || m->gen != t->ctx->cfg.gen || m->type != type || m->len != len ||
-        memcmp(&m->shape, &shape, sizeof(shape)) != 0) {
+    /* The team's shape is fixed while it lives (its grouping is made at
+     * creation, oversubscription agreed at init, the channel and its model at
+     * init) but for the channel setting, which bumps the generation: building
+     * it was half of a memo hit's cost, so only a miss builds it. */
+    if (!m->valid || m->gen != t->ctx->cfg.gen || m->type != type || m->len != len) {
+        memset(&shape, 0, sizeof(shape));
+        hier_team_shape(t, &shape);
         m->val = ask(t, type, len, &shape);
         m->gen = t->ctx->cfg.gen;
         m->type = type;
         m->len = len;
-        m->shape = shape;
         m->valid = 1;
     }
     return m->val;

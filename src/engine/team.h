@@ -55,14 +55,13 @@ struct arcoll_team {
     int hier_noticed;         /* the one-line fallback notice was given */
     struct eng_state *states; /* the families' per-team state (eng_state_get) */
     /* The last tuning-table answers (a table scan each), reused while the
-     * collective, size, team shape (a model may change it) and settings
-     * generation are the same (eng_memo): the path (eng_zcopy_pick) and
-     * auto's algorithm (dispatch/coll.c). */
+     * collective, size and settings generation are the same (eng_memo; the
+     * team's shape is fixed): the path (eng_zcopy_pick) and auto's algorithm
+     * (dispatch/coll.c). */
     struct eng_memo {
         unsigned gen;
         int type, val, valid;
         size_t len;
-        core_tune_shape_t shape;
     } path_memo, alg_memo;
 };
 
