@@ -32,6 +32,11 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                    "allgather:2k-inf:nodes=1:over=no:@sh_co#"
                                    "alltoall:16k-inf:nodes=1:over=yes:@sh_co#"
                                    "allgather:16k-inf:nodes=1:over=yes:@sh_co#"
+                                   /* allgatherv by the mean block, packed blocks (else
+                                    * it runs as pap): np=2, realistic mode, sh_co/pap
+                                    * 0.97 at 4 KiB, 0.59-0.90 at 16-64 KiB, 0.86-1.0
+                                    * above; at np=4 (over=yes) 0.84-1.08: no rule. */
+                                   "allgatherv:16k-inf:nodes=1:over=no:@sh_co#"
                                    /* 2+ nodes over a NIC, from the simulator:
                                     * bench/sim-tune.sh build out, params ib-edr,
                                     * intra-node copies free (docs/scale.md, "Tuning at

@@ -486,15 +486,20 @@ static void test_default_sh_co(void **state)
             assert_int_equal(pick_heap(&tab, coll, lo, 2, 2, over, 1), CORE_ALG_PAP);
         }
     }
+    /* allgatherv (the mean block) from 16 KiB with ranks <= cores only. */
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 16383, 1, 2, 0, 1), CORE_ALG_PAP);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 16384, 1, 2, 0, 1), CORE_ALG_SH_CO);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 16384, 1, 4, 1, 1), CORE_ALG_PAP);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 16384, 1, 2, 0, 0), CORE_ALG_PAP);
     /* A user's rule before it wins. */
     set_ok(&tab, "alltoall:0-inf:@pap");
     assert_int_equal(pick_heap(&tab, A2A, 4096, 1, 2, 0, 1), CORE_ALG_PAP);
     assert_int_equal(pick_heap(&tab, AG, 4096, 1, 2, 0, 1), CORE_ALG_SH_CO);
     /* allgatherv takes algorithm rules too, by the mean block. */
-    set_ok(&tab, "allgatherv:64k-inf:nodes=1:@sh_co");
-    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65536, 1, 2, 0, 1), CORE_ALG_SH_CO);
-    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65535, 1, 2, 0, 1), CORE_ALG_PAP);
-    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 65536, 1, 2, 0, 0), CORE_ALG_PAP);
+    set_ok(&tab, "allgatherv:4k-16k:nodes=1:@sh_co");
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 4096, 1, 2, 0, 1), CORE_ALG_SH_CO);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 4095, 1, 2, 0, 1), CORE_ALG_PAP);
+    assert_int_equal(pick_heap(&tab, CORE_TUNE_ALLGATHERV, 4096, 1, 2, 0, 0), CORE_ALG_PAP);
 }
 
 static int path_of(const core_tune_t *tab, int coll, size_t bytes, int over, int chan);
