@@ -323,6 +323,8 @@ int core_team_create(struct arcoll_context *ctx, const int *ranks, int n, struct
         core_team_free(t);
         return rc;
     }
+    if (t->hier != NULL)
+        t->hier->xready = 1;
     *out = t;
     return ARCOLL_OK;
 }
@@ -472,6 +474,8 @@ static int core_team_create_over(struct arcoll_team *parent, const uint32_t *mem
         core_team_free(t);
         return rc;
     }
+    if (t->hier != NULL)
+        t->hier->xready = 1;
     *out = t;
     return ARCOLL_OK;
 }

@@ -47,6 +47,10 @@ typedef struct hier {
      * node order (team rank = node), for a master (the masters' team) and, if
      * nodes are equal, for every rank; NULL otherwise. Freed by core_team_free. */
     struct arcoll_team *xteam;
+    /* The cross teams are made, on every rank (arcoll_team_create and split
+     * make them in a second round, which runs collectives on the team
+     * itself): a family that runs a step on xteam may start. */
+    int xready;
 } hier_t;
 
 /* Local planning, before the team's bootstrap exchange: group the ranks and

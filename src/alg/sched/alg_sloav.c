@@ -1,14 +1,12 @@
 /*
- * Xu et al.'s logarithmic alltoallv: sloav (Bruck with an Element Index Table
- * and two-phase transfers) and sloavx (node leaders gather, run it between
- * nodes, scatter). One element-routing schedule (src/alg/sched/route.c) run by
- * the engine's schedule executor; docs/protocol.md §14.
+ * Xu et al.'s logarithmic alltoallv, sloav: Bruck with an Element Index Table
+ * and two-phase transfers, an element-routing schedule (src/alg/sched/route.c)
+ * run by the engine's schedule executor; docs/protocol.md §14. Its node form,
+ * sloavx, is src/alg/node/alg_sloavx.c.
  */
 #include "alg/sched/route.h"
 #include "engine/engine.h"
 #include "util/log.h"
-
-enum { SLOAV_FLAT = 0, SLOAV_NODES = 1 };
 
 /* A hook that finds disagreeing counts keeps the call going (peers are
  * still owed their messages), ends it with MISMATCH and stops the streams
@@ -51,7 +49,6 @@ static int sloav_start(coll_req_t *r)
 {
     const struct arcoll_team *t = r->team;
     const coll_args_t *a = &r->args;
-    const hier_t *h = t->hier;
     sched_t *s = eng_sched(r);
     rt_geom_t g = {.n = t->size, .me = t->rank};
     rt_call_t c = {.scounts = a->scounts,
@@ -65,12 +62,6 @@ static int sloav_start(coll_req_t *r)
 
     if (s == NULL)
         return ARCOLL_ERR_NOMEM;
-    if (r->alg->variant == SLOAV_NODES && h != NULL) {
-        g.nnodes = h->nnodes;
-        g.lmax = h->lmax;
-        g.node_size = h->node_size;
-        g.node_rank = h->node_rank;
-    }
     rc = rt_build(s, &g, &c);
     if (rc != ARCOLL_OK) {
         log_err("%s (%s): out of memory for the call's schedule", coll_type_name(a->type),
@@ -95,12 +86,5 @@ static const char *sloav_unfit(const struct arcoll_team *t, const coll_args_t *a
 const coll_alg_t coll_alg_sloav = {.name = "sloav",
                                    .unfit = sloav_unfit,
                                    .fallback = CORE_ALG_PAP,
-                                   .variant = SLOAV_FLAT,
                                    .start = sloav_start,
                                    .progress = eng_sched_progress};
-const coll_alg_t coll_alg_sloavx = {.name = "sloavx",
-                                    .unfit = sloav_unfit,
-                                    .fallback = CORE_ALG_PAP,
-                                    .variant = SLOAV_NODES,
-                                    .start = sloav_start,
-                                    .progress = eng_sched_progress};
