@@ -1,4 +1,4 @@
-/* Unit tests of src/alg/sched/route.c (SLOAV / SLOAVx element routing): every
+/* Unit tests of src/alg/sched/route.c (SLOAV element routing): every
  * rank's schedule of one alltoallv is built and run together in memory, in
  * lockstep rounds (round r's hooks everywhere, then round r's messages), which
  * is one order the executor's rules allow (engine/sched.h). Checked: every byte
@@ -32,7 +32,6 @@ typedef struct sim {
     uint32_t n;
     rt_geom_t g;
     sim_rank_t *r;
-    uint32_t node_size[64], node_rank[64 * 64];
 } sim_t;
 
 static uint8_t pat(uint32_t src, uint32_t dst, size_t i, uint64_t salt)
@@ -54,34 +53,6 @@ static size_t count_of(int kind, uint64_t seed, uint32_t n, uint32_t src, uint32
     case 3: return x % 3 == 0 ? 0 : x % 3 == 1 ? 1 : 5000;
     default: return x % 5 == 0 || max == 0 ? 0 : (size_t)(x % max) + 1;
     }
-}
-
-/* Node geometry: nodes given by sizes, members consecutive or interleaved. */
-static void sim_nodes(sim_t *sim, const uint32_t *sizes, uint32_t nnodes, int interleave)
-{
-    uint32_t lmax = 0, q = 0;
-
-    for (uint32_t e = 0; e < nnodes; e++)
-        lmax = sizes[e] > lmax ? sizes[e] : lmax;
-    memset(sim->node_rank, 0xff, sizeof(sim->node_rank));
-    for (uint32_t e = 0; e < nnodes; e++)
-        sim->node_size[e] = sizes[e];
-    if (interleave) { /* round-robin: node e holds ranks e, e + nnodes, ... */
-        uint32_t fill[64] = {0};
-        for (uint32_t i = 0; q < sim->n; i++) {
-            uint32_t e = i % nnodes;
-            if (fill[e] < sizes[e])
-                sim->node_rank[e * lmax + fill[e]++] = q++;
-        }
-    } else {
-        for (uint32_t e = 0; e < nnodes; e++)
-            for (uint32_t l = 0; l < sizes[e]; l++)
-                sim->node_rank[e * lmax + l] = q++;
-    }
-    sim->g.nnodes = nnodes;
-    sim->g.lmax = lmax;
-    sim->g.node_size = sim->node_size;
-    sim->g.node_rank = sim->node_rank;
 }
 
 static size_t displs(uint32_t n, const size_t *c, size_t *d, uint64_t salt)
@@ -284,7 +255,7 @@ static uint32_t log2up(uint32_t x)
     return k;
 }
 
-static void sweep(sim_t *sim, int check_startups)
+static void sweep(sim_t *sim)
 {
     static const size_t maxes[] = {0, 1, 7, 100};
     static const uint64_t threshes[] = {0, 50, 4096};
@@ -298,8 +269,7 @@ static void sweep(sim_t *sim, int check_startups)
                             &sends);
                     /* Xu et al.: 2 ceil(log2 N) start-ups (size, then data);
                      * one-phase: ceil(log2 N) */
-                    if (check_startups)
-                        assert_true(sends <= (uint32_t)phases * log2up(sim->n));
+                    assert_true(sends <= (uint32_t)phases * log2up(sim->n));
                 }
 }
 
@@ -310,47 +280,12 @@ static void test_sloav_flat(void **state)
         static const uint32_t more[] = {31, 32, 33, 40, 64};
         for (uint32_t n = 1; n <= 24; n++) {
             sim_t sim = {.n = n};
-            sweep(&sim, 1);
+            sweep(&sim);
         }
         for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
             sim_t sim = {.n = more[i]};
-            sweep(&sim, 1);
+            sweep(&sim);
         }
-    }
-    phases = 2;
-}
-
-static void test_sloavx_nodes(void **state)
-{
-    static const struct {
-        uint32_t n, nnodes, sizes[8];
-        int interleave;
-    } shapes[] = {
-        {8, 4, {2, 2, 2, 2}, 0}, {8, 2, {4, 4}, 0},     {16, 4, {4, 4, 4, 4}, 0},
-        {6, 2, {3, 3}, 1},       {7, 3, {3, 2, 2}, 0},  {6, 2, {5, 1}, 0},
-        {5, 1, {5}, 0},          {12, 3, {4, 4, 4}, 1}, {9, 4, {1, 3, 2, 3}, 0},
-        {16, 2, {8, 8}, 0},      {2, 2, {1, 1}, 0},     {13, 5, {3, 2, 3, 2, 3}, 1},
-        {11, 3, {5, 5, 1}, 0},   {17, 3, {8, 8, 1}, 0},
-    };
-    (void)state;
-    for (phases = 1; phases <= 2; phases++)
-        for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
-            sim_t sim = {.n = shapes[i].n};
-            sim_nodes(&sim, shapes[i].sizes, shapes[i].nnodes, shapes[i].interleave);
-            sweep(&sim, 0);
-        }
-    phases = 2;
-    /* random shapes, consecutive or interleaved */
-    srand(7);
-    for (int it = 0; it < 300; it++) {
-        uint32_t nn = 2 + (uint32_t)rand() % 7, sz[8], tot = 0;
-        for (uint32_t e = 0; e < nn; e++)
-            tot += sz[e] = 1 + (uint32_t)rand() % 8;
-        sim_t sim = {.n = tot};
-        sim_nodes(&sim, sz, nn, it & 1);
-        phases = 1 + (it & 2) / 2;
-        sim_run(&sim, it % 4, (uint64_t)it, 1 + (size_t)it % 100, (uint64_t)(it % 3) * 40,
-                it % 5 == 0, -1, 0, 0, NULL);
     }
     phases = 2;
 }
@@ -359,7 +294,6 @@ static void test_sloavx_nodes(void **state)
  * into accepting wrong data, and every stream still ends. */
 static void test_sloav_mismatch(void **state)
 {
-    static const uint32_t sizes[] = {2, 2, 2, 2};
     (void)state;
     for (uint32_t n = 2; n <= 18; n++) {
         sim_t sim = {.n = n};
@@ -372,7 +306,6 @@ static void test_sloav_mismatch(void **state)
         assert_true(sim_run(&sim, 1, 7, 30, 20, 0, n - 1, 0, (size_t)-20, NULL) >= 1);
     }
     sim_t x = {.n = 8};
-    sim_nodes(&x, sizes, 4, 0);
     for (phases = 1; phases <= 2; phases++)
         assert_true(sim_run(&x, 0, 3, 9, 4096, 0, 5, 2, 1, NULL) >= 1);
     phases = 2;
@@ -382,7 +315,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sloav_flat),
-        cmocka_unit_test(test_sloavx_nodes),
         cmocka_unit_test(test_sloav_mismatch),
     };
 

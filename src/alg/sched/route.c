@@ -1,4 +1,4 @@
-/* SLOAV / SLOAVx element routing (route.h, docs/protocol.md §14). */
+/* SLOAV element routing (route.h, docs/protocol.md §14). */
 #include "alg/sched/route.h"
 
 #include <stdarg.h>
@@ -14,8 +14,6 @@
 #define RT_BUFMSK 0x3u       /* rt_el.flags: SCHED_BUF_* of the bytes */
 #define RT_FSTUB  0x4u       /* rt_el.flags: a stub, no bytes */
 
-enum { RT_GATHER, RT_LEADER, RT_SCATTER };
-
 typedef struct rt_el {
     uint32_t src, dst, len, flags;
     uint64_t off;
@@ -23,22 +21,19 @@ typedef struct rt_el {
 
 typedef struct rt_step {
     uint32_t to, from; /* team ranks, RT_NONE */
-    uint32_t kind, bit;
+    uint32_t bit;
     uint32_t send_data, recv_data; /* message indices, RT_NONE */
     uint64_t recv_at;              /* TMP offset of the received message */
 } rt_step_t;
 
 struct rt {
-    uint32_t n, me, nnodes, node, lrank, lsize, nsteps, phases;
+    uint32_t n, me, nsteps, phases;
     uint64_t thresh;
     int in_place, bad;
     uint8_t srcbuf;
     const size_t *scounts, *sdispls, *rcounts, *rdispls;
-    const uint32_t *node_rank;
-    uint32_t lmax;
-    uint32_t *node_of, *lrank_of; /* [n] */
-    uint8_t *seen;                /* [n] */
-    uint64_t *ip_off;             /* [n] in place: TMP offset of a direct receive */
+    uint8_t *seen;    /* [n] */
+    uint64_t *ip_off; /* [n] in place: TMP offset of a direct receive */
     rt_step_t *steps;
     rt_el_t *el; /* the Element Index Table: what this rank holds */
     uint32_t nel, cap_el;
@@ -67,68 +62,27 @@ static uint64_t rt_size_in(uint32_t st)
     return 16ull * st + 8;
 }
 
-static uint32_t rt_rank_at(const rt_t *rt, uint32_t node, uint32_t local)
+static void rt_steps(rt_t *rt)
 {
-    return rt->node_rank == NULL ? node : rt->node_rank[(size_t)node * rt->lmax + local];
-}
+    uint32_t n = rt->n;
 
-/* Lowest set bit of x (x > 0). */
-static uint32_t rt_lowbit(uint32_t x)
-{
-    uint32_t k = 0;
-
-    while (!(x & (1u << k)))
-        k++;
-    return k;
-}
-
-static void rt_steps(rt_t *rt, uint32_t G, uint32_t B)
-{
-    uint32_t li = rt->lrank, L = rt->lsize, M = rt->nnodes, st = 0;
-
-    for (uint32_t i = 0; i < 2 * G + B; i++) {
-        rt_step_t *p = &rt->steps[i];
-        p->to = p->from = p->send_data = p->recv_data = RT_NONE;
-        p->recv_at = 0;
-    }
-    for (uint32_t g = 0; g < G; g++, st++) {
-        rt_step_t *p = &rt->steps[st];
-        p->kind = RT_GATHER;
-        p->bit = g;
-        if (li != 0 && rt_lowbit(li) == g)
-            p->to = rt_rank_at(rt, rt->node, li - (1u << g));
-        if ((li & ((2u << g) - 1)) == 0 && li + (1u << g) < L)
-            p->from = rt_rank_at(rt, rt->node, li + (1u << g));
-    }
-    for (uint32_t b = 0; b < B; b++, st++) {
-        rt_step_t *p = &rt->steps[st];
-        p->kind = RT_LEADER;
+    for (uint32_t b = 0; b < rt->nsteps; b++) {
+        rt_step_t *p = &rt->steps[b];
         p->bit = b;
-        if (li == 0) {
-            p->to = rt_rank_at(rt, (rt->node + (1u << b)) % M, 0);
-            p->from = rt_rank_at(rt, (rt->node + M - (1u << b) % M) % M, 0);
-        }
-    }
-    for (uint32_t g = G; g-- > 0; st++) {
-        rt_step_t *p = &rt->steps[st];
-        p->kind = RT_SCATTER;
-        p->bit = g;
-        if ((li & ((2u << g) - 1)) == 0 && li + (1u << g) < L)
-            p->to = rt_rank_at(rt, rt->node, li + (1u << g));
-        if (li != 0 && rt_lowbit(li) == g)
-            p->from = rt_rank_at(rt, rt->node, li - (1u << g));
+        p->to = (rt->me + (1u << b)) % n;
+        p->from = (rt->me + n - (1u << b) % n) % n;
+        p->send_data = p->recv_data = RT_NONE;
+        p->recv_at = 0;
     }
 }
 
 /* Carve the state out of one aux block: it lives with the schedule. */
 static rt_t *rt_alloc(sched_t *s, uint32_t n, uint32_t nsteps, uint32_t cap_el)
 {
-    size_t sz = sizeof(rt_t), o_node, o_lr, o_seen, o_ip, o_steps, o_el;
+    size_t o_seen, o_ip, o_steps, o_el;
     char *p;
 
-    o_node = sz;
-    o_lr = o_node + sizeof(uint32_t) * n;
-    o_ip = (o_lr + sizeof(uint32_t) * n + 7) & ~(size_t)7;
+    o_ip = (sizeof(rt_t) + 7) & ~(size_t)7;
     o_steps = o_ip + sizeof(uint64_t) * n;
     o_el = o_steps + sizeof(rt_step_t) * nsteps;
     o_el = (o_el + 7) & ~(size_t)7;
@@ -138,8 +92,6 @@ static rt_t *rt_alloc(sched_t *s, uint32_t n, uint32_t nsteps, uint32_t cap_el)
         return NULL;
     rt_t *rt = (rt_t *)(void *)p;
     memset(rt, 0, sizeof(*rt));
-    rt->node_of = (uint32_t *)(void *)(p + o_node);
-    rt->lrank_of = (uint32_t *)(void *)(p + o_lr);
     rt->ip_off = (uint64_t *)(void *)(p + o_ip);
     rt->steps = (rt_step_t *)(void *)(p + o_steps);
     rt->el = (rt_el_t *)(void *)(p + o_el);
@@ -151,34 +103,24 @@ static rt_t *rt_alloc(sched_t *s, uint32_t n, uint32_t nsteps, uint32_t cap_el)
 
 int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
 {
-    uint32_t n = g->n, me = g->me, lmax = g->node_rank ? g->lmax : 1,
-             M = g->node_rank ? g->nnodes : n, G = rt_log2up(lmax), B = rt_log2up(M);
+    uint32_t n = g->n, me = g->me, B = rt_log2up(n);
     uint8_t src = c->in_place ? SCHED_BUF_RECV : SCHED_BUF_SEND;
     const size_t *sc = c->in_place ? c->rcounts : c->scounts,
                  *sd = c->in_place ? c->rdispls : c->sdispls;
-    uint64_t fixed, cap;
+    uint64_t fixed;
     rt_t *rt;
     int rc = 0;
 
     sched_reset(s);
-    /* What one rank can hold at once: its subtree's blocks while gathering
-     * or scattering; as a leader after step b, for each of the M distances
-     * one (source node, destination node) group of at most lmax^2 elements
-     * (neither end of the groups ranges over distinct nodes when nodes are
-     * unequal); never more than every block of the call. */
-    cap = (uint64_t)M * lmax * lmax;
-    cap = cap < (uint64_t)n * n ? cap : (uint64_t)n * n;
-    cap = cap > n ? cap : n;
-    if (cap > UINT32_MAX / 2)
+    /* What one rank can hold at once: one element per distance (after step
+     * b, those from the ranks behind it for the ranks ahead), n at most. */
+    if (n > UINT32_MAX / 2)
         return ARCOLL_ERR_NOMEM;
-    rt = rt_alloc(s, n, 2 * G + B, (uint32_t)cap);
+    rt = rt_alloc(s, n, B, n);
     if (rt == NULL)
         return ARCOLL_ERR_NOMEM;
     rt->n = n;
     rt->me = me;
-    rt->nnodes = M;
-    rt->lmax = lmax;
-    rt->node_rank = g->node_rank;
     rt->thresh = c->thresh < RT_STUB ? c->thresh : RT_STUB - 1;
     rt->in_place = c->in_place;
     rt->phases = c->phases == 1 ? 1 : 2;
@@ -188,16 +130,7 @@ int rt_build(sched_t *s, const rt_geom_t *g, const rt_call_t *c)
     rt->sdispls = sd;
     rt->rcounts = c->rcounts;
     rt->rdispls = c->rdispls;
-    for (uint32_t e = 0; e < M; e++)
-        for (uint32_t l = 0; l < (g->node_rank ? g->node_size[e] : 1); l++) {
-            uint32_t q = rt_rank_at(rt, e, l);
-            rt->node_of[q] = e;
-            rt->lrank_of[q] = l;
-        }
-    rt->node = rt->node_of[me];
-    rt->lrank = rt->lrank_of[me];
-    rt->lsize = g->node_rank ? g->node_size[rt->node] : 1;
-    rt_steps(rt, G, B);
+    rt_steps(rt);
     memset(rt->seen, 0, n);
 
     /* TMP: the sizes out and in of every step, then (in place) a copy of
@@ -316,16 +249,7 @@ static int rt_mismatch(rt_t *rt, const char *fmt, ...)
 /* Does element e leave this rank in step st? */
 static int rt_selected(const rt_t *rt, const rt_step_t *p, const rt_el_t *e)
 {
-    uint32_t dn = rt->node_of[e->dst], dl = rt->lrank_of[e->dst];
-
-    switch (p->kind) {
-    case RT_GATHER: /* up the tree, unless it is for our own subtree */
-        return dn != rt->node || dl < rt->lrank || dl >= rt->lrank + (1u << p->bit);
-    case RT_LEADER: return (((dn + rt->nnodes - rt->node) % rt->nnodes) >> p->bit) & 1u;
-    default: /* down to the child whose subtree holds the destination */
-        return dn == rt->node && dl >= rt->lrank + (1u << p->bit) &&
-               dl < rt->lrank + (2u << p->bit);
-    }
+    return (((e->dst + rt->n - rt->me) % rt->n) >> p->bit) & 1u;
 }
 
 /* Pack the elements leaving in step st into the message [count][entries][data]. */

@@ -1,8 +1,9 @@
 /*
- * Logarithmic alltoallv (Xu et al.): SLOAV and its node-aware form SLOAVx, as
- * one element-routing schedule (docs/protocol.md §14). Pure logic on a
- * dynamic schedule (engine/sched.h): no channel, no engine, so that unit tests
- * run it in memory (tests/unit/test_sloav.c).
+ * Logarithmic alltoallv (Xu et al.): SLOAV as an element-routing schedule
+ * (docs/protocol.md §14). Pure logic on a dynamic schedule (engine/sched.h):
+ * no channel, no engine, so that unit tests run it in memory
+ * (tests/unit/test_sloav.c). Its node form, sloavx, runs the node step
+ * through the node segment instead (src/alg/node/alg_sloavx.c).
  *
  * Every block (src -> dst) of the call is an element. An element of at most
  * `thresh` bytes is routed: it travels in packed messages, hop by hop, and
@@ -14,15 +15,11 @@
  * (send count at the source, receive count at the destination): no rank ever
  * needs another rank's counts to decide, so no agreement is needed.
  *
- * Steps (each two rounds: the 8-byte size of the packed message, then the
- * message [count][count x {src, dst, len}][data]):
- *   gather  g = 0 .. G-1   binomial tree on each node towards local rank 0
- *   leader  b = 0 .. B-1   Bruck among node leaders: elements whose
- *                          ((node(dst) - node) mod M) has bit b set go to the
- *                          leader of node + 2^b
- *   scatter g = G-1 .. 0   the same tree back down, by destination
- * with G = ceil(log2 ranks per node), B = ceil(log2 nodes). SLOAV is the
- * case of one rank per node (G = 0): 2 ceil(log2 N) start-ups.
+ * Steps b = 0 .. ceil(log2 N) - 1 (Bruck): elements whose ((dst - rank) mod
+ * N) has bit b set go to rank + 2^b. Each step is two rounds (the 8-byte size
+ * of the packed message, then the message [count][count x {src, dst,
+ * len}][data]), or one (the message, its length from its header):
+ * 2 ceil(log2 N) or ceil(log2 N) start-ups.
  */
 #ifndef ARCOLL_ALG_SCHED_ROUTE_H
 #define ARCOLL_ALG_SCHED_ROUTE_H
@@ -32,12 +29,9 @@
 
 #include "engine/sched.h"
 
-/* Team shape. node_rank == NULL: every rank is a node of its own (SLOAV). */
+/* Team shape. */
 typedef struct rt_geom {
     uint32_t n, me;
-    uint32_t nnodes, lmax;
-    const uint32_t *node_size; /* [nnodes] */
-    const uint32_t *node_rank; /* [nnodes * lmax]: team rank of (node, local) */
 } rt_geom_t;
 
 /* One call. In place: the blocks to send are the receive buffer's
