@@ -79,13 +79,14 @@ static const core_setting_t cfg_rows_head[] = {
      "largest bytes per rank that shm_direct/pap_shm carry (sizes each team's node segment); "
      "larger calls run direct/pap"},
     {"ARCOLL_SLOAV_MAX", CORE_SETTING_SIZE, CFG_OFF(sloav_max), NULL, "2k", 0, (1L << 31), 1,
-     "sloav/sloavx alltoallv: blocks up to this size are routed in log steps, larger ones "
-     "go direct (decided per block by its length, which both its ends know)"},
+     "sloav/sloavx alltoallv: blocks up to this size are routed in log steps (sloavx: go "
+     "through the node segment, up to what it holds), larger ones go direct (decided per "
+     "block by its length, which both its ends know)"},
     {"ARCOLL_SOCKET_SIZE", CORE_SETTING_LONG, CFG_OFF(socket_size), NULL, "0", 0, 1L << 20, 1,
      "sh_co: pretend sockets of this many consecutive local ranks (the last may be smaller) "
      "instead of hwloc's (0); a value >= the node's ranks means one socket"},
     {"ARCOLL_SLOAV_PHASES", CORE_SETTING_LONG, CFG_OFF(sloav_phases), NULL, "1", 1, 2, 1,
-     "sloav/sloavx: 1 = each step sends its data alone, the receiver reads the length from "
+     "sloav: 1 = each step sends its data alone, the receiver reads the length from "
      "the message header; 2 = the size first, then the data (Xu et al.: twice the start-ups)"},
     {"ARCOLL_SCHED_ORDER", CORE_SETTING_ENUM, CFG_OFF(sched_order), cfg_sched_orders, "arrival", 0,
      0, 0,

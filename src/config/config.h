@@ -40,7 +40,7 @@ typedef struct core_config {
     size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
     long socket_size;       /* sh_co: ranks per pretend socket; 0 = hwloc's sockets */
     int sched_order;        /* CORE_SCHED_ORDER_*: schedules' sends, arrived peers first or not */
-    long sloav_phases;      /* sloav/sloavx: 2 (size, then data) or 1 (data, length in header) */
+    long sloav_phases;      /* sloav: 2 (size, then data) or 1 (data, length in header) */
     long timeout_ms;
     int log_level;
     long spin_count;     /* busy polls before yielding the core; -1: auto */

@@ -78,9 +78,9 @@ static int coll_auto_pick(struct arcoll_team *t, const coll_args_t *a)
     case COLL_ALLTOALLV:
         /* From the team's shape only, never the counts (each rank knows just
          * its own): every rank picks alike (docs/protocol.md §14). sloav, not
-         * sloavx: in the scale simulator (docs/scale.md, "000") sloavx's relay
-         * tree and fragmented leader messages made it 1.7-10x slower than
-         * sloav at 8-512 B on every multi-node shape run, even at 4 KiB. */
+         * sloavx: in the scale simulator (docs/scale.md, "000") sloavx is
+         * 1.4-2.7x faster at 1-16 B but up to 1.33x slower at 256 B with 16
+         * ranks a node, and slower on one host; the shape cannot tell which. */
         return nodes >= 2 && t->size >= 16 ? CORE_ALG_SLOAV : CORE_ALG_PAP;
     default: return CORE_ALG_PAP;
     }
