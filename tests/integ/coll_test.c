@@ -925,13 +925,24 @@ static void test_kill(arcoll_context_t ctx)
     int rc = ARCOLL_OK;
     struct timespec t0, t1;
 
+    /* KILL_V=1: the same as alltoallv of 64-byte blocks (the v-form's algorithms) */
+    const char *kv = getenv("KILL_V");
+    size_t *cnt = calloc(2 * n, sizeof(size_t)), *dsp = cnt + n;
+
+    for (size_t j = 0; cnt != NULL && j < n; j++) {
+        cnt[j] = 64;
+        dsp[j] = j * 64;
+    }
     ct_set(ctx, "ARCOLL_TIMEOUT_MS", "5000");
     for (uint64_t call = 1; call <= 50; call++) {
         if (call == 20 && ct_rank == ct_nranks - 1)
             raise(SIGKILL);
         clock_gettime(CLOCK_MONOTONIC, &t0);
         ct_fill(1, call, ct_rank, ct_nranks, 64, s);
-        rc = arcoll_alltoall(world, s, r, 64);
+        if (kv != NULL && *kv == '1' && cnt != NULL)
+            rc = arcoll_alltoallv(world, s, cnt, dsp, r, cnt, dsp);
+        else
+            rc = arcoll_alltoall(world, s, r, 64);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (rc != ARCOLL_OK)
             break;
@@ -943,6 +954,7 @@ static void test_kill(arcoll_context_t ctx)
     CHECK(secs < 6.0, "survivor took %.1f s to notice", secs);
     printf("[rank %d] KILL-OK %s after %.2f s\n", ct_rank, arcoll_strerror(rc), secs);
     fflush(stdout);
+    free(cnt);
     free(s);
     free(r);
 }

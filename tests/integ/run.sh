@@ -18,6 +18,7 @@ TEST_SET_ASAN="sim-matrix* sim-fault-* sim-*-deadlock-reported sim-model-* sim-s
     mpirun-3-matrix mpirun-3-bad-input mpirun-3-skew-random
     mpirun-3-v mpirun-3-vbad mpirun-3-inflight mpirun-3-split mpirun-4-a2av mpirun-3-realloc
     shm-4-nodes-2-matrix nl-4-nodes-2-matrix mnco-4-nodes-2-sizes mpirun-2-heap mpirun-4-kill
+    shm-4-nodes-2-kill-sloavx
     oob-4-matrix shco-4-check shco-4-sockets2-check tcp-2x2-matrix"
 T=$B/tests
 LOG=$B/integ-logs
@@ -256,6 +257,11 @@ for alg in shm_direct pap_shm; do
         ARCOLL_ALLGATHER_ALG=$alg $MPIRUN -np 4 "$T/coll_test" bad
 done
 run shm-4-nodes-2-kill kill 3 env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=pap_shm \
+    ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 "$T/coll_test" kill
+# sloavx (alltoallv through the node segment): the killed rank's master sees its pid, publishes
+# PEER to its node and fails its masters' call, which the other node's master learns from and
+# publishes to its own node: every survivor PEER (not the 5 s timeout, which kill N accepts).
+run shm-4-nodes-2-kill-sloavx lines 3 "KILL-OK a peer process is gone" env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALLV_ALG=sloavx KILL_V=1 \
     ARCOLL_TIMEOUT_MS=5000 $MPIRUN --enable-recovery -np 4 "$T/coll_test" kill
 # Shared segments cannot leak or be hijacked (docs/reliability.md "Shared memory"): 30 jobs
 # with a rank SIGKILLed in setup or at a random moment of the loop, then a clean one, leave
