@@ -434,8 +434,8 @@ static int slx_master_net(coll_req_t *r, int rc)
     return ARCOLL_OK;
 }
 
-/* The node step, the call's one round hook: INPROGRESS until our blocks
- * from every other rank (direct ones aside) are in. */
+/* The node step, the hook of the call's last round: INPROGRESS until our
+ * blocks from every other rank (direct ones aside) are in. */
 static int slx_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 {
     coll_req_t *r = arg;
@@ -446,7 +446,8 @@ static int slx_hook(void *arg, sched_t *s, sched_mem_t *m, uint32_t round)
 
     (void)s;
     (void)m;
-    (void)round;
+    if (round == 0)
+        return ARCOLL_OK; /* round 0 is the direct blocks' */
     if (!x->laid) {
         if (!slx_all_arrived(r))
             goto wait;
@@ -509,7 +510,7 @@ wait:
 }
 
 /* The schedule: direct blocks both ways (outside the rounds), and the node
- * step as its one hook. */
+ * step as the hook of its last round. */
 static int slx_build(coll_req_t *r, sched_t *s)
 {
     const struct arcoll_team *t = r->team;
@@ -543,7 +544,9 @@ static int slx_build(coll_req_t *r, sched_t *s)
             s->recv[s->nrecv - 1].unordered = 1;
     }
     s->tmp_len = tmp;
-    s->nrounds = 0;
+    /* The node step is the hook of round 1, the last: the direct blocks
+     * (round 0, unordered) and their in-place copies wait for no hook. */
+    s->nrounds = 1;
     s->hook = slx_hook;
     s->on_size = NULL;
     s->hook_arg = r;
