@@ -23,7 +23,9 @@
  * The non-leader algorithms (src/alg/node/alg_nl.c) use the same segment with other
  * indexing: rank x's slice of a bank is [node][local] blocks (sa: what the
  * node's ranks send to local rank x of every node; rd: what local rank x
- * received for this node).
+ * received for this node). sloavx (src/alg/node/alg_sloavx.c) lays a bank
+ * out as count lines and one message per node, the receive area as an
+ * offset table and the other nodes' messages (docs/protocol.md §14).
  */
 #ifndef ARCOLL_ENGINE_HIER_SEG_H
 #define ARCOLL_ENGINE_HIER_SEG_H
@@ -85,7 +87,7 @@ static inline _Atomic uint64_t *hier_seg_word(const hier_seg_t *g, uint64_t off)
 
 /* Local rank s's arrive line: word 0 the segment call number (hier_seg_t.seq,
  * called "epoch" below) of its last arrival, words 1-2 its size per bank
- * (parity), words 3-4 a done word per bank (rd), words 5-6 per bank the
+ * (parity), words 3-4 a done word per bank (rd; sloavx's data word), words 5-6 per bank the
  * number of its call on the team (docs/protocol.md §8). */
 static inline _Atomic uint64_t *hier_seg_arrive_line(const hier_seg_t *g, uint32_t s)
 {
