@@ -196,7 +196,7 @@ ap pair_vskew vskew 500 200
 for alg in ring rdd rdh; do
     VSKEW_ALG=$alg ap pair_vskew_$alg vskew 500 200
 done
-# The logarithmic alltoallv (src/alg/sched/route.c) across the nodes: sloav, sloavx and pap x the four
+# The logarithmic alltoallv (route.c, alg_sloavx.c) across the nodes: sloav, sloavx and pap x the four
 # count distributions x sizes x in place x nonblocking x routing limits, and blocks of 0, 1
 # and 1 MiB mixed in one call (as in the single guest: all of it at one and two ranks per
 # node, the limits rotating from cell to cell at four), where sloavx's nodes are the guests;

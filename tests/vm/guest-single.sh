@@ -242,7 +242,7 @@ av verbs_inflight_np3 3 ok "$T/coll_test" inflight
 ARCOLL_NODE_SIZE=2 av verbs_split_nodes2_np4 4 ok "$T/coll_test" split
 av verbs_split_np3 3 ok "$T/coll_test" split
 av verbs_vskew_np4 4 ok "$T/coll_test" vskew 1000 200
-# The logarithmic alltoallv (src/alg/sched/route.c): sloav, sloavx and pap x the four count
+# The logarithmic alltoallv (src/alg/sched/route.c, alg_sloavx.c): sloav, sloavx and pap x the four count
 # distributions x sizes x in place x nonblocking x routing limits (ARCOLL_SLOAV_MAX 2k, 0,
 # 64k), and blocks of 0, 1 and 1 MiB mixed in one call; sloavx on pretend nodes of 2; 1000
 # back-to-back skewed calls of each (vbad above covers their cross-rank mismatches). All of
