@@ -645,6 +645,8 @@ run sim-2x4-allgather-auto-default \
     $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096,8192 --params ib-edr --csv
 run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
     $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
+run sim-16x4-auto-mncox "text:^alltoall,auto,64,4,16,ib-edr,8,.*,0,mn_cox$|^alltoall,auto,64,4,16,ib-edr,64,.*,0,sa$" \
+    $SIM -n 64 --ppn 4 --coll alltoall --alg auto --size 8,64 --params ib-edr --csv
 # alltoallv's auto (src/dispatch/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.
 run sim-2x16-alltoallv-auto-sloav "text:^alltoallv,auto,32,16,2,ib-edr,8,.*,0,sloav$" \
     $SIM -n 32 --ppn 16 --coll alltoallv --alg auto --size 8 --params ib-edr --csv
