@@ -250,7 +250,8 @@ for shape in 8:4 5:3,1; do
     run "shm-$n-nodes-$k-skew-late" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
         "$T/coll_test" skew $SKEW_N 500 late
 done
-for alg in shm_direct pap_shm; do
+# mn_cox: a size mismatch found by its masters' schedule (mn_co) between processes.
+for alg in shm_direct pap_shm mn_cox; do
     run "shm-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
         ARCOLL_ALLGATHER_ALG=$alg $MPIRUN -np 4 "$T/coll_test" bad
 done
