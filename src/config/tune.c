@@ -56,6 +56,18 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                    /* 4x16 sa 10.6 at 8 B, 1.13 at 512; 16x16 sa 14 at 8 B,
                                     * 6.4 at 64, 1.09 at 512: pap from 512 B. */
                                    "alltoall:0-512:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@sa#"
+                                   /* allgather mn_cox (--bounce 4096, docs/scale.md
+                                    * "004"), x over the best other: 16x2 1.17-1.28 to
+                                    * 256 B, 64x2 1.08-1.13 to 256 B (0.90 at 512);
+                                    * 16x4, 64x4 1.15-1.45 to 128 B (64x4 a tie at 256);
+                                    * 16x8, 32x8, 16x16 1.32-1.57 at 8-64 B (0.80-1.37 at
+                                    * 128). Below 16 nodes pap_shm (0.64-1.07). */
+                                   "allgather:0-512:ppn=2:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
+                                   "allgather:0-256:ppn=3-4:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
+                                   "allgather:0-128:ppn=5-16:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
                                    /* allgather 2x2 1.25, 2x4 1.9-2.0, 2x8 3.6, 4x4 2.8-2.9
                                     * at 8-512 B (4 KiB too, but there the free copies
                                     * decide). */
