@@ -29,8 +29,9 @@
     X(RDH, rdh, ALGS_AG | ALGS_AGV | ALGS_RS | ALGS_AR)   /* distance-halving (Sack 2011) */       \
     X(SH_CO, sh_co, ALGS_A2A | ALGS_AG | ALGS_AGV) /* same-address copy, Morton (Li et al.) */     \
     X(MN_CO, mn_co, ALGS_A2A | ALGS_AG)            /* two rounds, Morton owners (Li et al.) */     \
-    X(SLOAV, sloav, ALGS_A2AV)                     /* logarithmic alltoallv (Xu et al.) */         \
-    X(SLOAVX, sloavx, ALGS_A2AV)                   /* its node-leader form (Xu et al. IV) */
+    X(MN_COX, mn_cox, ALGS_A2A | ALGS_AG) /* node masters, mn_co among them (Li et al.) */         \
+    X(SLOAV, sloav, ALGS_A2AV)            /* logarithmic alltoallv (Xu et al.) */                  \
+    X(SLOAVX, sloavx, ALGS_A2AV)          /* its node-leader form (Xu et al. IV) */
 
 #define CORE_ALG_ENUM(id, name, colls) CORE_ALG_##id,
 

@@ -37,12 +37,14 @@ static const core_setting_t cfg_rows_head[] = {
      "(non-leader send-side aggregation, PAP or Direct inter-node step, Kumar et al.), rd "
      "(receive-side distribution), leader (one leader per node, Direct), sh_co (one node, "
      "buffers in a same-address region: memcpy in Morton order, Li et al.), mn_co (two rounds "
-     "of aggregated messages through Morton-order owners, Li et al. 2.5), auto (by size and job "
-     "shape, ARCOLL_TUNE; sh_co only where one node's ranks share the node heap)"},
+     "of aggregated messages through Morton-order owners, Li et al. 2.5), mn_cox (mn_co among "
+     "node masters, one message per node pair, the node's ranks through shared memory), auto "
+     "(by size and job shape, ARCOLL_TUNE; sh_co only where one node's ranks share the node "
+     "heap)"},
     {"ARCOLL_ALLGATHER_ALG", CORE_SETTING_ENUM, CFG_OFF(allgather_alg), cfg_algs, "auto", 0, 0, 1,
      "allgather algorithm: direct, pap, shm_direct, pap_shm, ring, rdd (recursive doubling), "
-     "rdh (recursive doubling in distance-halving order, Sack 2011), sh_co or mn_co (Li et al.) "
-     "or auto"},
+     "rdh (recursive doubling in distance-halving order, Sack 2011), sh_co, mn_co or mn_cox (Li "
+     "et al.) or auto"},
     {"ARCOLL_ALLTOALLV_ALG", CORE_SETTING_ENUM, CFG_OFF(alltoallv_alg), cfg_algs, "auto", 0, 0, 1,
      "alltoallv algorithm: direct or pap (per pair: copy or zcopy path by length), sloav or "
      "sloavx (logarithmic, Xu et al.), or auto"},

@@ -46,10 +46,33 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                     * 2.8, pap_shm 3.1 (sa 2.5) at 512; 8x8 sa 6.6 at 8 B,
                                     * 1.89 at 512; sa and rd within 4% of each other below
                                     * 1 KiB; pap (or a tie) from 4 KiB on every shape. */
+                                   /* mn_cox (bench/sim-tune.sh cells, --bounce 4096;
+                                    * docs/scale.md "004"): from 16 nodes, while a node
+                                    * pair's block (ppn^2 x B) stays near 512 B; x over
+                                    * the best other: 16x2 1.12-1.25, 64x2 1.06-1.36 at
+                                    * 8-64 B (mn_co from 128 B); 16x3, 64x3, 16x4, 64x4
+                                    * 1.08-1.62 at 8-32 B (a tie or a loss at 64 B);
+                                    * 16x6, 32x6, 16x8, 32x8, 64x8 1.32-1.87 at 8 B (0.76-
+                                    * 1.27 at 16 B). Below 16 nodes sa wins (0.6-1.0). */
+                                   "alltoall:0-128:ppn=2:nodes=16-inf:over=no:chan=verbs:@mn_cox#"
+                                   "alltoall:0-64:ppn=3-4:nodes=16-inf:over=no:chan=verbs:@mn_cox#"
+                                   "alltoall:0-16:ppn=5-8:nodes=16-inf:over=no:chan=verbs:@mn_cox#"
                                    "alltoall:0-1k:ppn=2-8:nodes=2-8:over=no:chan=verbs:@sa#"
                                    /* 4x16 sa 10.6 at 8 B, 1.13 at 512; 16x16 sa 14 at 8 B,
                                     * 6.4 at 64, 1.09 at 512: pap from 512 B. */
                                    "alltoall:0-512:ppn=2-inf:nodes=2-inf:over=no:chan=verbs:@sa#"
+                                   /* allgather mn_cox (--bounce 4096, docs/scale.md
+                                    * "004"), x over the best other: 16x2 1.17-1.28 to
+                                    * 256 B, 64x2 1.08-1.13 to 256 B (0.90 at 512);
+                                    * 16x4, 64x4 1.15-1.45 to 128 B (64x4 a tie at 256);
+                                    * 16x8, 32x8, 16x16 1.32-1.57 at 8-64 B (0.80-1.37 at
+                                    * 128). Below 16 nodes pap_shm (0.64-1.07). */
+                                   "allgather:0-512:ppn=2:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
+                                   "allgather:0-256:ppn=3-4:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
+                                   "allgather:0-128:ppn=5-16:nodes=16-inf:over=no:chan=verbs:@"
+                                   "mn_cox#"
                                    /* allgather 2x2 1.25, 2x4 1.9-2.0, 2x8 3.6, 4x4 2.8-2.9
                                     * at 8-512 B (4 KiB too, but there the free copies
                                     * decide). */
@@ -634,7 +657,8 @@ int core_tune_fits(int alg, const core_tune_shape_t *shape)
     case CORE_ALG_MN_CO: return 1;
     case CORE_ALG_SHM_DIRECT:
     case CORE_ALG_PAP_SHM:
-    case CORE_ALG_LEADER: return shape->ppn >= 2;
+    case CORE_ALG_LEADER:
+    case CORE_ALG_MN_COX: return shape->ppn >= 2;
     case CORE_ALG_SA:
     case CORE_ALG_SA_DIRECT:
     case CORE_ALG_RD: return shape->ppn >= 2 && shape->equal;

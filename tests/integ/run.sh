@@ -252,7 +252,8 @@ for shape in 8:4 5:3,1; do
     run "shm-$n-nodes-$k-skew-late" ok $SHM ARCOLL_NODE_SIZE=$k $MPIRUN -np $n \
         "$T/coll_test" skew $SKEW_N 500 late
 done
-for alg in shm_direct pap_shm; do
+# mn_cox: a size mismatch found by its masters' schedule (mn_co) between processes.
+for alg in shm_direct pap_shm mn_cox; do
     run "shm-4-nodes-2-bad-input-$alg" ok env ARCOLL_NODE_SIZE=2 ARCOLL_ALLTOALL_ALG=$alg \
         ARCOLL_ALLGATHER_ALG=$alg $MPIRUN -np 4 "$T/coll_test" bad
 done
@@ -652,6 +653,8 @@ run sim-2x4-allgather-auto-default \
     $SIM -n 8 --ppn 4 --coll allgather --alg auto --size 8,4096,8192 --params ib-edr --csv
 run sim-16x1-auto-default "text:^alltoall,auto,16,1,16,ib-edr,8,.*,0,mn_co$|^alltoall,auto,16,1,16,ib-edr,4096,.*,0,pap$" \
     $SIM -n 16 --coll alltoall --alg auto --size 8,4096 --params ib-edr --csv
+run sim-16x4-auto-mncox "text:^alltoall,auto,64,4,16,ib-edr,8,.*,0,mn_cox$|^alltoall,auto,64,4,16,ib-edr,64,.*,0,sa$" \
+    $SIM -n 64 --ppn 4 --coll alltoall --alg auto --size 8,64 --params ib-edr --csv
 # alltoallv's auto (src/dispatch/coll.c, by team shape): sloav on 16+ ranks over 2+ nodes, pap else.
 run sim-2x16-alltoallv-auto-sloav "text:^alltoallv,auto,32,16,2,ib-edr,8,.*,0,sloav$" \
     $SIM -n 32 --ppn 16 --coll alltoallv --alg auto --size 8 --params ib-edr --csv

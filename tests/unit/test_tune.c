@@ -436,6 +436,25 @@ static void test_default_nodes(void **state)
     assert_int_equal(pick_net(&tab, AG, 8191, 2, 4, 1, 0, V), CORE_ALG_PAP_SHM);
     assert_int_equal(pick_net(&tab, AG, 4096, 2, 3, 1, 0, V), CORE_ALG_PAP);
     assert_int_equal(pick_net(&tab, AG, 8192, 16, 16, 1, 0, V), CORE_ALG_PAP);
+    /* mn_cox from 16 nodes of 2-8 (allgather 2-16) while a node pair's block stays small
+     * (docs/scale.md "004"). */
+    assert_int_equal(pick_net(&tab, A2A, 127, 16, 2, 1, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, A2A, 128, 16, 2, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 8, 15, 2, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 63, 256, 4, 1, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, A2A, 64, 256, 4, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 15, 64, 8, 0, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, A2A, 16, 64, 8, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 8, 16, 16, 1, 0, V), CORE_ALG_SA);
+    assert_int_equal(pick_net(&tab, A2A, 8, 16, 4, 1, 0, S), CORE_ALG_PAP);
+    assert_int_equal(pick_net(&tab, AG, 511, 16, 2, 1, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, AG, 512, 16, 2, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 255, 64, 4, 1, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, AG, 256, 64, 4, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 127, 16, 16, 1, 0, V), CORE_ALG_MN_COX);
+    assert_int_equal(pick_net(&tab, AG, 128, 16, 16, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 8, 16, 32, 1, 0, V), CORE_ALG_PAP_SHM);
+    assert_int_equal(pick_net(&tab, AG, 8, 15, 4, 1, 0, V), CORE_ALG_PAP_SHM);
     /* Unequal nodes: sa cannot run, nothing else matches: pap. */
     assert_int_equal(pick_net(&tab, A2A, 8, 2, 3, 0, 0, V), CORE_ALG_PAP);
     /* One rank per node: mn_co from 16 nodes, below 1536 B (alltoall) and 3 KiB (allgather). */
@@ -714,7 +733,8 @@ static void test_fits(void **state)
     (void)state;
     for (int a = 0; a < CORE_ALG_COUNT; a++) {
         int node = a == CORE_ALG_SHM_DIRECT || a == CORE_ALG_PAP_SHM || a == CORE_ALG_LEADER ||
-                   a == CORE_ALG_SA || a == CORE_ALG_SA_DIRECT || a == CORE_ALG_RD;
+                   a == CORE_ALG_MN_COX || a == CORE_ALG_SA || a == CORE_ALG_SA_DIRECT ||
+                   a == CORE_ALG_RD;
         int needs_equal = a == CORE_ALG_SA || a == CORE_ALG_SA_DIRECT || a == CORE_ALG_RD;
         if (a == CORE_ALG_AUTO) {
             assert_false(core_tune_fits(a, &eq));

@@ -1,7 +1,9 @@
 /*
  * Shared-memory aware Shm_Direct and PAP_Shm_Direct (Qian and Afsahi §4.4-4.5),
  * on the node segments of engine/hier_seg.h (grouping: engine/hier.h);
- * docs/protocol.md "Node segments".
+ * docs/protocol.md "Node segments". mn_cox is the same machinery with MN-CO
+ * (alg/sched/alg_mn_co.c) among the masters: Li et al.'s node-leader form,
+ * one aggregated block per node pair (docs/protocol.md §16).
  *
  * Phase 1: every rank copies its outgoing blocks into its node's send area
  *   (one copy) and sets its arrive word. Phase 2: the master, once all its
@@ -20,7 +22,7 @@
 #include "util/log.h"
 
 enum { SHM_PH_LOCAL = 0, SHM_PH_NET, SHM_PH_DONE };
-enum { SHM_V_DIRECT = 0, SHM_V_PAP };
+enum { SHM_V_DIRECT = 0, SHM_V_PAP, SHM_V_MNCO };
 
 /* Per-team state of the family (eng_state_get): what the current call has
  * done so far, reset at each start (calls on the node segment are serial). */
@@ -40,8 +42,17 @@ typedef struct shm_call {
 
 #define SC(r) COLL_PRIV(r, shm_call_t)
 
-/* Phase 2 runs a flat algorithm on the masters' team. */
-extern const coll_alg_t coll_alg_pap, coll_alg_direct;
+/* Phase 2 runs a flat algorithm, or MN-CO's schedule, on the masters' team. */
+extern const coll_alg_t coll_alg_pap, coll_alg_direct, coll_alg_mn_co;
+
+static const coll_alg_t *shm_inner_alg(const coll_req_t *r)
+{
+    switch (r->alg->variant) {
+    case SHM_V_PAP: return &coll_alg_pap;
+    case SHM_V_MNCO: return &coll_alg_mn_co;
+    default: return &coll_alg_direct;
+    }
+}
 
 static const char *shm_coll_name(const coll_req_t *r)
 {
@@ -192,7 +203,7 @@ static void shm_copy_out(coll_req_t *r)
     }
     if (h->nnodes < 2 || SC(r)->left == 0)
         return;
-    if (r->alg->variant == SHM_V_DIRECT) {
+    if (r->alg->variant != SHM_V_PAP) { /* all nodes' blocks are published at once */
         uint64_t w = atomic_load_explicit(hier_seg_word(g, g->lay.off_all), memory_order_acquire);
         if (!wire_done_epoch_match(w, SC(r)->seq))
             return;
@@ -251,7 +262,11 @@ static void shm_inner_mismatch(coll_req_t *r, const coll_req_t *in)
     uint32_t m = in->mm_peer > 0 ? h->node_rank[(in->mm_peer - 1) * h->lmax] : 0;
     unsigned long long ep = (unsigned long long)r->epoch;
 
-    if (in->mm_peer == 0 || in->mm_size == UINT64_MAX)
+    if (in->mm_peer == 0) /* a schedule (mn_cox) logged it in the masters' terms */
+        log_err("%s (epoch %llu): the nodes' masters found a size mismatch: the ranks of some "
+                "node, or of two nodes, pass different sizes",
+                shm_coll_name(r), ep);
+    else if (in->mm_size == UINT64_MAX)
         log_err("%s (epoch %llu): the master of the node of team rank %u reported a size mismatch "
                 "with this node",
                 shm_coll_name(r), ep, m);
@@ -296,9 +311,7 @@ static int shm_master_local(coll_req_t *r)
                           .rbuf = hier_seg_at(g, g->lay.off_recv),
                           .bytes = bytes,
                           .call = r->epoch};
-        rc = eng_start(h->xteam, &in,
-                       r->alg->variant == SHM_V_PAP ? &coll_alg_pap : &coll_alg_direct,
-                       COLL_F_INNER, NULL, &SC(r)->inner);
+        rc = eng_start(h->xteam, &in, shm_inner_alg(r), COLL_F_INNER, NULL, &SC(r)->inner);
     }
     if (rc == ARCOLL_ERR_MISMATCH && SC(r)->inner != NULL && !r->deferred)
         shm_inner_mismatch(r, SC(r)->inner); /* it failed in its first pass */
@@ -418,26 +431,19 @@ const char *shm_unfit(const struct arcoll_team *t, const coll_args_t *a)
     return NULL;
 }
 
-const coll_alg_t coll_alg_shm_direct = {.name = "shm_direct",
-                                        .unfit = shm_unfit,
-                                        .fallback = CORE_ALG_DIRECT,
-                                        .serial = 1,
-                                        .variant = SHM_V_DIRECT,
-                                        .start = shm_start,
-                                        .progress = shm_progress};
-const coll_alg_t coll_alg_pap_shm = {.name = "pap_shm",
-                                     .unfit = shm_unfit,
-                                     .fallback = CORE_ALG_PAP,
-                                     .serial = 1,
-                                     .variant = SHM_V_PAP,
-                                     .start = shm_start,
-                                     .progress = shm_progress};
+/* The family's members differ in their phase 2 (variant) and their fallback. */
+#define SHM_ALG(nm, fb, var)                                                         \
+    {                                                                                \
+        .name = nm, .unfit = shm_unfit, .fallback = fb, .serial = 1, .variant = var, \
+        .start = shm_start, .progress = shm_progress                                 \
+    }
+
+const coll_alg_t coll_alg_shm_direct = SHM_ALG("shm_direct", CORE_ALG_DIRECT, SHM_V_DIRECT);
+const coll_alg_t coll_alg_pap_shm = SHM_ALG("pap_shm", CORE_ALG_PAP, SHM_V_PAP);
 /* Kumar et al.'s leader-based alltoall: the node-master machinery with a Direct
  * exchange between leaders (shm_direct under its Kumar et al. name). */
-const coll_alg_t coll_alg_leader = {.name = "leader",
-                                    .unfit = shm_unfit,
-                                    .fallback = CORE_ALG_DIRECT,
-                                    .serial = 1,
-                                    .variant = SHM_V_DIRECT,
-                                    .start = shm_start,
-                                    .progress = shm_progress};
+const coll_alg_t coll_alg_leader = SHM_ALG("leader", CORE_ALG_DIRECT, SHM_V_DIRECT);
+/* Li et al.'s topology-aware MN-CO: the node-master machinery with MN-CO among
+ * the masters, each block a whole node pair's [local s][local l] rectangle; pap
+ * where it cannot run (one rank per node: flat mn_co is that form there). */
+const coll_alg_t coll_alg_mn_cox = SHM_ALG("mn_cox", CORE_ALG_PAP, SHM_V_MNCO);
