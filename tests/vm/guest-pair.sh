@@ -165,9 +165,10 @@ COLL_TEST_ALGS=shm_direct,pap_shm ap pair_shm_skew_late skew 60 300 late
 COLL_TEST_ALGS=sa,leader ap pair_nl_matrix matrix
 COLL_TEST_ALGS=sa,rd,leader ap pair_nl_skew_late skew 60 300 late
 # MN-CO (Li et al. 2.5) across the link: 4 ranks on 2 nodes, both collectives at 0 and 1 B .. 64 KiB
-# per block, then a skewed series (every rank, random delays), every byte checked.
+# per block, then a skewed series (every rank, random delays), every byte checked; the skewed
+# series also with mn_cox (its node-leader form: the guests' masters run mn_co over the link).
 COLL_TEST_ALGS=mn_co ap pair_mnco_sizes sizes
-COLL_TEST_ALGS=mn_co ap pair_mnco_skew_random skew 20 200 random
+COLL_TEST_ALGS=mn_co,mn_cox ap pair_mnco_skew_random skew 20 200 random
 # auto across the link (docs/scale.md, "Tuning at scale"): the default table's rules for 2+
 # nodes over verbs (sa, pap_shm below 1 KiB, pap above) pick each size's algorithm, every byte
 # checked. They say over=no; 2 ranks on the default 1 vCPU are over=yes, so the same rules come
