@@ -271,16 +271,19 @@ int coll_progress(coll_req_t *r)
 }
 
 /* Polls a waiting rank spins before it yields its core (ARCOLL_SPIN_COUNT).
- * auto: 32 when ranks outnumber cores (the peer we wait for may need ours);
- * never otherwise, like Open MPI: a yield hands the core to any other
- * runnable process for a scheduler slice, which made waits for a late peer
- * end milliseconds after its arrival (docs/measurements/new-collectives.md,
+ * auto: 4 when ranks outnumber cores (the peer we wait for may need ours:
+ * 4 ranks on 2 cores through the shim, realistic mode, 1-64 B alltoall went
+ * from 1.27-1.32x Open MPI's time with 32 to 1.12-1.14x, allgather from
+ * 1.19-1.25x to 0.97-1.04x, 1 KiB-4 MiB unchanged or faster; 0 measured
+ * alike); never otherwise, like Open MPI: a yield hands the core to any
+ * other runnable process for a scheduler slice, which made waits for a late
+ * peer end milliseconds after its arrival (docs/measurements/new-collectives.md,
  * "Library issue"). */
 static long coll_spin_limit(const struct arcoll_context *ctx)
 {
     if (ctx->cfg.spin_count >= 0)
         return ctx->cfg.spin_count;
-    return ctx->oversubscribed ? 32 : LONG_MAX;
+    return ctx->oversubscribed ? 4 : LONG_MAX;
 }
 
 /* The embedding's progress hook, every 64th idle pass of a wait (a short
