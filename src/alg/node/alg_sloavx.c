@@ -51,6 +51,8 @@ typedef struct slx_call {
     coll_req_t *inner; /* master: the masters' call */
     slx_team_t *st;
     uint32_t polls;
+    uint32_t narrived,
+        nlaid; /* local ranks seen arrived, laid: each wait pass goes on from there */
     uint8_t laid, own, net, published;
     uint8_t poison; /* a local rank is in another call: the masters' call must fail */
 } slx_call_t;
@@ -175,7 +177,8 @@ static int slx_all_arrived(coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
 
-    for (uint32_t s = 0; s < h->lsize; s++) {
+    for (; XC(r)->narrived < h->lsize; XC(r)->narrived++) {
+        uint32_t s = XC(r)->narrived;
         uint64_t size;
         if (!hier_seg_arrived(r->team->hseg, s, XC(r)->seq, r->epoch, &size))
             return 0;
@@ -265,7 +268,8 @@ static int slx_all_laid(coll_req_t *r)
 {
     const hier_t *h = r->team->hier;
 
-    for (uint32_t s = 0; s < h->lsize; s++) {
+    for (; XC(r)->nlaid < h->lsize; XC(r)->nlaid++) {
+        uint32_t s = XC(r)->nlaid;
         uint64_t size;
         if (!hier_seg_arrived(r->team->hseg, s, XC(r)->seq, r->epoch, &size) || size != SLX_TAG)
             continue; /* in another call: it writes no data word */
