@@ -73,6 +73,10 @@ static const core_setting_t cfg_rows_head[] = {
     {"ARCOLL_PIPE_WINDOW", CORE_SETTING_SIZE, CFG_OFF(pipe_window), NULL, "64k", 0, 64L << 20, 1,
      "bytes of a schedule's stream in flight to a peer at a power-of-two distance (or n minus "
      "one): lanes of a pipe entry beyond the slot's, within 2 MiB a team region; 0: none"},
+    {"ARCOLL_SCHED_ZCOPY", CORE_SETTING_SIZE, CFG_OFF(sched_zcopy), NULL, "auto", 0, 1L << 40, 1,
+     "schedule messages (ring, rdd, rdh, mn_co, ...) of at least this many bytes: the receiver "
+     "advertises where the message goes and the sender writes it there (zero-copy), or asks "
+     "for the copy path; auto: 4k, 64k in an oversubscribed job; 0: always the copy path"},
     {"ARCOLL_WINDOW", CORE_SETTING_LONG, CFG_OFF(window), NULL, "8", 1, ARCOLL_MAX_INFLIGHT, 1,
      "collectives of a team in flight before a start waits for the oldest; each peer's "
      "region entries hold 2 x this many banks, so a smaller window shrinks a team's memory "

@@ -36,6 +36,8 @@ typedef struct core_config {
     long window;            /* calls in flight per team (2 x window banks per peer) */
     int lanes_log2;         /* copy-path fragments in flight per stream: 1 << this lanes a slot */
     size_t pipe_window;     /* a schedule stream's bytes in flight (pipe lanes), 0: none */
+    size_t sched_zcopy;     /* schedule messages of at least this many bytes meet by advertisement
+                               (auto) */
     size_t shm_max;         /* largest bytes per rank of shm_direct/pap_shm (node segment size) */
     size_t sloav_max;       /* largest block sloav/sloavx route; larger ones go direct */
     long socket_size;       /* sh_co: ranks per pretend socket; 0 = hwloc's sockets */

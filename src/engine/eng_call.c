@@ -201,6 +201,8 @@ static inline void coll_done(coll_req_t *r)
 int coll_fail(coll_req_t *r, int rc)
 {
     eng_fail_tell(r->team, r->epoch, rc);
+    if (r->on_end != NULL)
+        r->on_end(r, 1);
     if (r->proto->revoke != NULL)
         r->proto->revoke(r);
     r->proto->finish(r);
@@ -215,6 +217,8 @@ int coll_finish(coll_req_t *r)
 {
     if (r->deferred)
         return coll_fail(r, r->deferred);
+    if (r->on_end != NULL)
+        r->on_end(r, 0);
     r->proto->finish(r);
     r->active = 0;
     r->status = ARCOLL_OK;

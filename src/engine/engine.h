@@ -180,6 +180,20 @@ int coll_advertise_to(coll_req_t *r, uint32_t peer, const wire_ctrl_t *adv);
  * tuning table's path rules, ARCOLL_ZCOPY_THRESHOLD, the channel): both ends
  * of a pair ask it with the length they agree on. */
 int eng_zcopy_pick(coll_req_t *r, size_t len);
+/* Can [p, p + len) be written by address, as a node-heap span that every
+ * member of this one-node team maps (docs/protocol.md §6, "Heap buffers")? */
+int eng_zcopy_heap_ok(const coll_req_t *r, const void *p, size_t len);
+/* A failed call's revocation: write WIRE_CTRL_REVOKED into our control slot
+ * at team rank p (docs/protocol.md §6, "Revocation"). */
+void eng_zcopy_revoke_to(coll_req_t *r, uint32_t p);
+/* A failed call's revocation, where puts land when they return: wait while
+ * team rank p's done word for tag (an epoch, or a schedule message's tag)
+ * says BUSY and p lives, warning once past *until (then 0). */
+void eng_zcopy_wait_busy(coll_req_t *r, uint32_t p, uint64_t tag, uint64_t *until);
+#ifdef ARCOLL_FAULTS
+/* ARCOLL_FAULT=zc_stall: the stall before a zero-copy write (zcopy.c). */
+void eng_zcopy_fault_stall(const coll_req_t *r);
+#endif
 /* The same for a team, a collective (coll_type_t) and a message length, outside
  * a call (arcoll_info). */
 int eng_path_zcopy(const struct arcoll_team *t, int type, size_t len);

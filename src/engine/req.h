@@ -149,6 +149,11 @@ struct coll_req {
      * disagrees (the schedule executor's: eng_sched_start sets it), for the
      * engine's checks, which call nothing above them; NULL: none. */
     void (*drop_peer)(coll_req_t *r, uint32_t peer);
+    /* The same for the end of the call (coll_fail: failed 1, coll_finish: 0),
+     * before the protocol's finish: the schedule executor's zero-copy
+     * messages revoke and release what they advertised (docs/protocol.md
+     * §17); NULL: nothing to do. */
+    void (*on_end)(coll_req_t *r, int failed);
     _Alignas(16) unsigned char priv[COLL_PRIV_BYTES];
 };
 

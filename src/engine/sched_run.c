@@ -23,64 +23,13 @@
 
 #include "engine/engine.h"
 #include "engine/reduce.h"
+#include "engine/sched_exec.h"
 #include "util/log.h"
-
-#define SX_NONE UINT32_MAX
-/* At most this many landings are sorted through instead of a whole receive
- * scan (sx_landed_peers). */
-#define SX_CAND_MAX 512u
-/* Folded into the header signature of unordered messages: a receiver can
- * never take one for an ordered message of the same length, or the reverse
- * (their order in a stream differs between the ends only when the ends
- * disagree on which blocks go direct). */
-#define SX_SIG_UNORDERED 0x5a5a0f0f3c3c9696ULL
 
 static uint64_t sx_sig(const coll_req_t *r, const sched_msg_t *m)
 {
     return r->args.sig ^ (m->unordered ? SX_SIG_UNORDERED : 0);
 }
-
-typedef struct sched_exec {
-    sched_t s;
-    uint32_t cap_n, cap_msg, cap_round;
-    /* per peer */
-    uint32_t *tx_head, *rx_head; /* next message of the stream, or SX_NONE */
-    uint32_t *tx_frag, *rx_frag; /* next fragment of the stream */
-    uint32_t *rx_total;          /* fragments of the whole stream from the peer */
-    uint32_t *tx_pipe, *rx_pipe; /* the stream's pipe entry (wire_pipe_of) or WIRE_PIPE_NONE */
-    uint32_t *rx_cred;           /* fragments of the stream from the peer credited so far */
-    /* The peers with messages to send, in PAP's visiting order (rank - 1
-     * down, wrapping); sx_pap_tx drops the finished ones, so that a pass
-     * costs the peers left, not the team size (large teams, few peers). */
-    uint32_t *tx_peers, ntx_peers;
-    uint32_t *rx_peers, nrx_peers; /* the same for receives, in rank order */
-    uint32_t *tx_seen;             /* sx_sends: the peer had arrived at its first pass */
-    uint64_t *tx_off, *rx_off;     /* bytes of the current message done */
-    /* per message */
-    uint32_t *next_send, *next_recv; /* next message of the same stream */
-    /* per round (nrounds + 1 entries) */
-    uint32_t *send_left, *recv_left, *local_left;
-    uint32_t recv_ok, send_ok, local_ok; /* every X of rounds below it is done */
-    uint32_t sends, recvs, locals;       /* still to do */
-    uint32_t tx_unordered;               /* of sends: unordered ones (round 0) */
-    /* The receive scan (sx_recvs) on a channel that tells where puts landed
-     * (chan_model_ops.landed_at): the landings the last scan had seen, and the
-     * round gate it saw. A receive the last scan could not take waits for a
-     * landing in its slot or for the gate to move, unless its placement was
-     * deferred (rx_retry): then the next scan looks at every peer. */
-    uint64_t scan_landed;
-    uint32_t scan_local_ok;
-    int scan_valid; /* scan_* describe a scan of this call */
-    int rx_retry;
-    uint32_t *rx_cand;   /* [SX_CAND_MAX]: peers whose slot a landing wrote */
-    uint32_t local_next; /* locals run in list (round) order */
-    uint32_t order_next; /* in_order: the one send that may go */
-    int in_order;
-    int by_arrival;     /* PAP: sends to peers that have arrived first (ARCOLL_SCHED_ORDER) */
-    int wait_adv;       /* a stream's first fragment waits for the receiver's advertisement */
-    uint32_t hook_next; /* dynamic schedules: the next round whose hook runs */
-    sched_mem_t mem;
-} sched_exec_t;
 
 sched_t *eng_sched(coll_req_t *r)
 {
@@ -130,7 +79,7 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
 {
     uint32_t cap_n = x->cap_n;
 
-    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 11 * sizeof(uint32_t)) != ARCOLL_OK ||
+    if (sx_grow((void **)&x->tx_head, &x->cap_n, n, 15 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->tx_off, &cap_n, n, 2 * sizeof(uint64_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->next_send, &x->cap_msg, nmsg, 2 * sizeof(uint32_t)) != ARCOLL_OK ||
         sx_grow((void **)&x->send_left, &x->cap_round, nround, 3 * sizeof(uint32_t)) != ARCOLL_OK)
@@ -145,6 +94,10 @@ static int sx_reserve(sched_exec_t *x, uint32_t n, uint32_t nmsg, uint32_t nroun
     x->tx_pipe = x->tx_seen + x->cap_n;
     x->rx_pipe = x->tx_pipe + x->cap_n;
     x->rx_cred = x->rx_pipe + x->cap_n;
+    x->tx_seq = x->rx_cred + x->cap_n;
+    x->rx_seq = x->tx_seq + x->cap_n;
+    x->tx_zc = x->rx_seq + x->cap_n;
+    x->rx_zc = x->tx_zc + x->cap_n;
     x->rx_off = x->tx_off + x->cap_n;
     x->next_recv = x->next_send + x->cap_msg;
     x->recv_left = x->send_left + x->cap_round;
@@ -199,6 +152,7 @@ static int sx_plan(coll_req_t *r, sched_exec_t *x)
     memset(x->rx_frag, 0, sizeof(uint32_t) * n);
     memset(x->rx_total, 0, sizeof(uint32_t) * n);
     memset(x->rx_cred, 0, sizeof(uint32_t) * n);
+    memset(x->tx_seq, 0, sizeof(uint32_t) * 4 * x->cap_n); /* tx_seq .. rx_zc */
     memset(x->tx_off, 0, sizeof(uint64_t) * n);
     memset(x->rx_off, 0, sizeof(uint64_t) * n);
     memset(x->send_left, 0, sizeof(uint32_t) * nr * 3);
@@ -389,30 +343,6 @@ static void sx_apply(coll_req_t *r, sched_exec_t *x, const sched_msg_t *m, uint6
     }
 }
 
-/* A stream is rejected: its remaining messages count as done, the call fails
- * with deferred MISMATCH once everything else is over. */
-static void sx_drop_rx(sched_exec_t *x, uint32_t p)
-{
-    for (uint32_t i = x->rx_head[p]; i != SX_NONE; i = x->next_recv[i]) {
-        x->recvs--;
-        if (!x->s.recv[i].unordered)
-            x->recv_left[x->s.recv[i].round]--;
-    }
-    x->rx_head[p] = SX_NONE;
-}
-
-static void sx_drop_tx(sched_exec_t *x, uint32_t p)
-{
-    for (uint32_t i = x->tx_head[p]; i != SX_NONE; i = x->next_send[i]) {
-        x->sends--;
-        if (!x->s.send[i].unordered)
-            x->send_left[x->s.send[i].round]--;
-        else
-            x->tx_unordered--;
-    }
-    x->tx_head[p] = SX_NONE;
-}
-
 void eng_sched_reject(coll_req_t *r, uint32_t p)
 {
     struct arcoll_team *t = r->team;
@@ -514,12 +444,7 @@ static int sx_rx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     r->peers[p].rx_frag = k;
     if (x->rx_off[p] == len) {
         x->rx_off[p] = 0;
-        x->rx_head[p] = x->next_recv[mi];
-        x->recvs--;
-        if (!m->unordered)
-            x->recv_left[m->round]--;
-        if (x->rx_head[p] == SX_NONE)
-            r->peers[p].rx_done = 1;
+        sx_rx_next(r, x, p);
     }
     return 1;
 }
@@ -539,10 +464,18 @@ static int sx_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     struct arcoll_team *t = r->team;
     chan_t *c = t->ctx->chan;
     uint32_t k0 = x->rx_frag[p], k, half = (wire_stream_window(&t->layout, x->rx_pipe[p]) + 1) / 2;
-    int rc;
+    int rc = 0;
 
-    while ((rc = sx_rx_frag(r, x, p)) == 1 && x->rx_head[p] != SX_NONE)
-        ;
+    while (x->rx_head[p] != SX_NONE) {
+        /* A message that meets its sender by advertisement, unless the
+         * advertisement said "copy" (then its fragments, as any other). */
+        if (x->rx_zc[p] != SX_ZC_COPY && sx_zc_ok(x, &x->s.recv[x->rx_head[p]], x->rx_seq[p]))
+            rc = sx_zc_rx(r, x, p);
+        else if ((rc = sx_rx_frag(r, x, p)) == 0 && x->zc_min != 0 && x->rx_head[p] != SX_NONE)
+            rc = sx_zc_late(r, x, p);
+        if (rc != 1 && rc != 2)
+            break;
+    }
     if (rc < 0)
         return rc;
     k = x->rx_frag[p];
@@ -570,6 +503,12 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
 
     if (m->round > x->recv_ok || m->round >= x->local_ok)
         return 0;
+    if (at == 0 && x->tx_zc[p] != SX_ZC_COPY && sx_zc_ok(x, m, x->tx_seq[p])) {
+        rc = sx_zc_tx(r, x, p);
+        if (rc != 2)
+            return rc;
+        /* The receiver asked for fragments: from here as any message. */
+    }
     if (k > 0) {
         uint64_t cred = wire_load(&t->region, wire_cred_off(&t->layout, p, r->bank));
         if (cred == wire_frag_word(r->epoch, WIRE_FRAG_REJECT)) {
@@ -617,19 +556,8 @@ static int sx_tx_frag(coll_req_t *r, sched_exec_t *x, uint32_t p)
     r->peers[p].tx_frag = k + 1;
     r->peers[p].tx_state = COLL_TX_ACTIVE;
     x->tx_off[p] = at + flen;
-    if (x->tx_off[p] == len) {
-        x->tx_off[p] = 0;
-        x->tx_head[p] = x->next_send[mi];
-        x->sends--;
-        if (!m->unordered)
-            x->send_left[m->round]--;
-        else
-            x->tx_unordered--;
-        if (x->in_order)
-            x->order_next++;
-        if (x->tx_head[p] == SX_NONE)
-            r->peers[p].tx_state = COLL_TX_DONE;
-    }
+    if (x->tx_off[p] == len)
+        sx_tx_next(r, x, p);
     return 1;
 }
 
@@ -653,7 +581,7 @@ static int sx_arrived(coll_req_t *r, sched_exec_t *x, uint32_t p)
 {
     struct arcoll_team *t = r->team;
 
-    if (x->rx_frag[p] > 0)
+    if (x->rx_frag[p] > 0 || (x->zc_min != 0 && sx_zc_arrived(r, p)))
         return 1;
     return x->rx_head[p] != SX_NONE &&
            wire_load(&t->region, wire_slot_off(&t->layout, p, r->bank)) ==
@@ -761,6 +689,7 @@ int eng_sched_start(coll_req_t *r, int mode)
     x->in_order = mode == ENG_SCHED_DIRECT;
     x->by_arrival = t->ctx->cfg.sched_order == CORE_SCHED_ORDER_ARRIVAL;
     x->wait_adv = mode != ENG_SCHED_PAP;
+    sx_zc_plan(r, x, mode);
     for (uint32_t p = 0; p < t->size; p++) {
         r->peers[p].rx_done = x->rx_head[p] == SX_NONE;
         r->peers[p].tx_state = x->tx_head[p] == SX_NONE ? COLL_TX_DONE : COLL_TX_IDLE;
@@ -856,8 +785,10 @@ static int sx_recvs(coll_req_t *r, sched_exec_t *x)
     uint32_t k = 0, i;
     int rc = ARCOLL_OK, nc = -1;
 
+    /* Zero-copy receives wait for a done word or to advertise, which no
+     * landing in a slot shows. */
     if (m != NULL && m->landed_at != NULL && x->scan_valid && !x->rx_retry &&
-        x->local_ok == x->scan_local_ok)
+        x->local_ok == x->scan_local_ok && x->zc_rx_left == 0)
         nc = sx_landed_peers(r, x, landed);
     x->rx_retry = 0;
     for (i = 0; nc >= 0 && i < (uint32_t)nc && rc == ARCOLL_OK; i++)

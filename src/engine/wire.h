@@ -174,6 +174,28 @@ static inline unsigned wire_done_status(uint64_t word)
     return (unsigned)((word >> 1) & 0x7f);
 }
 
+/* A schedule's zero-copy message (docs/protocol.md §17): message seq of a
+ * stream in the call of epoch e names its advertisement (the control slot's
+ * flag and body epoch) and its done words (in place of the epoch). The low 32
+ * bits are the epoch's, as in every word the engine's checks read as a call
+ * number (engine_check.c); bit 54 keeps every tag apart from any epoch a flat
+ * call writes there, and from WIRE_CTRL_REVOKED; a tag fits the done word's
+ * 56 bits. */
+#define WIRE_SX_SEQ_BITS 20
+#define WIRE_SX_SEQ_MAX  ((1u << WIRE_SX_SEQ_BITS) - 1)
+#define WIRE_SX_TAG_BIT  (1ULL << 54)
+
+static inline uint64_t wire_sx_tag(uint64_t epoch, uint32_t seq)
+{
+    return WIRE_SX_TAG_BIT | ((uint64_t)seq << 32) | (epoch & 0xffffffffULL);
+}
+
+/* Is word a tag of this epoch, whatever the message (the peer is in the call)? */
+static inline int wire_sx_tag_epoch(uint64_t word, uint64_t epoch)
+{
+    return (word & ~((uint64_t)WIRE_SX_SEQ_MAX << 32)) == wire_sx_tag(epoch, 0);
+}
+
 /* Region layout for a team of n ranks, banks banks (2 x its window, at most
  * WIRE_BANKS), at most lanes lanes a slot (a power of 2 up to WIRE_LANES) and
  * bounce payload b, rounded up to a

@@ -20,7 +20,7 @@ static int noticed;
  * inside that region? Then the peers memcpy into it: one copy, no
  * registration, no system call (process_vm_writev pins the pages on every
  * call: docs/performance.md). */
-static int zcopy_heap_ok(const coll_req_t *r, const void *p, size_t len)
+int eng_zcopy_heap_ok(const coll_req_t *r, const void *p, size_t len)
 {
     const struct arcoll_team *t = r->team;
     uint64_t id;
@@ -29,10 +29,10 @@ static int zcopy_heap_ok(const coll_req_t *r, const void *p, size_t len)
            t->hier->nnodes == 1 && (id = heap_node_region()) != 0 && heap_region_find(p, len) == id;
 }
 
-/* Advertise [p, p + len) by address if it can go so (zcopy_heap_ok): 1. */
+/* Advertise [p, p + len) by address if it can go so (eng_zcopy_heap_ok): 1. */
 static int zcopy_heap_key(coll_req_t *r, char *p, size_t len)
 {
-    if (!zcopy_heap_ok(r, p, len))
+    if (!eng_zcopy_heap_ok(r, p, len))
         return 0;
     memset(&r->rheap, 0, sizeof(r->rheap));
     r->team->ctx->counters.zcopy_heap_calls++;
@@ -248,7 +248,7 @@ static int zcopy_done_put(coll_req_t *r, uint32_t peer, unsigned status)
 /* ARCOLL_FAULT=zc_stall (util/util.h): the last context rank stalls once, in
  * the first write of its third zero-copy call, for 2 x ARCOLL_TIMEOUT_MS,
  * after its last look at the advertisement (coll_test stallwrite). */
-static void zcopy_fault_stall(const coll_req_t *r)
+void eng_zcopy_fault_stall(const coll_req_t *r)
 {
     static const coll_req_t *last;
     static uint64_t last_epoch;
@@ -331,13 +331,13 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
         }
     }
 #ifdef ARCOLL_FAULTS
-    zcopy_fault_stall(r);
+    eng_zcopy_fault_stall(r);
 #endif
     /* alltoallv advertises each block's own offset; the uniform forms the buffer's. */
     off = adv.boff + (coll_is_v(r) ? 0 : (uint64_t)t->rank * len);
     if (adv.rkey.kind == WIRE_KIND_HEAP) {
         char *to = (char *)(uintptr_t)(adv.rkey.addr + off);
-        if (off > adv.rkey.len || len > adv.rkey.len - off || !zcopy_heap_ok(r, to, len)) {
+        if (off > adv.rkey.len || len > adv.rkey.len - off || !eng_zcopy_heap_ok(r, to, len)) {
             log_err("zcopy: team rank %u advertised a node-heap buffer (%llu bytes at %#llx) "
                     "that a %zu-byte block at offset %llu does not fit, or that is not in this "
                     "rank's mapping of the node heap",
@@ -424,7 +424,7 @@ static void zcopy_revoke(coll_req_t *r)
     struct arcoll_team *t = r->team;
     struct arcoll_context *ctx = t->ctx;
     chan_t *c = ctx->chan;
-    uint64_t off = wire_ctrl_off(&t->layout, t->rank, r->bank), until;
+    uint64_t until;
     int open = 0;
 
     if (!r->rreg_valid && r->rheap.kind != WIRE_KIND_HEAP)
@@ -433,8 +433,7 @@ static void zcopy_revoke(coll_req_t *r)
         if (!zcopy_rx_open(r, p))
             continue;
         open++;
-        if (c->puts_sync || c->ops->peer_ready == NULL || c->ops->peer_ready(c, t->ranks[p]))
-            (void)c->ops->put_u64(c, t->ranks[p], WIRE_CTRL_REVOKED, &t->peer_region[p], off);
+        eng_zcopy_revoke_to(r, p);
     }
     if (open == 0)
         return;
@@ -445,28 +444,47 @@ static void zcopy_revoke(coll_req_t *r)
     }
     atomic_thread_fence(memory_order_seq_cst);
     until = eng_time_ns(ctx) + (uint64_t)ctx->cfg.timeout_ms * 1000000ULL;
-    for (uint32_t p = 0; p < t->size; p++) {
-        uint64_t w;
-        if (!coll_rx_keyed(r, p) || p == t->rank)
-            continue;
-        for (;;) {
-            w = wire_load(&t->region, wire_done_off(&t->layout, p, r->bank));
-            if (!wire_done_epoch_match(w, r->epoch) || wire_done_status(w) != WIRE_ST_BUSY)
-                break;
-            if (c->ops->peer_check(c, t->ranks[p]) != ARCOLL_OK)
-                break; /* gone: it writes nothing more */
-            if (until != 0 && eng_time_ns(ctx) > until) {
-                /* Alive and inside one copy (stopped, or descheduled): it
-                 * finishes that copy when it runs again, so returning now would
-                 * let it write into a buffer the caller owns again. */
-                log_warn("zcopy: team rank %u was writing into this rank's receive buffer when "
-                         "the call failed and has not finished within ARCOLL_TIMEOUT_MS; "
-                         "waiting for it to finish that copy (it is alive)",
-                         p);
-                until = 0;
-            }
-            sched_yield();
+    for (uint32_t p = 0; p < t->size; p++)
+        if (coll_rx_keyed(r, p) && p != t->rank)
+            eng_zcopy_wait_busy(r, p, r->epoch, &until);
+}
+
+void eng_zcopy_revoke_to(coll_req_t *r, uint32_t p)
+{
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+
+    /* Where a flag may land late (verbs), only over a connected QP: one
+     * that had not read the advertisement then waits instead of failing. */
+    if (c->puts_sync || c->ops->peer_ready == NULL || c->ops->peer_ready(c, t->ranks[p]))
+        (void)c->ops->put_u64(c, t->ranks[p], WIRE_CTRL_REVOKED, &t->peer_region[p],
+                              wire_ctrl_off(&t->layout, t->rank, r->bank));
+}
+
+void eng_zcopy_wait_busy(coll_req_t *r, uint32_t p, uint64_t tag, uint64_t *until)
+{
+    struct arcoll_team *t = r->team;
+    struct arcoll_context *ctx = t->ctx;
+    chan_t *c = ctx->chan;
+    uint64_t w;
+
+    for (;;) {
+        w = wire_load(&t->region, wire_done_off(&t->layout, p, r->bank));
+        if (!wire_done_epoch_match(w, tag) || wire_done_status(w) != WIRE_ST_BUSY)
+            return;
+        if (c->ops->peer_check(c, t->ranks[p]) != ARCOLL_OK)
+            return; /* gone: it writes nothing more */
+        if (*until != 0 && eng_time_ns(ctx) > *until) {
+            /* Alive and inside one copy (stopped, or descheduled): it
+             * finishes that copy when it runs again, so returning now would
+             * let it write into a buffer the caller owns again. */
+            log_warn("%s: team rank %u was writing into this rank's receive buffer when the call "
+                     "failed and has not finished within ARCOLL_TIMEOUT_MS; waiting for it to "
+                     "finish that copy (it is alive)",
+                     r->alg->name, p);
+            *until = 0;
         }
+        sched_yield();
     }
 }
 

@@ -755,6 +755,47 @@ static void test_bad(arcoll_context_t ctx)
         }
         ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
     }
+    /* A schedule's message whose length is on the zero-copy side of
+     * ARCOLL_SCHED_ZCOPY at one end only (ring allgather: rank 0's blocks are
+     * 24 bytes, the others' 16, the threshold 20; docs/protocol.md §17): rank
+     * 0 waits for an advertisement from rank 1, which waits for fragments, and
+     * rank n-1's fragments land where rank 0 waits for a done word. Every rank
+     * must report the mismatch, none time out. */
+    if (ct_nranks > 1) {
+        struct timespec a, b;
+        int codes[256], mine;
+        char alg[64], path[16];
+        snprintf(alg, sizeof(alg), "%s", arcoll_config_get(ctx, "ARCOLL_ALLGATHER_ALG"));
+        snprintf(path, sizeof(path), "%s", arcoll_config_get(ctx, "ARCOLL_PATH"));
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "10000");
+        ct_set(ctx, "ARCOLL_PATH", "auto");
+        ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "ring");
+        ct_set(ctx, "ARCOLL_SCHED_ZCOPY", "20");
+        ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "1"); /* a key at any size: CMA */
+        rc = arcoll_team_create(ctx, all, ct_nranks, &t2);
+        CHECK(rc == ARCOLL_OK, "team_create: %s", arcoll_strerror(rc));
+        memset(r, 0x5a, n * 64);
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        rc = arcoll_allgather(t2, s, r, ct_rank == 0 ? 24 : 16);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+        CHECK(rc == ARCOLL_ERR_MISMATCH, "schedule zero-copy on one side only: %s after %.2f s",
+              arcoll_strerror(rc), secs);
+        for (size_t i = n * 24; i < n * 64; i++)
+            if ((unsigned char)r[i] != 0x5a) {
+                CHECK(0, "schedule zero-copy on one side only wrote past the receive buffer");
+                break;
+            }
+        arcoll_team_destroy(ctx, t2);
+        mine = rc;
+        rc = arcoll_allgather(world, &mine, codes, sizeof(int));
+        CHECK(rc == ARCOLL_OK, "allgather of codes: %s", arcoll_strerror(rc));
+        ct_set(ctx, "ARCOLL_ZCOPY_THRESHOLD", "auto");
+        ct_set(ctx, "ARCOLL_SCHED_ZCOPY", "auto");
+        ct_set(ctx, "ARCOLL_ALLGATHER_ALG", alg);
+        ct_set(ctx, "ARCOLL_PATH", path);
+        ct_set(ctx, "ARCOLL_TIMEOUT_MS", "60000");
+    }
     /* Region settings that differ when a team is created (set after init, so
      * the init digest cannot see them): refused on every rank, never used. */
     if (ct_nranks > 1) {
@@ -849,10 +890,13 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, int
     if (!stall)
         ct_set(ctx, "ARCOLL_TIMEOUT_MS", tbuf);
     ct_set(ctx, "ARCOLL_PATH", "zcopy");
-    if (heap) {
+    /* An algorithm named in the environment stays: a schedule (ring, rdd)
+     * writes its zero-copy messages into the heap buffers by address too
+     * (protocol.md §17). */
+    if (heap && getenv("ARCOLL_ALLTOALL_ALG") == NULL)
         ct_set(ctx, "ARCOLL_ALLTOALL_ALG", "sh_co");
+    if (heap && getenv("ARCOLL_ALLGATHER_ALG") == NULL)
         ct_set(ctx, "ARCOLL_ALLGATHER_ALG", "sh_co");
-    }
     CHECK(arcoll_context_counters(ctx, &c0, sizeof(c0)) == ARCOLL_OK, "counters");
     CHECK(arcoll_context_resources(ctx, &r0) == ARCOLL_OK, "resources");
     for (uint64_t call = 1; call <= 3; call++) {

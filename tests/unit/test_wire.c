@@ -533,6 +533,36 @@ static void test_wire_load(void **state)
     assert_int_equal(wire_load(&m, 0), 0);
 }
 
+/* Schedule message tags (protocol.md §17): the low 32 bits are the epoch's
+ * (the engine's checks read them as the call number); a tag is never a flat
+ * call's epoch (below 2^54) nor WIRE_CTRL_REVOKED; it survives the done word;
+ * tags of one epoch are told apart by their message, and from other epochs'. */
+static void test_sx_tag(void **state)
+{
+    static const uint32_t seqs[] = {0, 1, 2, 1000, WIRE_SX_SEQ_MAX};
+
+    (void)state;
+    for (size_t e = 0; e < N_EPOCHS; e++) {
+        uint64_t ep = test_epochs[e];
+        for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+            uint64_t tag = wire_sx_tag(ep, seqs[i]), w;
+            assert_int_equal(tag & 0xffffffffULL, ep & 0xffffffffULL);
+            assert_true(tag >= WIRE_SX_TAG_BIT && tag != WIRE_CTRL_REVOKED);
+            assert_true(wire_sx_tag_epoch(tag, ep));
+            assert_false(wire_sx_tag_epoch(tag, ep + 1));
+            assert_false(wire_sx_tag_epoch(ep + 1, ep + 1)); /* a flat call's flag */
+            w = wire_done_word(tag, WIRE_ST_BUSY);
+            assert_true(wire_done_epoch_match(w, tag));
+            assert_int_equal(wire_done_status(w), WIRE_ST_BUSY);
+            assert_true(wire_sx_tag_epoch(w >> 8, ep));
+            for (size_t j = 0; j < sizeof(seqs) / sizeof(seqs[0]); j++)
+                if (j != i)
+                    assert_false(wire_done_epoch_match(w, wire_sx_tag(ep, seqs[j])));
+            assert_false(wire_done_epoch_match(w, wire_sx_tag(ep + 1, seqs[i])));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_layout_budget),
         cmocka_unit_test(test_layout_window),
         cmocka_unit_test(test_wire_load),
+        cmocka_unit_test(test_sx_tag),
     };
 
     return cmocka_run_group_tests_name("wire", tests, NULL, NULL);

@@ -194,6 +194,10 @@ done
 # when a call that advertised it fails; a new one serves the next call).
 ARCOLL_FAULT=zc_stall ARCOLL_ALLTOALLV_ALG=pap av verbs_stallwrite_heapmr_np3 3 \
     "lines:2:CANARY-OK stallwrite alltoallv (heap)" "$T/coll_test_fault" stallwrite alltoallv 1000
+# The same in a schedule's zero-copy message (ring allgather, docs/protocol.md §17): its
+# receive buffer is advertised in the heap MR, which the failed call revokes.
+ARCOLL_FAULT=zc_stall ARCOLL_ALLGATHER_ALG=ring av verbs_stallwrite_heapmr_ring_np3 3 \
+    "lines:2:CANARY-OK stallwrite allgather (heap)" "$T/coll_test_fault" stallwrite allgather 1000
 av verbs_bench_np4 4 ok bash -c "'$B/bin/arcoll-bench' -m 2048:4096 -M 0,32 -i 10 -x 2 -v &&
     echo 'bench: 1 passed, 0 failed'"
 # One RDMA WRITE through the channel, measured like ib_write_lat / ib_write_bw above.
