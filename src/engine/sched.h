@@ -83,7 +83,12 @@ typedef struct sched_msg {
     uint32_t round; /* dependency level, rule 1 and 4 */
     uint32_t seg;   /* segments: segs[seg .. seg + nseg) */
     uint32_t nseg : SCHED_NSEG_BITS;
-    uint32_t action : 6; /* receives: SCHED_COPY or SCHED_REDUCE */
+    /* Receives: SCHED_COPY or SCHED_REDUCE. Sends: what the receiver does
+     * with it, set on the message just added where it reduces (both ends
+     * must agree: a reduced message never takes the zero-copy rendezvous,
+     * docs/protocol.md §17; a send left at SCHED_COPY whose receive reduces
+     * is a mismatch there). */
+    uint32_t action : 6;
     /* Sends and receives of round 0 only: outside the round order (they
      * neither wait for nor hold back any round; the call still completes
      * only after them). For messages nothing else depends on, such as

@@ -61,10 +61,10 @@ typedef struct sched_exec {
     uint32_t hook_next; /* dynamic schedules: the next round whose hook runs */
     sched_mem_t mem;
     /* Zero-copy messages (sched_zc.c, docs/protocol.md §17). */
-    uint64_t zc_min;            /* messages of at least this many bytes; 0: none this call */
-    uint32_t *tx_seq, *rx_seq;  /* per peer: the current message's number in its stream */
-    uint32_t *tx_zc, *rx_zc;    /* per peer: SX_ZC_* of the current message */
-    uint32_t zc_rx_left;        /* eligible receives not done: no landing-scan shortcut */
+    uint64_t zc_min;             /* messages of at least this many bytes; 0: none this call */
+    uint32_t *tx_seq, *rx_seq;   /* per peer: the current message's number in its stream */
+    uint32_t *tx_zc, *rx_zc;     /* per peer: SX_ZC_* of the current message */
+    uint32_t zc_rx_left;         /* eligible receives not done: no landing-scan shortcut */
     zmem_ref_t zreg[SCHED_NBUF]; /* RECV, TMP: registered for this call */
     int zstate[SCHED_NBUF];      /* SX_ZREG_* */
     uint64_t zlo[SCHED_NBUF], zhi[SCHED_NBUF]; /* the span its eligible receives write */
@@ -92,7 +92,8 @@ static inline int sx_zc_ok(const sched_exec_t *x, const sched_msg_t *m, uint32_t
      * included) and move TMP: only its unordered ones (SLOAV's direct blocks),
      * whose lengths both ends know at the start, qualify. */
     return x->zc_min != 0 && (x->s.hook == NULL || m->unordered) && !m->open &&
-           seq <= WIRE_SX_SEQ_MAX && sched_msg_len(&x->s, m) >= x->zc_min;
+           m->action == SCHED_COPY && seq <= WIRE_SX_SEQ_MAX &&
+           sched_msg_len(&x->s, m) >= x->zc_min;
 }
 /* Receiver: advertise the current message of peer p's stream or take its
  * done word: 1 the message is complete, 2 it goes by the copy path (take its
@@ -177,6 +178,5 @@ static inline void sx_drop_tx(sched_exec_t *x, uint32_t p)
     }
     x->tx_head[p] = SX_NONE;
 }
-
 
 #endif

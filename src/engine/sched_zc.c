@@ -264,18 +264,14 @@ int sx_zc_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
             return 0;
         w = wire_load(&t->region, wire_done_off(&t->layout, p, r->bank));
         if (!wire_done_epoch_match(w, tag))
-            return sx_zc_mismatch_rx(r, x, p, "sent by the copy path a message we expect zero-copy");
+            return sx_zc_mismatch_rx(r, x, p,
+                                     "sent by the copy path a message we expect zero-copy");
     }
     switch (wire_done_status(w)) {
-    case WIRE_ST_BUSY:
-        return 0; /* writing now; the done word follows */
-    case WIRE_ST_OK:
-        sx_rx_next(r, x, p);
-        return 1;
-    case WIRE_ST_REVOKED:
-        return 0; /* our revocation: the call is failing anyway */
-    default:
-        return sx_zc_mismatch_rx(r, x, p, "refused our advertisement or passes on a mismatch");
+    case WIRE_ST_BUSY: return 0; /* writing now; the done word follows */
+    case WIRE_ST_OK: sx_rx_next(r, x, p); return 1;
+    case WIRE_ST_REVOKED: return 0; /* our revocation: the call is failing anyway */
+    default: return sx_zc_mismatch_rx(r, x, p, "refused our advertisement or passes on a mismatch");
     }
 }
 
@@ -344,8 +340,8 @@ static int sx_zc_write(coll_req_t *r, sched_exec_t *x, uint32_t p, const sched_m
         return rc;
     for (uint32_t i = 0; i < m->nseg && rc == ARCOLL_OK; i++) {
         if (g[i].len > 0)
-            rc = c->ops->put(c, t->ranks[p], x->mem.buf[g[i].buf] + g[i].off, g[i].len, NULL,
-                             &dst, pos);
+            rc = c->ops->put(c, t->ranks[p], x->mem.buf[g[i].buf] + g[i].off, g[i].len, NULL, &dst,
+                             pos);
         pos += g[i].len;
     }
     c->ops->rmem_release(c, &dst);

@@ -129,8 +129,10 @@ static int lin_reduce_round(const coll_req_t *r, sched_t *s, int src, const uint
         uint32_t to = (me + i) % n, from = (me + n - i) % n;
         sched_seg_t g = lin_seg(src, lo[to] * e, (hi[to] - lo[to]) * e);
         rc = sched_add_send(s, 0, to, &g, 1);
-        if (rc == 0)
+        if (rc == 0) {
+            s->send[s->nsend - 1].action = SCHED_REDUCE; /* its receiver reduces it */
             rc = sched_add_recv_at(s, 0, from, SCHED_REDUCE, first, 1);
+        }
     }
     return rc;
 }

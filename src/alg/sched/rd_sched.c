@@ -169,6 +169,7 @@ static int rd_msg(rd_ctx_t *c, int send, uint32_t round, uint32_t peer, int acti
 {
     sched_seg_t *g = c->segs;
     uint32_t m = 0;
+    int rc;
 
     for (uint32_t i = 0; i < nblk; i++) {
         sched_seg_t x = rd_seg(c, blk[i], send);
@@ -181,9 +182,12 @@ static int rd_msg(rd_ctx_t *c, int send, uint32_t round, uint32_t peer, int acti
     }
     if (m == 0)
         return ARCOLL_OK; /* both ends know the lengths: an empty message is left out */
-    if (send)
-        return sched_add_send(c->s, round, peer, g, m);
-    return sched_add_recv(c->s, round, peer, action, g, m);
+    if (!send)
+        return sched_add_recv(c->s, round, peer, action, g, m);
+    rc = sched_add_send(c->s, round, peer, g, m);
+    if (rc == ARCOLL_OK)
+        c->s->send[c->s->nsend - 1].action = (uint32_t)action; /* what its receiver does */
+    return rc;
 }
 
 static int rd_local(rd_ctx_t *c, uint32_t round, sched_seg_t dst, sched_seg_t src)
@@ -225,7 +229,7 @@ static int rd_rs_stage(rd_ctx_t *c, uint32_t s, uint32_t round)
     to = p < c->n ? p : rd_provider(c, p, s);
     if (to < c->n) {
         nb = rd_class(c, p, s);
-        rc = rd_msg(c, 1, round, to, SCHED_COPY, c->ranks, nb);
+        rc = rd_msg(c, 1, round, to, SCHED_REDUCE, c->ranks, nb);
     }
     nb = rd_class(c, c->me, s);
     if (rc == ARCOLL_OK && p < c->n)
@@ -263,7 +267,7 @@ static int rd_rs_ring(rd_ctx_t *c)
     for (uint32_t r = 0; rc == ARCOLL_OK && r + 1 < n; r++) {
         uint32_t js = (uint32_t)((c->me + 2ull * n - r - 1) % n);
         uint32_t jr = (uint32_t)((c->me + 2ull * n - r - 2) % n);
-        rc = rd_msg(c, 1, r, next, SCHED_COPY, &js, 1);
+        rc = rd_msg(c, 1, r, next, SCHED_REDUCE, &js, 1);
         if (rc == ARCOLL_OK)
             rc = rd_msg(c, 0, r, prev, SCHED_REDUCE, &jr, 1);
     }
