@@ -487,8 +487,14 @@ static void sx_zc_end(coll_req_t *r, int failed)
     if (failed)
         sx_zc_revoke(r, x);
     for (int b = 0; b < SCHED_NBUF; b++) {
+        int cached = x->zstate[b] == SX_ZREG_REG && x->zreg[b].ent != NULL;
         if (x->zstate[b] == SX_ZREG_REG)
             zmem_put(ctx, &x->zreg[b]);
+        /* TMP is ours: its reallocations are reported to no registration
+         * cache (ARCOLL_REGCACHE=on trusts the caller to report frees), so
+         * what the cache took for it must not outlive the call. */
+        if (cached && b == SCHED_BUF_TMP)
+            zmem_invalidate(ctx, x->mem.buf[b] + x->zlo[b], x->zhi[b] - x->zlo[b]);
         x->zstate[b] = SX_ZREG_UNTRIED;
     }
 }

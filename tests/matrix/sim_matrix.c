@@ -68,7 +68,7 @@ static const shape_t default_shapes[] = {
     {16, "1", {0}},                           /* four rounds (sloav) */
     {4, "4", {SLOTS64}}, /* one node of four: the node algorithms' one-node case */
     {8, "4", {"ARCOLL_SCHED_ORDER", "fixed"}}, /* two nodes of four; sends in a fixed order */
-    {6, "2", {0}},                             /* three nodes of two */
+    {6, "2", {"ARCOLL_REGCACHE", "on"}},       /* three nodes of two; zero-copy keys cached */
     {6, "3,2,1", {0}},                         /* unequal nodes */
     {12, "4", {0}},                            /* three nodes of four */
 };
