@@ -785,10 +785,12 @@ static int sx_recvs(coll_req_t *r, sched_exec_t *x)
     uint32_t k = 0, i;
     int rc = ARCOLL_OK, nc = -1;
 
-    /* Zero-copy receives wait for a done word or to advertise, which no
-     * landing in a slot shows. */
+    /* Zero-copy receives wait for a done word or to advertise, and a late
+     * copy-path receive advertises after SX_ZC_LATE_POLLS passes (then watches
+     * for a refusal): no landing in a slot shows either. */
     if (m != NULL && m->landed_at != NULL && x->scan_valid && !x->rx_retry &&
-        x->local_ok == x->scan_local_ok && x->zc_rx_left == 0)
+        x->local_ok == x->scan_local_ok && x->zc_rx_left == 0 &&
+        (x->zc_min == 0 || r->polls < SX_ZC_LATE_POLLS))
         nc = sx_landed_peers(r, x, landed);
     x->rx_retry = 0;
     for (i = 0; nc >= 0 && i < (uint32_t)nc && rc == ARCOLL_OK; i++)

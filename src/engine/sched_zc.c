@@ -16,7 +16,9 @@
  * are written once instead of into a bounce slot and out again. Without a key
  * (a reduction, a destination in pieces, a buffer that cannot be registered
  * or reached by address) the message takes the copy path after one one-way
- * latency; zc_min keeps that to messages for which a keyed write is possible.
+ * latency; zc_min keeps that to messages for which a keyed write is possible
+ * on such a team (a buffer outside the node heap on a heap team still pays
+ * it, up to the channel's registration threshold).
  *
  * A call that fails revokes what it advertised (sx_zc_revoke), as the flat
  * zero-copy path does (engine/zcopy.c): no sender writes into its buffers
@@ -216,8 +218,16 @@ static int sx_zc_advertise(coll_req_t *r, uint32_t p, uint64_t tag, uint64_t len
     return rc != ARCOLL_OK ? rc : c->ops->put_u64(c, t->ranks[p], tag, &t->peer_region[p], off);
 }
 
+/* A disagreement with peer p found by a receive: drop p's stream. The sender
+ * learns of it from the reject credit, as from a copy-path receiver's
+ * (eng_sched_reject): a zero-copy sender would otherwise wait for an
+ * advertisement of the stream's next message. Our own messages to p go on,
+ * poisoned (§12): the ranks downstream learn of the mismatch from them. */
 static int sx_zc_mismatch_rx(coll_req_t *r, sched_exec_t *x, uint32_t p, const char *why)
 {
+    struct arcoll_team *t = r->team;
+    chan_t *c = t->ctx->chan;
+
     if (!r->deferred)
         log_err("%s (epoch %llu, %s): team rank %u %s (message %u of its stream to this rank): "
                 "its counts or arguments disagree with ours",
@@ -226,7 +236,8 @@ static int sx_zc_mismatch_rx(coll_req_t *r, sched_exec_t *x, uint32_t p, const c
     r->deferred = ARCOLL_ERR_MISMATCH;
     sx_drop_rx(x, p);
     r->peers[p].rx_done = 1;
-    return 0;
+    return c->ops->put_u64(c, t->ranks[p], wire_frag_word(r->epoch, WIRE_FRAG_REJECT),
+                           &t->peer_region[p], wire_cred_off(&t->layout, t->rank, r->bank));
 }
 
 int sx_zc_rx(coll_req_t *r, sched_exec_t *x, uint32_t p)
@@ -413,8 +424,12 @@ int sx_zc_tx(coll_req_t *r, sched_exec_t *x, uint32_t p)
     eng_zcopy_fault_stall(r);
 #endif
     rc = sx_zc_write(r, x, p, m, &adv, len);
-    if (rc != ARCOLL_OK)
+    if (rc != ARCOLL_OK) {
+        /* Not BUSY any more: a receiver revoking waits for no write of ours. */
+        if (c->puts_sync)
+            (void)sx_zc_done(r, p, tag, WIRE_ST_REVOKED);
         return rc;
+    }
     /* After a mismatch here what we send is poisoned, as on the copy path. */
     rc = sx_zc_done(r, p, tag, r->deferred ? WIRE_ST_MISMATCH : WIRE_ST_OK);
     if (rc != ARCOLL_OK)

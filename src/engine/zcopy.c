@@ -343,6 +343,9 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
                     "rank's mapping of the node heap",
                     peer, (unsigned long long)adv.rkey.len, (unsigned long long)adv.rkey.addr, len,
                     (unsigned long long)off);
+            /* Not BUSY any more (heap keys: puts_sync): a receiver revoking
+             * waits for no write of ours. */
+            (void)zcopy_done_put(r, peer, WIRE_ST_REVOKED);
             return ARCOLL_ERR_CHANNEL;
         }
         memcpy(to, coll_src(r, peer), len);
@@ -353,6 +356,8 @@ static int zcopy_tx(coll_req_t *r, uint32_t peer)
         rc = c->ops->put(c, t->ranks[peer], coll_src(r, peer), len,
                          r->sreg_valid ? r->sreg.mem : NULL, &dst, off);
         c->ops->rmem_release(c, &dst);
+        if (rc != ARCOLL_OK && c->puts_sync)
+            (void)zcopy_done_put(r, peer, WIRE_ST_REVOKED); /* not BUSY any more, as above */
         if (rc != ARCOLL_OK)
             return rc;
     }

@@ -402,6 +402,11 @@ else
     run heap-preload ok env LD_PRELOAD="$B/lib/libarcoll_heap.so" ARCOLL_HEAP_SIZE=64m \
         ARCOLL_HEAP_HUGE=1m "$T/heap_preload_test"
     run heap-preload-absent-is-caught fail:"is in the heap" "$T/heap_preload_test"
+    # Disagreements across ranks (vbad) with every buffer in the node heap: the schedules'
+    # messages from 4 KiB meet by rendezvous (docs/protocol.md §17), so each kind of
+    # disagreement must end in a mismatch on that path too, never a hang.
+    run mpirun-3-vbad-heap ok env LD_PRELOAD="$B/lib/libarcoll_heap.so" $MPIRUN -np 3 \
+        "$T/coll_test" vbad
 fi
 run mpirun-4-heap ok $MPIRUN -np 4 "$T/coll_test" heap
 # Zero-copy calls on heap buffers reallocated per call: smp makes no heap MR (the heap MR's
