@@ -151,6 +151,10 @@ typedef struct arcoll_counters {
      * on one host, an RDMA key across hosts; docs/protocol.md §6). */
     unsigned long long zcopy_heap_calls;
     unsigned long long zcopy_reg_calls;
+    /* Late keyless advertisements of schedule messages (docs/protocol.md
+     * §17): a receive the copy path serves that waited 256 passes. Never in
+     * the library's own agreements (a team's barrier before its memory goes). */
+    unsigned long long sched_zc_late;
 } arcoll_counters_t;
 /* ARCOLL_ERR_INVALID if out is NULL or size is 0. [serialized] */
 int arcoll_context_counters(arcoll_context_t ctx, arcoll_counters_t *out, size_t size);

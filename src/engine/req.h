@@ -46,7 +46,9 @@ typedef struct coll_args {
     /* The library's own agreement (closing barrier, a split's outcome): the
      * dispatcher's auto pick, never the algorithm the user forced for the
      * collective (a linear pap allreduce of one word at 4096 ranks is 34 M
-     * messages, empty ones included, where rdh needs about 8 K). */
+     * messages, empty ones included, where rdh needs about 8 K), and no
+     * zero-copy schedule message nor late advertisement (sched_zc.c); a
+     * family passes it on to its inner steps. */
     int internal;
 } coll_args_t;
 

@@ -101,7 +101,13 @@ void sx_zc_plan(coll_req_t *r, sched_exec_t *x, int mode)
      * the kind of schedule (one algorithm), and whether the team's ranks all
      * map the node heap (team records). Without the heap, a keyed write needs
      * a registration, which pays from the channel's threshold on. */
-    if (mode != ENG_SCHED_PAP || min == 0 || ctx->cfg.path == CORE_PATH_COPY || !ctx->chan->zcopy)
+    /* Not in the library's own agreements (r->args.internal, the same on every
+     * rank): the last of them before a team's memory goes (arcoll_team_free,
+     * finalize) must not write into a peer after that peer may be done, and a
+     * late advertisement would (verbs: a remote access error that takes the
+     * pair's QP down; protocol.md §17). Their messages are a few bytes anyway. */
+    if (mode != ENG_SCHED_PAP || min == 0 || r->args.internal || ctx->cfg.path == CORE_PATH_COPY ||
+        !ctx->chan->zcopy)
         return;
     if (ctx->cfg.path == CORE_PATH_ZCOPY)
         min = 1;
@@ -298,6 +304,7 @@ int sx_zc_late(coll_req_t *r, sched_exec_t *x, uint32_t p)
         rc = sx_zc_advertise(r, p, tag, sched_msg_len(&x->s, &x->s.recv[x->rx_head[p]]), NULL, 0);
         if (rc != ARCOLL_OK)
             return rc;
+        t->ctx->counters.sched_zc_late++;
         x->rx_zc[p] = SX_ZC_COPY;
         return 0;
     }

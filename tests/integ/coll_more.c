@@ -735,6 +735,40 @@ void ct_test_vskew(arcoll_context_t ctx, long iters, long us)
 /* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse
  * rank order; collectives on the new team (a node algorithm too), a split of
  * the split, then destroy. */
+/* Teams made and freed in turn, one rank late to every free (a different one
+ * each time): the others wait in the free's barrier, the team's last exchange
+ * before its memory goes, long past the 256 passes after which a schedule's
+ * receive advertises late (protocol.md §17). The library's own agreements
+ * write nothing late: over verbs such a write can land after its peer
+ * deregistered the team's memory, a remote access error that takes the
+ * pair's QP down for every team. Counted here on any channel. */
+void ct_test_churn(arcoll_context_t ctx, long cycles)
+{
+    arcoll_team_t world = arcoll_team_world(ctx), sub;
+    arcoll_counters_t c0, c1;
+    long i;
+    int rc = arcoll_context_counters(ctx, &c0, sizeof(c0));
+
+    CHECK(rc == ARCOLL_OK, "counters: %s", arcoll_strerror(rc));
+    for (i = 0; i < cycles && rc == ARCOLL_OK; i++) {
+        sub = NULL;
+        rc = arcoll_team_split(world, 0, (int)((ct_rank + i) % ct_nranks), &sub);
+        CHECK(rc == ARCOLL_OK && sub != NULL, "cycle %ld: team_split: %s (%s)", i,
+              arcoll_strerror(rc), arcoll_last_error(NULL));
+        if (rc != ARCOLL_OK || sub == NULL)
+            break;
+        if (ct_rank == (int)(i % ct_nranks))
+            usleep(2000);
+        rc = arcoll_team_free(sub);
+        CHECK(rc == ARCOLL_OK, "cycle %ld: team_free: %s (%s)", i, arcoll_strerror(rc),
+              arcoll_last_error(NULL));
+    }
+    rc = arcoll_context_counters(ctx, &c1, sizeof(c1));
+    CHECK(rc == ARCOLL_OK && c1.sched_zc_late == c0.sched_zc_late,
+          "%ld team cycles: %llu late advertisements in the library's own agreements (want 0)", i,
+          c1.sched_zc_late - c0.sched_zc_late);
+}
+
 void ct_test_split(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), sub = NULL, sub2 = NULL;

@@ -1510,6 +1510,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
         ct_test_vbad(ctx);
     else if (strcmp(mode, "split") == 0)
         ct_test_split(ctx);
+    else if (strcmp(mode, "churn") == 0)
+        ct_test_churn(ctx, argc > 2 ? atol(argv[2]) : 40);
     else if (strcmp(mode, "inflight") == 0)
         ct_test_inflight(ctx);
     else if (strcmp(mode, "vskew") == 0)

@@ -56,6 +56,7 @@ void ct_test_v(arcoll_context_t ctx);
 void ct_test_a2av(arcoll_context_t ctx);
 void ct_test_vbad(arcoll_context_t ctx);
 void ct_test_split(arcoll_context_t ctx);
+void ct_test_churn(arcoll_context_t ctx, long cycles);
 void ct_test_inflight(arcoll_context_t ctx);
 void ct_test_vskew(arcoll_context_t ctx, long iters, long us);
 /* coll_heapmr.c */

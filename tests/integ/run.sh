@@ -180,6 +180,9 @@ for n in 1 2 3 5 8; do
 done
 run split-8-nodes-2 ok env ARCOLL_NODE_SIZE=2 $MPIRUN -np 8 "$T/coll_test" split
 run split-6-nodes-3,1 ok env ARCOLL_NODE_SIZE=3,1 $MPIRUN -np 6 "$T/coll_test" split
+# 40 teams made and freed, a rank late to each free: the library's own agreements write
+# nothing late (no late advertisement; protocol.md §17). Fails with 60+ without that rule.
+run mpirun-3-churn ok $MPIRUN -np 3 "$T/coll_test" churn 40
 run fork-4-v ok "$T/fork_test" 4 v
 for alg in pap direct ring rdd rdh; do
     for n in 4 5; do

@@ -130,8 +130,12 @@ static int nl_inner_start(coll_req_t *r, const void *sbuf, void *rbuf, int misma
     const hier_t *h = r->team->hier;
     size_t bytes = r->bytes * h->lmax - (mismatch ? 1 : 0);
     const coll_alg_t *alg = r->alg->variant == NL_V_SA_DIRECT ? &coll_alg_direct : &coll_alg_pap;
-    coll_args_t a = {
-        .type = COLL_ALLTOALL, .sbuf = sbuf, .rbuf = rbuf, .bytes = bytes, .call = r->epoch};
+    coll_args_t a = {.type = COLL_ALLTOALL,
+                     .sbuf = sbuf,
+                     .rbuf = rbuf,
+                     .bytes = bytes,
+                     .call = r->epoch,
+                     .internal = r->args.internal};
     coll_req_t *in;
     int rc;
 

@@ -310,7 +310,8 @@ static int shm_master_local(coll_req_t *r)
                           .sbuf = shm_send(r),
                           .rbuf = hier_seg_at(g, g->lay.off_recv),
                           .bytes = bytes,
-                          .call = r->epoch};
+                          .call = r->epoch,
+                          .internal = r->args.internal};
         rc = eng_start(h->xteam, &in, shm_inner_alg(r), COLL_F_INNER, NULL, &SC(r)->inner);
     }
     if (rc == ARCOLL_ERR_MISMATCH && SC(r)->inner != NULL && !r->deferred)

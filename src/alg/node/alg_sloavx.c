@@ -410,7 +410,8 @@ static int slx_master_start(coll_req_t *r)
                           .rcounts = st->rc,
                           .rdispls = st->rd,
                           .sig = r->args.sig,
-                          .call = r->epoch};
+                          .call = r->epoch,
+                          .internal = r->args.internal};
         return eng_start(h->xteam, &in, &coll_alg_pap, COLL_F_INNER, NULL, &XC(r)->inner);
     }
 }
