@@ -212,9 +212,15 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *empty
             rc = coll_span(what, "send", t->size, a->scounts, a->sdispls, &slo, &shi);
         if (rc != ARCOLL_OK)
             return rc;
-        for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
-            rc = coll_frags_ok(t, what,
-                               a->scounts[j] > a->rcounts[j] ? a->scounts[j] : a->rcounts[j]);
+        if (!a->in_place) { /* the longest block bounds every block's fragments */
+            size_t most = 0;
+            for (uint32_t j = 0; j < t->size; j++) {
+                if (a->scounts[j] > most)
+                    most = a->scounts[j];
+                if (a->rcounts[j] > most)
+                    most = a->rcounts[j];
+            }
+            rc = coll_frags_ok(t, what, most);
             if (rc != ARCOLL_OK)
                 return rc;
         }
@@ -236,8 +242,12 @@ static int coll_validate(const struct arcoll_team *t, coll_args_t *a, int *empty
         }
         if (a->in_place)
             a->bytes = a->rcounts[t->rank];
-        for (uint32_t j = 0; !a->in_place && j < t->size; j++) {
-            rc = coll_frags_ok(t, what, a->rcounts[j]);
+        if (!a->in_place) {
+            size_t most = 0;
+            for (uint32_t j = 0; j < t->size; j++)
+                if (a->rcounts[j] > most)
+                    most = a->rcounts[j];
+            rc = coll_frags_ok(t, what, most);
             if (rc != ARCOLL_OK)
                 return rc;
         }

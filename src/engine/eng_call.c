@@ -495,19 +495,20 @@ static int eng_is_flat(const coll_req_t *r)
                                            (coll_is_v(r) && !r->args.in_place));
 }
 
-/* The most copy-path fragments of any block this call sends or receives. */
+/* The most copy-path fragments of any block this call sends or receives: those
+ * of its longest block (one count of fragments, not one per block). */
 static uint32_t eng_max_frags(const coll_req_t *r)
 {
-    uint32_t n = 1;
+    size_t len = 0;
 
     for (uint32_t j = 0; j < r->team->size; j++) {
-        uint32_t tx = coll_nfrags(r, coll_tx_len(r, j)), rx = coll_nfrags(r, coll_rx_len(r, j));
-        if (tx > n)
-            n = tx;
-        if (rx > n)
-            n = rx;
+        size_t tx = coll_tx_len(r, j), rx = coll_rx_len(r, j);
+        if (tx > len)
+            len = tx;
+        if (rx > len)
+            len = rx;
     }
-    return n;
+    return coll_nfrags(r, len);
 }
 
 /* How the call's bytes move: a flat algorithm's per-peer protocol, or none. */

@@ -54,31 +54,11 @@ static const chan_rkey_t *zcopy_rkey(const coll_req_t *r, const char **base)
     return r->rreg_valid ? &r->rreg.mem->rkey : NULL;
 }
 
-/* The bytes [*lo, *hi) of the buffer that the zero-copy blocks of counts/displs
- * span (a pair is zero-copy by its length: eng_zcopy_pick); 0 if none. */
-static int zcopy_v_span(coll_req_t *r, const size_t *counts, const size_t *displs, size_t *lo,
-                        size_t *hi)
-{
-    const struct arcoll_team *t = r->team;
-
-    *lo = SIZE_MAX;
-    *hi = 0;
-    for (uint32_t j = 0; j < t->size; j++) {
-        if (j == t->rank || counts[j] == 0 || !eng_zcopy_pick(r, counts[j]))
-            continue;
-        if (displs[j] < *lo)
-            *lo = displs[j];
-        if (displs[j] + counts[j] > *hi)
-            *hi = displs[j] + counts[j];
-    }
-    return *hi != 0;
-}
-
-/* alltoallv, allgatherv: register the span of the zero-copy blocks once,
- * then give each sender its own advertisement: the word to agree on
- * (coll_v_word: alltoallv, the length we expect from it) and, for a
- * zero-copy pair, the key and offset of its block (no key: the copy path).
- * A sender checks the word before writing a byte. */
+/* alltoallv and allgatherv: each pair's path by its own length (eng_zcopy_pick),
+ * in one pass over the peers (a small call's fixed cost is per function and
+ * per pass, not per byte): the spans of the receive and send buffers that the
+ * zero-copy blocks cover, registered (or keyed by address) once; then per peer
+ * the advertisement, or, for a copy pair both ways, none (below). */
 static int zcopy_v_start(coll_req_t *r)
 {
     struct arcoll_team *t = r->team;
@@ -86,52 +66,69 @@ static int zcopy_v_start(coll_req_t *r)
     const coll_args_t *a = &r->args;
     const chan_rkey_t *key;
     const char *base;
-    size_t lo, hi;
-    wire_ctrl_t adv;
-    int rc;
+    size_t rlo = SIZE_MAX, rhi = 0, slo = SIZE_MAX, shi = 0;
+    int eager_ok = !r->is_direct && !t->after_partial, rc;
 
-    if (zcopy_v_span(r, a->rcounts, a->rdispls, &lo, &hi) &&
-        !zcopy_heap_key(r, r->rbuf + lo, hi - lo)) {
-        rc = zmem_get(ctx, r->rbuf + lo, hi - lo, &r->rreg);
+    for (uint32_t i = 1; i < t->size; i++) {
+        uint32_t peer = (t->rank + i) % t->size;
+        coll_peer_t *p = &r->peers[peer];
+        size_t rc_len = a->rcounts[peer], tx = coll_tx_len(r, peer);
+        p->rx_zc = rc_len > 0 && eng_zcopy_pick(r, rc_len);
+        p->tx_eager = !eng_zcopy_pick(r, tx);
+        if (p->rx_zc) {
+            if (a->rdispls[peer] < rlo)
+                rlo = a->rdispls[peer];
+            if (a->rdispls[peer] + rc_len > rhi)
+                rhi = a->rdispls[peer] + rc_len;
+        }
+        if (tx > 0 && !p->tx_eager && r->type == COLL_ALLTOALLV) {
+            if (a->sdispls[peer] < slo)
+                slo = a->sdispls[peer];
+            if (a->sdispls[peer] + tx > shi)
+                shi = a->sdispls[peer] + tx;
+        }
+    }
+    if (r->type == COLL_ALLGATHERV) { /* one block, its own, to every peer */
+        slo = 0;
+        shi = r->bytes > 0 && eng_zcopy_pick(r, r->bytes) ? r->bytes : 0;
+    }
+    if (rhi != 0 && !zcopy_heap_key(r, r->rbuf + rlo, rhi - rlo)) {
+        rc = zmem_get(ctx, r->rbuf + rlo, rhi - rlo, &r->rreg);
         if (rc == ARCOLL_OK) {
             r->rreg_valid = 1;
             ctx->counters.zcopy_reg_calls++;
         } else if (rc == ARCOLL_ERR_NOMEM && !noticed++)
             log_warn("%s: registering a %zu-byte receive buffer failed; this and later such "
                      "calls fall back to the copy path",
-                     ctx->chan->ops->name, hi - lo);
+                     ctx->chan->ops->name, rhi - rlo);
         else if (rc != ARCOLL_ERR_NOMEM)
             return rc;
     }
-    if (r->type == COLL_ALLGATHERV) { /* one block, its own, to every peer */
-        lo = 0;
-        hi = r->bytes > 0 && eng_zcopy_pick(r, r->bytes) ? r->bytes : 0;
-    } else {
-        (void)zcopy_v_span(r, a->scounts, a->sdispls, &lo, &hi); /* none: hi 0 */
-    }
-    if (hi != 0 && zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + lo), hi - lo, &r->sreg) == ARCOLL_OK)
+    if (shi != 0 &&
+        zmem_get(ctx, (void *)(uintptr_t)(r->sbuf + slo), shi - slo, &r->sreg) == ARCOLL_OK)
         r->sreg_valid = 1;
     key = zcopy_rkey(r, &base);
     for (uint32_t i = 1; i < t->size; i++) {
         uint32_t peer = (t->rank + i) % t->size;
-        memset(&adv, 0, sizeof(adv));
-        adv.size = coll_v_word(r, peer);
-        if (key != NULL && a->rcounts[peer] > 0 && eng_zcopy_pick(r, a->rcounts[peer])) {
-            adv.rkey = *key;
-            adv.boff = (uint64_t)(coll_dst(r, peer) - base);
-            r->peers[peer].rx_zc = 1;
-        }
+        coll_peer_t *p = &r->peers[peer];
+        wire_ctrl_t adv;
+        p->rx_zc = p->rx_zc && key != NULL;
         /* Not after the split's partial exchanges: there the bank may still be
          * read (protocol.md §5, which this advertisement-first write keeps safe). */
-        r->peers[peer].tx_eager =
-            !r->is_direct && !t->after_partial && !eng_zcopy_pick(r, coll_tx_len(r, peer));
+        p->tx_eager = p->tx_eager && eager_ok;
         /* A copy pair both ways: our block to it, sent at once, carries the
          * same word in its header (want), so the advertisement is held back,
          * a line each way fewer (zcopy_adv_late writes it if the peer's
          * block is slow to come: a peer that waits for it). */
-        if (r->peers[peer].tx_eager && !r->peers[peer].rx_zc) {
-            r->peers[peer].adv_owed = 1;
+        if (p->tx_eager && !p->rx_zc) {
+            p->adv_owed = 1;
             continue;
+        }
+        memset(&adv, 0, sizeof(adv));
+        adv.size = coll_v_word(r, peer);
+        if (p->rx_zc) {
+            adv.rkey = *key;
+            adv.boff = (uint64_t)(coll_dst(r, peer) - base);
         }
         rc = coll_advertise_to(r, peer, &adv);
         if (rc != ARCOLL_OK)
