@@ -867,11 +867,12 @@ static void test_bad(arcoll_context_t ctx)
  * must wait for that copy to end before it returns, on verbs the heap MR must
  * be revoked (heap alltoallv: by address on shared memory, the heap MR on
  * verbs). */
-static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, int stall, long t_ms)
+static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, int stall, long t_ms,
+                           size_t len)
 {
     char tbuf[32];
     arcoll_team_t world = arcoll_team_world(ctx);
-    size_t n = (size_t)ct_nranks, len = 256 << 10, changed = 0;
+    size_t n = (size_t)ct_nranks, changed = 0;
     int alltoall = strcmp(coll, "allgather") != 0, v = strcmp(coll, "alltoallv") == 0;
     uint8_t *s = heap ? arcoll_heap_calloc(n, len) : calloc(n, len);
     uint8_t *r = heap ? arcoll_heap_calloc(n, len) : calloc(n, len);
@@ -1538,7 +1539,8 @@ int coll_test_main(int argc, char **argv, const arcoll_oob_t *oob)
             test_kill(ctx);
         else if (strcmp(mode, "failtell") != 0)
             test_latewrite(ctx, argc > 2 ? argv[2] : "alltoall", mode[0] != 'l', mode[0] == 's',
-                           argc > 3 ? atol(argv[3]) : 1000);
+                           argc > 3 ? atol(argv[3]) : 1000,
+                           argc > 4 ? (size_t)atol(argv[4]) : (size_t)256 << 10);
         else
             test_failtell(ctx);
         if (heap_early != NULL)

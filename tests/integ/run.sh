@@ -489,6 +489,10 @@ run latewrite-3-shco-alltoall lines 2 "CANARY-OK latewrite" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoall 500
 run latewrite-3-heap-alltoallv lines 2 "CANARY-OK latewrite alltoallv (heap)" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoallv 500
+# Two ranks, 64 KiB blocks: sh_co's column share (each copies into its own buffer, §15);
+# the late rank reads the returned one's send buffer and must fail, writing nothing.
+run latewrite-2-shco-pull lines 1 "CANARY-OK latewrite alltoall (heap)" timeout 60 \
+    $MPIRUN -np 2 "$T/coll_test" heaplatewrite alltoall 500 65536
 # A writer that is on time but stalls (stopped, descheduled) for 2T between its last look at
 # the advertisement and its memcpy into the heap buffer (ARCOLL_FAULT=zc_stall): the receiver
 # it stalls on must wait for that copy before it returns, however long (§6, "Revocation";

@@ -53,6 +53,8 @@ _Static_assert((AW_CALL + 1) * sizeof(uint64_t) <= WIRE_LINE, "an addr line is o
 typedef struct shco_team {
     uint32_t p;
     morton_block_t *share; /* [p] */
+    morton_block_t *pull;  /* [p] column me: every block into our own buffer (shco_share) */
+    int pull_ok;           /* two ranks on one socket: pull serves small blocks */
     uint8_t *seen;         /* [p] the rank's record of this call was read */
     uint8_t *copied;       /* [p] the share's block was copied */
     uintptr_t *sbuf;       /* [p] buffers read from the records */
@@ -68,6 +70,17 @@ typedef struct shco_team {
 } shco_team_t;
 
 #define SHCO_SKIP_MAX 64
+
+/* At two ranks the Morton share is a row of the block matrix: each rank
+ * writes its blocks into the other's receive buffer, whose owner has just
+ * written it (cleared it, read the last result), so every line crosses
+ * between the cores twice, for the write and for the owner's next read. Below
+ * this block size (alltoall, allgather) each copies its column instead, into
+ * its own buffer, reading the other's send buffer: once. np=2, realistic mode
+ * (arcoll-mpi-lat -R), column over row: alltoall 0.85-0.94 at 4-256 KiB,
+ * allgather 0.94-1.00 to 64 KiB but 1.11-1.19 at 256 KiB-1 MiB; warm buffers:
+ * 0.57-0.90 at 4-256 KiB, 1.11-1.21 at 1 MiB (docs/performance.md). */
+#define SHCO_PULL_BELOW (256u << 10)
 
 /* Per call (inside the request). */
 typedef struct shco_call {
@@ -96,6 +109,7 @@ static void shco_team_free(void *p)
     free(st->sbuf);
     free(st->copied);
     free(st->seen);
+    free(st->pull);
     free(st->share);
     free(st);
 }
@@ -109,13 +123,14 @@ static void *shco_team_make(struct arcoll_team *t)
         goto fail;
     st->p = t->size;
     st->share = malloc(sizeof(*st->share) * t->size);
+    st->pull = malloc(sizeof(*st->pull) * t->size);
     st->seen = malloc(t->size);
     st->copied = malloc(t->size);
     st->sbuf = malloc(sizeof(*st->sbuf) * t->size);
     st->rbuf = malloc(sizeof(*st->rbuf) * t->size);
     st->off = malloc(sizeof(*st->off) * (t->size + 1));
-    if (st->share == NULL || st->seen == NULL || st->copied == NULL || st->sbuf == NULL ||
-        st->rbuf == NULL || st->off == NULL)
+    if (st->share == NULL || st->pull == NULL || st->seen == NULL || st->copied == NULL ||
+        st->sbuf == NULL || st->rbuf == NULL || st->off == NULL)
         goto fail;
     /* One node: the local index is the team rank. */
     if (h->nsockets > 1 &&
@@ -125,6 +140,9 @@ static void *shco_team_make(struct arcoll_team *t)
         morton_share(t->size, t->rank, st->share);
     else if (t->rank == 0)
         log_info("sh_co: %u sockets on the node: SH-NUMA-CO order (Li et al. §2.4)", h->nsockets);
+    for (uint32_t i = 0; i < t->size; i++) /* our own block first */
+        st->pull[i] = (morton_block_t){.row = (t->rank + i) % t->size, .col = t->rank};
+    st->pull_ok = t->size == 2 && h->nsockets <= 1; /* what was measured */
     return st;
 fail:
     log_err("sh_co: out of memory for the Morton share of %u ranks", t->size);
@@ -262,8 +280,17 @@ static int shco_present(coll_req_t *r, uint32_t q)
  * each block's two ranks are looked at again after a fence, so that a rank
  * whose call fails (shco_revoke) either sees us copying and waits, or is
  * seen gone and its buffers are left alone (docs/protocol.md §15, Errors). */
+/* The call's share: alike on every rank whose size is ours (the team's size,
+ * the collective and the block size), and only those copy to or from us. */
+static const morton_block_t *shco_share(const coll_req_t *r, const shco_team_t *st)
+{
+    return st->pull_ok && r->type != COLL_ALLGATHERV && r->bytes < SHCO_PULL_BELOW ? st->pull
+                                                                                   : st->share;
+}
+
 static void shco_copy(coll_req_t *r, shco_team_t *st)
 {
+    const morton_block_t *share = shco_share(r, st);
     _Atomic uint64_t *done = shco_line(r, r->team->rank) + AW_DONE;
     int a2a = r->type == COLL_ALLTOALL, v = r->type == COLL_ALLGATHERV;
     size_t m = r->bytes, len;
@@ -271,7 +298,7 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
     uint32_t i;
 
     for (i = 0; i < st->p; i++) {
-        morton_block_t b = st->share[i];
+        morton_block_t b = share[i];
         if (!st->copied[i] && st->seen[b.row] && st->seen[b.col])
             break;
     }
@@ -281,7 +308,7 @@ static void shco_copy(coll_req_t *r, shco_team_t *st)
     atomic_store_explicit(done, wire_done_word(SC(r)->seq, WIRE_ST_BUSY), memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     for (; i < st->p && SC(r)->left; i++) {
-        morton_block_t b = st->share[i];
+        morton_block_t b = share[i];
         if (st->copied[i] || !st->seen[b.row] || !st->seen[b.col])
             continue;
         if (!shco_present(r, b.row) || !shco_present(r, b.col))
