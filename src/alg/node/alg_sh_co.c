@@ -75,12 +75,14 @@ typedef struct shco_team {
  * writes its blocks into the other's receive buffer, whose owner has just
  * written it (cleared it, read the last result), so every line crosses
  * between the cores twice, for the write and for the owner's next read. Below
- * this block size (alltoall, allgather) each copies its column instead, into
- * its own buffer, reading the other's send buffer: once. np=2, realistic mode
- * (arcoll-mpi-lat -R), column over row: alltoall 0.85-0.94 at 4-256 KiB,
- * allgather 0.94-1.00 to 64 KiB but 1.11-1.19 at 256 KiB-1 MiB; warm buffers:
- * 0.57-0.90 at 4-256 KiB, 1.11-1.21 at 1 MiB (docs/performance.md). */
-#define SHCO_PULL_BELOW (256u << 10)
+ * these block sizes each copies its column instead, into its own buffer,
+ * reading the other's send buffer: once. np=2, column over row, realistic
+ * mode (arcoll-mpi-lat -R) / warm buffers: alltoall 0.72-0.95 / 0.61-0.86 at
+ * 4-64 KiB, 0.92 / 0.61 at 256 KiB, 0.80 / 0.75 at 512 KiB, 0.92 / 1.11 at
+ * 1 MiB; allgather 0.79-0.95 / 0.60-0.84 at 4-64 KiB, 1.16-1.19 / 0.69 at
+ * 256 KiB (docs/performance.md, "sh_co at two ranks"). */
+#define SHCO_PULL_A2A_BELOW (1024u << 10)
+#define SHCO_PULL_AG_BELOW  (256u << 10)
 
 /* Per call (inside the request). */
 typedef struct shco_call {
@@ -284,8 +286,10 @@ static int shco_present(coll_req_t *r, uint32_t q)
  * the collective and the block size), and only those copy to or from us. */
 static const morton_block_t *shco_share(const coll_req_t *r, const shco_team_t *st)
 {
-    return st->pull_ok && r->type != COLL_ALLGATHERV && r->bytes < SHCO_PULL_BELOW ? st->pull
-                                                                                   : st->share;
+    size_t below = r->type == COLL_ALLTOALL    ? SHCO_PULL_A2A_BELOW
+                   : r->type == COLL_ALLGATHER ? SHCO_PULL_AG_BELOW
+                                               : 0;
+    return st->pull_ok && r->bytes < below ? st->pull : st->share;
 }
 
 static void shco_copy(coll_req_t *r, shco_team_t *st)
