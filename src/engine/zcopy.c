@@ -72,14 +72,14 @@ static int zcopy_v_start(coll_req_t *r)
     for (uint32_t i = 1; i < t->size; i++) {
         uint32_t peer = (t->rank + i) % t->size;
         coll_peer_t *p = &r->peers[peer];
-        size_t rc_len = a->rcounts[peer], tx = coll_tx_len(r, peer);
-        p->rx_zc = rc_len > 0 && eng_zcopy_pick(r, rc_len);
+        size_t rx = a->rcounts[peer], tx = coll_tx_len(r, peer);
+        p->rx_zc = rx > 0 && eng_zcopy_pick(r, rx);
         p->tx_eager = !eng_zcopy_pick(r, tx);
         if (p->rx_zc) {
             if (a->rdispls[peer] < rlo)
                 rlo = a->rdispls[peer];
-            if (a->rdispls[peer] + rc_len > rhi)
-                rhi = a->rdispls[peer] + rc_len;
+            if (a->rdispls[peer] + rx > rhi)
+                rhi = a->rdispls[peer] + rx;
         }
         if (tx > 0 && !p->tx_eager && r->type == COLL_ALLTOALLV) {
             if (a->sdispls[peer] < slo)
@@ -131,8 +131,13 @@ static int zcopy_v_start(coll_req_t *r)
             adv.boff = (uint64_t)(coll_dst(r, peer) - base);
         }
         rc = coll_advertise_to(r, peer, &adv);
-        if (rc != ARCOLL_OK)
+        if (rc != ARCOLL_OK) {
+            /* The peers after it were given nothing: none holds our key (the
+             * first pass's choices are not advertisements; zcopy_revoke). */
+            for (uint32_t k = i + 1; k < t->size; k++)
+                r->peers[(t->rank + k) % t->size].rx_zc = 0;
             return rc;
+        }
     }
     return ARCOLL_OK;
 }

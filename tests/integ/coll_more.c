@@ -732,16 +732,16 @@ void ct_test_vskew(arcoll_context_t ctx, long iters, long us)
                ct_nranks, (unsigned long long)sum[0], (unsigned long long)sum[1]);
 }
 
-/* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse
- * rank order; collectives on the new team (a node algorithm too), a split of
- * the split, then destroy. */
 /* Teams made and freed in turn, one rank late to every free (a different one
  * each time): the others wait in the free's barrier, the team's last exchange
  * before its memory goes, long past the 256 passes after which a schedule's
  * receive advertises late (protocol.md §17). The library's own agreements
  * write nothing late: over verbs such a write can land after its peer
  * deregistered the team's memory, a remote access error that takes the
- * pair's QP down for every team. Counted here on any channel. */
+ * pair's QP down for every team. Counted here on any channel (the count also
+ * takes in the split's own exchange of team records, an alltoallv by the
+ * configured algorithm: pap by default, whose flat calls never advertise
+ * late). */
 void ct_test_churn(arcoll_context_t ctx, long cycles)
 {
     arcoll_team_t world = arcoll_team_world(ctx), sub;
@@ -769,6 +769,9 @@ void ct_test_churn(arcoll_context_t ctx, long cycles)
           c1.sched_zc_late - c0.sched_zc_late);
 }
 
+/* arcoll_team_split: colors rank % 3 (rank 1 joins none), keys in reverse
+ * rank order; collectives on the new team (a node algorithm too), a split of
+ * the split, then destroy. */
 void ct_test_split(arcoll_context_t ctx)
 {
     arcoll_team_t world = arcoll_team_world(ctx), sub = NULL, sub2 = NULL;

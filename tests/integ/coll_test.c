@@ -848,8 +848,8 @@ static void test_bad(arcoll_context_t ctx)
 }
 
 /* No write after return (issue 40 item 1): with ARCOLL_TIMEOUT_MS = T (ms,
- * set here after init), the last rank comes 2T late to a zero-copy call (256
- * KiB per peer), so the others time out while they have advertised their
+ * set here after init), the last rank comes 2T late to a zero-copy call (len
+ * bytes per peer, 256 KiB unless given), so the others time out while they have advertised their
  * receive buffers to it. Each of them fills its receive buffer with a canary
  * at once and checks, 2T later (the late rank has come and gone by then),
  * that no byte of it changed: the late rank must not write into a buffer whose
@@ -858,7 +858,10 @@ static void test_bad(arcoll_context_t ctx)
  * heap: the buffers are in the node heap and the alltoall or allgather runs
  * as sh_co, where every rank copies a share of the blocks between the others'
  * buffers (docs/protocol.md §15): no copier may write into a returned call's
- * buffer either. heap alltoallv: no sh_co; the flat zero-copy path advertises
+ * buffer either; each also overwrites its send buffer on return, and a late
+ * rank's call must fail (at two ranks with smaller blocks sh_co copies by
+ * column: the late rank then only reads the returned rank's send buffer, and
+ * what it read never counts). heap alltoallv: no sh_co; the flat zero-copy path advertises
  * the heap buffers by address and its peers memcpy into them (protocol.md §6,
  * "Heap buffers"), which must revoke as a registration does.
  * stall (coll_test_fault stallwrite, ARCOLL_FAULT=zc_stall): the last rank
@@ -935,6 +938,7 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, int
     }
     if (!late) {
         memset(r, 0xc5, n * len);
+        memset(s, 0x5c, n * len); /* reused, as a program may once its call returned */
         usleep((useconds_t)(2 * t_ms * 1000));
         for (size_t b = 0; b < n * len; b++)
             changed += r[b] != 0xc5;
@@ -946,7 +950,11 @@ static void test_latewrite(arcoll_context_t ctx, const char *coll, int heap, int
                stall ? "stallwrite" : "latewrite", coll, heap ? " (heap)" : "", arcoll_strerror(rc),
                secs, changed);
     } else {
-        printf("[rank %d] late %s %s: call 3 %s after %.2f s\n", ct_rank,
+        /* It came after the others returned (stall: after their timeout): its
+         * call cannot have all its blocks. */
+        CHECK(rc != ARCOLL_OK || stall, "the late rank's call 3 returned %s", arcoll_strerror(rc));
+        printf("[rank %d] %s %s %s: call 3 %s after %.2f s\n", ct_rank,
+               rc != ARCOLL_OK || stall ? "LATE-OK" : "LATE-FAIL",
                stall ? "stallwrite" : "latewrite", coll, arcoll_strerror(rc), secs);
     }
     fflush(stdout);

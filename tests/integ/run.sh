@@ -181,7 +181,7 @@ done
 run split-8-nodes-2 ok env ARCOLL_NODE_SIZE=2 $MPIRUN -np 8 "$T/coll_test" split
 run split-6-nodes-3,1 ok env ARCOLL_NODE_SIZE=3,1 $MPIRUN -np 6 "$T/coll_test" split
 # 40 teams made and freed, a rank late to each free: the library's own agreements write
-# nothing late (no late advertisement; protocol.md §17). Fails with 60+ without that rule.
+# nothing late (no late advertisement; protocol.md §17). Without that rule: 58-74 per rank.
 run mpirun-3-churn ok $MPIRUN -np 3 "$T/coll_test" churn 40
 run fork-4-v ok "$T/fork_test" 4 v
 for alg in pap direct ring rdd rdh; do
@@ -489,9 +489,11 @@ run latewrite-3-shco-alltoall lines 2 "CANARY-OK latewrite" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoall 500
 run latewrite-3-heap-alltoallv lines 2 "CANARY-OK latewrite alltoallv (heap)" timeout 60 \
     $MPIRUN -np 3 "$T/coll_test" heaplatewrite alltoallv 500
-# Two ranks, 64 KiB blocks: sh_co's column share (each copies into its own buffer, §15);
-# the late rank reads the returned one's send buffer and must fail, writing nothing.
-run latewrite-2-shco-pull lines 1 "CANARY-OK latewrite alltoall (heap)" timeout 60 \
+# Two ranks, 64 KiB blocks: sh_co's column share (each copies into its own buffer, §15).
+# The late rank only reads the returned one's send buffer (overwritten on return), so the
+# canary cannot change here; what this holds is that the pull runs under the fault and the
+# late rank's call fails (the CHECK in test_latewrite) rather than returning stale bytes.
+run latewrite-2-shco-pull lines 2 "-OK latewrite alltoall" timeout 60 \
     $MPIRUN -np 2 "$T/coll_test" heaplatewrite alltoall 500 65536
 # A writer that is on time but stalls (stopped, descheduled) for 2T between its last look at
 # the advertisement and its memcpy into the heap buffer (ARCOLL_FAULT=zc_stall): the receiver

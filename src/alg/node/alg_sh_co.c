@@ -27,6 +27,8 @@
  * are on several sockets (hier_t.lsocket) a rank copies, socket pair by socket
  * pair, only blocks into its own socket's receive buffers
  * (morton_numa_share); no barrier between its steps (docs/protocol.md §15).
+ * At two ranks on one socket, smaller blocks go by column instead: each rank
+ * copies both blocks into its own buffer (shco_share, SHCO_PULL_*_BELOW).
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -53,8 +55,8 @@ _Static_assert((AW_CALL + 1) * sizeof(uint64_t) <= WIRE_LINE, "an addr line is o
 typedef struct shco_team {
     uint32_t p;
     morton_block_t *share; /* [p] */
-    morton_block_t *pull;  /* [p] column me: every block into our own buffer (shco_share) */
-    int pull_ok;           /* two ranks on one socket: pull serves small blocks */
+    morton_block_t *pull;  /* [p] if pull_ok: column me, every block into our own buffer */
+    int pull_ok;           /* two ranks on one socket: the column serves small blocks */
     uint8_t *seen;         /* [p] the rank's record of this call was read */
     uint8_t *copied;       /* [p] the share's block was copied */
     uintptr_t *sbuf;       /* [p] buffers read from the records */
@@ -77,9 +79,9 @@ typedef struct shco_team {
  * between the cores twice, for the write and for the owner's next read. Below
  * these block sizes each copies its column instead, into its own buffer,
  * reading the other's send buffer: once. np=2, column over row, realistic
- * mode (arcoll-mpi-lat -R) / warm buffers: alltoall 0.72-0.95 / 0.61-0.86 at
- * 4-64 KiB, 0.92 / 0.61 at 256 KiB, 0.80 / 0.75 at 512 KiB, 0.92 / 1.11 at
- * 1 MiB; allgather 0.79-0.95 / 0.60-0.84 at 4-64 KiB, 1.16-1.19 / 0.69 at
+ * mode (arcoll-mpi-lat -R) / warm buffers: alltoall 0.72-0.96 / 0.61-0.86 at
+ * 4-64 KiB, 0.92-0.95 / 0.61 at 256 KiB, 0.80 / 0.75 at 512 KiB, 0.92 / 1.11
+ * at 1 MiB; allgather 0.79-0.95 / 0.60-0.84 at 4-64 KiB, 1.16-1.19 / 0.69 at
  * 256 KiB (docs/performance.md, "sh_co at two ranks"). */
 #define SHCO_PULL_A2A_BELOW (1024u << 10)
 #define SHCO_PULL_AG_BELOW  (256u << 10)
@@ -125,14 +127,15 @@ static void *shco_team_make(struct arcoll_team *t)
         goto fail;
     st->p = t->size;
     st->share = malloc(sizeof(*st->share) * t->size);
-    st->pull = malloc(sizeof(*st->pull) * t->size);
+    st->pull_ok = t->size == 2 && h->nsockets <= 1; /* what was measured */
+    st->pull = st->pull_ok ? malloc(sizeof(*st->pull) * t->size) : NULL;
     st->seen = malloc(t->size);
     st->copied = malloc(t->size);
     st->sbuf = malloc(sizeof(*st->sbuf) * t->size);
     st->rbuf = malloc(sizeof(*st->rbuf) * t->size);
     st->off = malloc(sizeof(*st->off) * (t->size + 1));
-    if (st->share == NULL || st->pull == NULL || st->seen == NULL || st->copied == NULL ||
-        st->sbuf == NULL || st->rbuf == NULL || st->off == NULL)
+    if (st->share == NULL || (st->pull_ok && st->pull == NULL) || st->seen == NULL ||
+        st->copied == NULL || st->sbuf == NULL || st->rbuf == NULL || st->off == NULL)
         goto fail;
     /* One node: the local index is the team rank. */
     if (h->nsockets > 1 &&
@@ -142,9 +145,8 @@ static void *shco_team_make(struct arcoll_team *t)
         morton_share(t->size, t->rank, st->share);
     else if (t->rank == 0)
         log_info("sh_co: %u sockets on the node: SH-NUMA-CO order (Li et al. §2.4)", h->nsockets);
-    for (uint32_t i = 0; i < t->size; i++) /* our own block first */
+    for (uint32_t i = 0; st->pull_ok && i < t->size; i++) /* our own block first */
         st->pull[i] = (morton_block_t){.row = (t->rank + i) % t->size, .col = t->rank};
-    st->pull_ok = t->size == 2 && h->nsockets <= 1; /* what was measured */
     return st;
 fail:
     log_err("sh_co: out of memory for the Morton share of %u ranks", t->size);
@@ -277,11 +279,6 @@ static int shco_present(coll_req_t *r, uint32_t q)
     return atomic_load_explicit(shco_line(r, q) + AW_ARRIVE, memory_order_acquire) == SC(r)->seq;
 }
 
-/* Copy the blocks of our share whose two ends have arrived, in share order.
- * A pass that copies says so first: our done word reads BUSY during it, and
- * each block's two ranks are looked at again after a fence, so that a rank
- * whose call fails (shco_revoke) either sees us copying and waits, or is
- * seen gone and its buffers are left alone (docs/protocol.md §15, Errors). */
 /* The call's share: alike on every rank whose size is ours (the team's size,
  * the collective and the block size), and only those copy to or from us. */
 static const morton_block_t *shco_share(const coll_req_t *r, const shco_team_t *st)
@@ -291,6 +288,12 @@ static const morton_block_t *shco_share(const coll_req_t *r, const shco_team_t *
                                                : 0;
     return st->pull_ok && r->bytes < below ? st->pull : st->share;
 }
+
+/* Copy the blocks of our share whose two ends have arrived, in share order.
+ * A pass that copies says so first: our done word reads BUSY during it, and
+ * each block's two ranks are looked at again after a fence, so that a rank
+ * whose call fails (shco_revoke) either sees us copying and waits, or is
+ * seen gone and its buffers are left alone (docs/protocol.md §15, Errors). */
 
 static void shco_copy(coll_req_t *r, shco_team_t *st)
 {
