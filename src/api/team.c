@@ -396,13 +396,16 @@ static int core_team_make_over(struct arcoll_team *parent, const uint32_t *membe
             rcn[members[j]] = sizeof(mine);
             rd[members[j]] = (size_t)j * sizeof(mine);
         }
+        /* The library's own exchange, like the agreements (internal): auto's
+         * algorithm whatever the user forces, and nothing written late. */
         coll_args_t a = {.type = COLL_ALLTOALLV,
                          .sbuf = (const char *)&mine,
                          .rbuf = (char *)recs,
                          .scounts = sc,
                          .sdispls = sd,
                          .rcounts = rcn,
-                         .rdispls = rd};
+                         .rdispls = rd,
+                         .internal = 1};
         brc = core_team_run(parent, &a);
         if (rc == ARCOLL_OK)
             rc = brc;

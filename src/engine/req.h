@@ -43,7 +43,7 @@ typedef struct coll_args {
      * it, so steps of calls that do not line up never match); 0: the call is
      * numbered on its own team (docs/protocol.md §8). */
     uint64_t call;
-    /* The library's own agreement (closing barrier, a split's outcome): the
+    /* The library's own exchange (closing barrier, a split's records and outcome): the
      * dispatcher's auto pick, never the algorithm the user forced for the
      * collective (a linear pap allreduce of one word at 4096 ranks is 34 M
      * messages, empty ones included, where rdh needs about 8 K), and no

@@ -738,10 +738,7 @@ void ct_test_vskew(arcoll_context_t ctx, long iters, long us)
  * receive advertises late (protocol.md §17). The library's own agreements
  * write nothing late: over verbs such a write can land after its peer
  * deregistered the team's memory, a remote access error that takes the
- * pair's QP down for every team. Counted here on any channel (the count also
- * takes in the split's own exchange of team records, an alltoallv by the
- * configured algorithm: pap by default, whose flat calls never advertise
- * late). */
+ * pair's QP down for every team. Counted here on any channel. */
 void ct_test_churn(arcoll_context_t ctx, long cycles)
 {
     arcoll_team_t world = arcoll_team_world(ctx), sub;
