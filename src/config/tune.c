@@ -121,7 +121,15 @@ static const char tune_default[] = "alltoall:2k-inf:nodes=1:over=no:@sh_co#"
                                     * docs/performance.md, "Realistic buffer use"); at 4
                                     * ranks on 2 cores arcoll was as fast or faster. */
                                    "allgatherv:0-2k:over=no:chan=smp:@mpi#"
-                                   "reduce_scatter:0-1k:over=no:chan=smp:@mpi";
+                                   "reduce_scatter:0-1k:over=no:chan=smp:@mpi#"
+                                   /* 4 ranks on fewer cores: Open MPI switches to a faster
+                                    * algorithm at 32-128 B blocks (2.8-3.0 us against its
+                                    * 3.7 us at 8-16 B; arcoll's pap 3.4-3.9 us, rdh, rdd
+                                    * and ring no better): 1.13-1.28x there, 1.04-1.07x
+                                    * handed to it (realistic mode, 3 rounds); 8 ranks on 2
+                                    * cores measured 1.03 at 32-64 B and 0.75 at 128 B, so
+                                    * the rule names 4. */
+                                   "reduce_scatter:32-256:ppn=4:nodes=1:over=yes:chan=smp:@mpi";
 
 #define TUNE_RULE_LEN 256 /* characters of one rule */
 
